@@ -1,0 +1,68 @@
+//! Event reasons the manager (and the runner, with `--runner-events`) emits.
+
+/// First reconcile with a deletionTimestamp.
+pub const DELETION_STARTED: &str = "DeletionStarted";
+/// The finalizer was removed.
+pub const FINALIZER_REMOVED: &str = "FinalizerRemoved";
+/// Destroy and cleanup succeeded.
+pub const DESTROYED: &str = "Destroyed";
+/// An externally managed object was deleted; its finalizer was dropped.
+pub const EXTERNALLY_MANAGED_RELEASED: &str = "ExternallyManagedReleased";
+/// Warning: a held deletion was released by `captf.io/abandon-infrastructure`.
+pub const INFRASTRUCTURE_ABANDONED: &str = "InfrastructureAbandoned";
+/// A credential mirror was deleted when its last user went away.
+pub const MIRROR_REMOVED: &str = "MirrorRemoved";
+/// A Job stuck without its per-run Secret was deleted.
+pub const STUCK_JOB_DELETED: &str = "StuckJobDeleted";
+/// Warning: a Job will force-unlock a stale state lock.
+pub const FORCE_UNLOCKED: &str = "ForceUnlocked";
+/// A foreign holder of the state lock was detected.
+pub const STATE_LOCKED: &str = "StateLocked";
+/// State chunks or backups were re-owned.
+pub const OWNER_REFERENCES_REPAIRED: &str = "OwnerReferencesRepaired";
+/// Warning: `exports` is over 65536 bytes and was not published.
+pub const EXPORTS_NOT_PUBLISHED: &str = "ExportsNotPublished";
+/// An operation had no pinned digest and fell back to the spec image.
+pub const DIGEST_UNKNOWN: &str = "DigestUnknown";
+/// A (re)apply or plan starts for changed inputs.
+pub const INPUTS_CHANGED: &str = "InputsChanged";
+/// A Manual plan was recorded in `status.plan`.
+pub const PLAN_READY: &str = "PlanReady";
+/// An approved apply started.
+pub const PLAN_APPROVED: &str = "PlanApproved";
+/// An approved apply succeeded.
+pub const PLAN_APPLIED: &str = "PlanApplied";
+/// Warning: an approved apply re-planned to a different hash.
+pub const PLAN_CHANGED: &str = "PlanChanged";
+/// Warning: an apply stopped before a destructive plan.
+pub const DESTRUCTIVE_PLAN_BLOCKED: &str = "DestructivePlanBlocked";
+/// The destructive-plan approval annotation was consumed.
+pub const DESTRUCTIVE_PLAN_APPROVAL_CONSUMED: &str = "DestructivePlanApprovalConsumed";
+/// A Job failed.
+pub const JOB_FAILED: &str = "JobFailed";
+/// A Job was interrupted from outside.
+pub const JOB_INTERRUPTED: &str = "JobInterrupted";
+/// A Job hit its deadline.
+pub const JOB_DEADLINE_EXCEEDED: &str = "JobDeadlineExceeded";
+/// A Job succeeded.
+pub const JOB_SUCCEEDED: &str = "JobSucceeded";
+/// An operation waits for a Job slot (once per wait).
+pub const WAITING_FOR_JOB_SLOT: &str = "WaitingForJobSlot";
+/// An operation waits for the run lease (once per wait).
+pub const WAITING_FOR_RUN_LEASE: &str = "WaitingForRunLease";
+/// A machine or pool operation waits for the cluster's (once per wait).
+pub const WAITING_FOR_CLUSTER_OPERATION: &str = "WaitingForClusterOperation";
+/// A cluster operation waits for its machines' and pools' (once per wait).
+pub const WAITING_FOR_MACHINE_OPERATIONS: &str = "WaitingForMachineOperations";
+/// A pool write-back changed `MachinePool.spec.replicas`.
+pub const REPLICAS_WRITTEN_BACK: &str = "ReplicasWrittenBack";
+/// A restore Job pushed a backup.
+pub const STATE_RESTORED: &str = "StateRestored";
+/// Runner: a run started.
+pub const RUN_STARTED: &str = "RunStarted";
+/// Runner: a step started.
+pub const STEP_STARTED: &str = "StepStarted";
+/// Runner: a step finished.
+pub const STEP_FINISHED: &str = "StepFinished";
+/// Runner: the run finished.
+pub const RUN_FINISHED: &str = "RunFinished";
