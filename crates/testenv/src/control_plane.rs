@@ -1,0 +1,312 @@
+//! etcd, kube-apiserver and kube-controller-manager as local processes.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use crate::pki::{self, Pki};
+use crate::process::{self, Managed};
+use crate::tools::Tools;
+
+/// Controllers the tests need: Jobs and their pods, garbage collection, namespace deletion,
+/// ServiceAccounts and their tokens, the root CA ConfigMap, and TTL-after-finished.
+pub const CONTROLLERS: &str = "job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,ttl-after-finished-controller";
+
+/// The files of one control plane under its directory.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub root: PathBuf,
+}
+
+impl Layout {
+    pub fn pki(&self) -> PathBuf {
+        self.root.join("pki")
+    }
+    pub fn logs(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+    pub fn etcd_data(&self) -> PathBuf {
+        self.root.join("etcd")
+    }
+    pub fn pods(&self) -> PathBuf {
+        self.root.join("pods")
+    }
+    /// The admin kubeconfig (client certificate in group `system:masters`).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.root.join("kubeconfig")
+    }
+    /// Written by the supervisor once everything is healthy.
+    pub fn state_file(&self) -> PathBuf {
+        self.root.join("state.json")
+    }
+}
+
+/// A running control plane.
+pub struct ControlPlane {
+    pub layout: Layout,
+    pub pki: Pki,
+    pub server: String,
+    pub apiserver_port: u16,
+    processes: Vec<Managed>,
+}
+
+impl ControlPlane {
+    /// Starts etcd, then kube-apiserver, then kube-controller-manager, waiting for each to be
+    /// healthy, and writes the admin kubeconfig.
+    pub async fn start(layout: Layout, tools: &Tools) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(layout.logs())?;
+        let pki = pki::write(&layout.pki())?;
+        let mut plane = ControlPlane {
+            layout: layout.clone(),
+            pki,
+            server: String::new(),
+            apiserver_port: 0,
+            processes: Vec::new(),
+        };
+        let etcd_port = process::free_port()?;
+        let peer_port = process::free_port()?;
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        plane.spawn(
+            "etcd",
+            &tools.etcd,
+            vec![
+                format!("--data-dir={}", layout.etcd_data().display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
+                format!("--initial-cluster=default=http://127.0.0.1:{peer_port}"),
+                "--unsafe-no-fsync=true".into(),
+                "--quota-backend-bytes=8589934592".into(),
+                "--auto-compaction-retention=1".into(),
+                "--log-level=warn".into(),
+            ],
+        )?;
+        plane
+            .wait_until("etcd", Duration::from_secs(60), || etcd_healthy(etcd_port))
+            .await?;
+
+        let port = process::free_port()?;
+        plane.apiserver_port = port;
+        plane.server = format!("https://127.0.0.1:{port}");
+        let p = plane.pki.clone();
+        plane.spawn(
+            "kube-apiserver",
+            &tools.kube_apiserver,
+            vec![
+                format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                format!("--secure-port={port}"),
+                format!("--cert-dir={}", layout.pki().display()),
+                format!("--tls-cert-file={}", p.serving_cert.display()),
+                format!("--tls-private-key-file={}", p.serving_key.display()),
+                format!("--client-ca-file={}", p.ca_cert.display()),
+                "--service-cluster-ip-range=10.0.0.0/24".into(),
+                "--authorization-mode=RBAC".into(),
+                "--allow-privileged=true".into(),
+                format!("--service-account-issuer=https://127.0.0.1:{port}"),
+                format!(
+                    "--service-account-key-file={}",
+                    p.service_account_public_key.display()
+                ),
+                format!(
+                    "--service-account-signing-key-file={}",
+                    p.service_account_key.display()
+                ),
+                "--endpoint-reconciler-type=none".into(),
+                "--v=1".into(),
+            ],
+        )?;
+        std::fs::write(
+            layout.kubeconfig(),
+            pki::kubeconfig(&plane.server, &p.ca_cert, &p.admin_cert, &p.admin_key)?,
+        )?;
+        let client = crate::client_from_kubeconfig(&layout.kubeconfig()).await?;
+        plane
+            .wait_until_async("kube-apiserver", Duration::from_secs(120), || {
+                readyz(&client)
+            })
+            .await?;
+
+        plane.spawn(
+            "kube-controller-manager",
+            &tools.kube_controller_manager,
+            vec![
+                format!("--kubeconfig={}", layout.kubeconfig().display()),
+                "--leader-elect=false".into(),
+                format!("--controllers={CONTROLLERS}"),
+                "--use-service-account-credentials=false".into(),
+                format!("--root-ca-file={}", p.ca_cert.display()),
+                format!(
+                    "--service-account-private-key-file={}",
+                    p.service_account_key.display()
+                ),
+                "--secure-port=0".into(),
+                // Pods of finished Jobs must not pile up in tests that run hundreds of Jobs.
+                "--terminated-pod-gc-threshold=1000".into(),
+                "--v=1".into(),
+            ],
+        )?;
+        Ok(plane)
+    }
+
+    fn spawn(&mut self, name: &str, program: &Path, args: Vec<String>) -> anyhow::Result<()> {
+        let log = self.layout.logs().join(format!("{name}.log"));
+        self.processes
+            .push(process::spawn(name, program, &args, &log)?);
+        Ok(())
+    }
+
+    /// Pids of every process (for `captf-testenv down` after a supervisor crash).
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        self.processes
+            .iter()
+            .map(|m| (m.name.clone(), m.pid()))
+            .collect()
+    }
+
+    /// The first process that exited unexpectedly, with its status.
+    pub fn crashed(&mut self) -> Option<(String, String)> {
+        self.processes
+            .iter_mut()
+            .find_map(|m| m.exited().map(|status| (m.name.clone(), status)))
+    }
+
+    /// Stops everything, newest first.
+    pub fn stop(&mut self) {
+        while let Some(mut m) = self.processes.pop() {
+            m.stop(Duration::from_secs(10));
+        }
+    }
+
+    async fn wait_until(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn() -> bool,
+    ) -> anyhow::Result<()> {
+        self.wait_until_async(what, timeout, || {
+            let ok = check();
+            async move { ok }
+        })
+        .await
+    }
+
+    async fn wait_until_async<F, Fut>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        check: F,
+    ) -> anyhow::Result<()>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if check().await {
+                return Ok(());
+            }
+            if let Some((name, status)) = self.crashed() {
+                let log = self.layout.logs().join(format!("{name}.log"));
+                anyhow::bail!(
+                    "{name} exited ({status}) while waiting for {what}:\n{}",
+                    tail(&log, 30)
+                );
+            }
+            if Instant::now() > deadline {
+                let log = self.layout.logs().join(format!("{what}.log"));
+                anyhow::bail!("{what} not healthy after {timeout:?}:\n{}", tail(&log, 30));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn etcd_healthy(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream
+        .write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut body = String::new();
+    let _ = stream.read_to_string(&mut body);
+    body.contains("\"health\":\"true\"")
+}
+
+async fn readyz(client: &kube::Client) -> bool {
+    let Ok(request) = http::Request::get("/readyz").body(Vec::new()) else {
+        return false;
+    };
+    matches!(client.request_text(request).await, Ok(body) if body.trim() == "ok")
+}
+
+/// The last `lines` lines of a log file, for error messages.
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| format!("({}: {e})", path.display()));
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Installs CRDs from YAML files (multi-document allowed) with server-side apply and waits until
+/// each is Established.
+pub async fn install_crds(client: &kube::Client, yaml: &str) -> anyhow::Result<Vec<String>> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, Patch, PatchParams};
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut names = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let value = serde_yaml::Value::deserialize(doc)?;
+        if value.is_null() {
+            continue;
+        }
+        let crd: CustomResourceDefinition = serde_yaml::from_value(value).context("CRD YAML")?;
+        let name = crd.metadata.name.clone().context("CRD without a name")?;
+        api.patch(
+            &name,
+            &PatchParams::apply("captf-testenv").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .with_context(|| format!("installing CRD {name}"))?;
+        names.push(name);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for name in &names {
+        loop {
+            let crd = api.get(name).await?;
+            let established = crd
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "CRD {name} not Established after 60s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(names)
+}
+
+use serde::Deserialize as _;

@@ -1,0 +1,123 @@
+//! Child processes of the control plane: started in their own process group with output to a
+//! log file, stopped with SIGTERM, a grace period, then SIGKILL.
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+/// A started child and its log.
+#[derive(Debug)]
+pub struct Managed {
+    pub name: String,
+    pub child: Child,
+}
+
+/// Starts `program args` in a new process group, appending stdout and stderr to `log`.
+pub fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> anyhow::Result<Managed> {
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    let err = out.try_clone()?;
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("starting {name} ({})", program.display()))?;
+    Ok(Managed {
+        name: name.to_owned(),
+        child,
+    })
+}
+
+impl Managed {
+    /// The process id (also its process group id).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it already exited; returns its status text if so.
+    pub fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            Ok(None) => None,
+            Err(e) => Some(e.to_string()),
+        }
+    }
+
+    /// SIGTERM to the group, up to `grace` to exit, then SIGKILL.
+    pub fn stop(&mut self, grace: Duration) {
+        stop_group(self.pid(), grace, || {
+            matches!(self.child.try_wait(), Ok(Some(_)) | Err(_))
+        });
+        let _ = self.child.wait();
+    }
+}
+
+/// Stops a process group that is not our child (e.g. after a supervisor crash): SIGTERM,
+/// `grace`, SIGKILL. `gone` says whether the leader is gone.
+pub fn stop_group(pgid: u32, grace: Duration, mut gone: impl FnMut() -> bool) {
+    let Ok(raw) = i32::try_from(pgid) else { return };
+    let group = Pid::from_raw(raw);
+    if killpg(group, Signal::SIGTERM).is_err() {
+        return;
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if gone() {
+            // The leader exited; make sure nothing else of the group lingers.
+            let _ = killpg(group, Signal::SIGKILL);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = killpg(group, Signal::SIGKILL);
+}
+
+/// Whether a process with this pid exists.
+pub fn alive(pid: u32) -> bool {
+    i32::try_from(pid)
+        .ok()
+        .is_some_and(|raw| nix::sys::signal::kill(Pid::from_raw(raw), None).is_ok())
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; the small race is acceptable for tests).
+pub fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Async variant of [`stop_group`] for a tokio child: SIGTERM to its group, `grace` to exit, then
+/// SIGKILL; returns its exit status.
+pub async fn terminate_group(
+    pgid: u32,
+    grace: Duration,
+    child: &mut tokio::process::Child,
+) -> std::io::Result<std::process::ExitStatus> {
+    let group = i32::try_from(pgid).map(Pid::from_raw).ok();
+    if let Some(group) = group {
+        let _ = killpg(group, Signal::SIGTERM);
+    }
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(status) => {
+            if let Some(group) = group {
+                let _ = killpg(group, Signal::SIGKILL);
+            }
+            status
+        }
+        Err(_) => {
+            if let Some(group) = group {
+                let _ = killpg(group, Signal::SIGKILL);
+            }
+            child.wait().await
+        }
+    }
+}
