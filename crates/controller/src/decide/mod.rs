@@ -1,0 +1,503 @@
+//! `decide`: what a workload object needs next, as a pure function of an observed [`Snapshot`]
+//! and the clock. No I/O, no clock reads, no randomness (jitter derives from the UID).
+//!
+//! The order of the checks is the contract (first match wins):
+//! 1. a Job is active: wait for it;
+//! 2. a restore is requested (and the object is not deleting, or its deletion is held);
+//! 3. deleting: hold on lost or unreadable state, drop the finalizer without state, else destroy;
+//! 4. lost or unreadable state: nothing runs until a restore;
+//! 5. an apply is due (no state, state without inputs hash, inputs changed, last apply failed or
+//!    interrupted, drift to remediate), gated by `applyPolicy: Manual`, the destructive guard and
+//!    backoff;
+//! 6. the schedule: refresh after apply, pool membership, pending health, health checks, drift.
+
+mod reason;
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use captf_api::names::WorkloadKind;
+use captf_api::{ApplyPolicy, DriftAction, Operation};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+pub use reason::Reason;
+
+use crate::schedule::{self, jitter, pending_refresh_delay, retry_delay};
+
+/// Everything the decision needs, observed once per pass.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub kind: WorkloadKind,
+    /// Seeds the jitter.
+    pub uid: String,
+    pub created_at: Timestamp,
+    pub deleting: bool,
+    pub job_active: bool,
+    pub state: StateView,
+    /// Hash of the inputs rendered now; `None` when they cannot be built (e.g. an immutable kind
+    /// after provisioning, or missing dependencies).
+    pub inputs_hash: Option<String>,
+    /// A cluster or pool apply Job vanished while running: an apply stays due.
+    pub interrupted_apply: bool,
+    /// A restore the object asked for, already checked to name a complete backup that was not
+    /// consumed yet.
+    pub restore_requested: bool,
+    pub history: History,
+    pub policy: Policy,
+    pub approvals: Approvals,
+    /// The plan shown in `status.plan` (Manual apply policy).
+    pub plan: Option<PendingPlan>,
+    pub observed: Observed,
+}
+
+/// What the state reader found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StateView {
+    /// No state and the object never applied.
+    NotFound,
+    /// No state although the object applied before.
+    Lost,
+    /// State Secrets exist but cannot be read (corrupt, inconsistent, encrypted, unsupported).
+    Unreadable,
+    /// Readable state; the inputs hash of the apply that wrote it, when recorded.
+    Found { inputs_hash: Option<String> },
+}
+
+/// Outcomes of the object's retained Jobs.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    pub apply: OpHistory,
+    pub destroy: OpHistory,
+    pub refresh: OpHistory,
+    pub drift: OpHistory,
+    pub plan: OpHistory,
+    pub restore: OpHistory,
+    /// The newest finished apply.
+    pub newest_apply: Option<ApplyAttempt>,
+}
+
+impl History {
+    fn of(&self, op: Operation) -> &OpHistory {
+        match op {
+            Operation::Apply => &self.apply,
+            Operation::Destroy => &self.destroy,
+            Operation::Refresh => &self.refresh,
+            Operation::Drift => &self.drift,
+            Operation::Plan => &self.plan,
+            Operation::Restore => &self.restore,
+        }
+    }
+}
+
+/// One operation's retained history.
+#[derive(Clone, Debug, Default)]
+pub struct OpHistory {
+    pub last_success: Option<Timestamp>,
+    /// Failures since the last success (interrupted, blocked and plan-changed runs excluded).
+    pub failures: u32,
+    pub last_failure: Option<Timestamp>,
+}
+
+/// The newest finished apply.
+#[derive(Clone, Debug)]
+pub struct ApplyAttempt {
+    pub inputs_hash: String,
+    pub outcome: ApplyOutcome,
+    /// It was a drift remediation.
+    pub remediation: bool,
+}
+
+/// How an apply ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    Succeeded,
+    Failed,
+    /// The guard stopped it before a deleting or replacing plan; `guard_hash` is what an
+    /// approval must name.
+    Blocked {
+        guard_hash: String,
+    },
+    /// The approved plan no longer matched.
+    PlanChanged,
+}
+
+/// Effective policy (spec merged with inherited defaults and manager flags).
+#[derive(Clone, Debug)]
+pub struct Policy {
+    pub apply_policy: ApplyPolicy,
+    /// `None` when drift checks are disabled.
+    pub drift_interval: Option<Duration>,
+    pub drift_action: DriftAction,
+    /// `failedJobsHistoryLimit`: saturates backoff and caps failed remediations.
+    pub failed_history_limit: u32,
+    /// The kind refreshes once after a successful apply (machines, pools).
+    pub refresh_after_apply: bool,
+    /// Pools: membership refresh interval.
+    pub membership_interval: Option<Duration>,
+    /// Machines with `remediation.annotateMachine`: health sampling interval.
+    pub health_check_interval: Option<Duration>,
+}
+
+/// Approval annotations on the object.
+#[derive(Clone, Debug, Default)]
+pub struct Approvals {
+    /// `captf.io/approve-destructive-plan`.
+    pub destructive: Option<String>,
+    /// `captf.io/approve-plan`.
+    pub plan: Option<String>,
+}
+
+/// A plan waiting for approval under `applyPolicy: Manual`.
+#[derive(Clone, Debug)]
+pub struct PendingPlan {
+    pub inputs_hash: String,
+    pub plan_hash: String,
+    /// The plan changes nothing: it applies without approval.
+    pub empty: bool,
+}
+
+/// Health and schedule facts from status and state.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    /// The health output reads `pending`.
+    pub health_pending: bool,
+    /// Consecutive pending samples (`status.pendingRefreshes`).
+    pub pending_refreshes: u32,
+    /// Pools: `len(spec.providerIDList) != status.replicas`.
+    pub membership_converging: bool,
+    /// The last successful apply's own outputs gave a definite health (neither pending nor
+    /// unknown): no refresh needs to follow it.
+    pub apply_health_definite: bool,
+    pub last_refresh: Option<Timestamp>,
+    pub last_drift_check: Option<Timestamp>,
+    /// The last drift check found drift.
+    pub drift_found: bool,
+    /// Remediation applies that failed since the last successful drift check.
+    pub failed_remediations: u32,
+}
+
+/// What to do now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub action: Action,
+    pub reason: Reason,
+    /// When to look again (absent: only on a change).
+    pub requeue: Option<Duration>,
+}
+
+/// The effect the act step carries out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Start nothing.
+    Wait,
+    /// Release the object: nothing to destroy.
+    RemoveFinalizer,
+    /// Start a Job.
+    Start(Start),
+}
+
+/// A Job to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Start {
+    pub op: Operation,
+    /// Manual policy: the plan hash the apply must reproduce.
+    pub expect_plan: Option<String>,
+    /// The guard hash an approval named: the runner lets this one destructive plan through.
+    pub allow_destructive: Option<String>,
+    /// The apply remediates drift.
+    pub remediation: bool,
+}
+
+impl Start {
+    fn op(op: Operation) -> Self {
+        Start {
+            op,
+            expect_plan: None,
+            allow_destructive: None,
+            remediation: false,
+        }
+    }
+}
+
+fn wait(reason: Reason, requeue: Duration) -> Decision {
+    Decision {
+        action: Action::Wait,
+        reason,
+        requeue: Some(requeue),
+    }
+}
+
+fn start(start: Start, reason: Reason) -> Decision {
+    Decision {
+        action: Action::Start(start),
+        reason,
+        requeue: None,
+    }
+}
+
+fn mutable(kind: WorkloadKind) -> bool {
+    !matches!(kind, WorkloadKind::Machine)
+}
+
+/// Decides the next step for `s` at `now`.
+pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
+    if s.job_active {
+        return wait(Reason::JobActive, schedule::ACTIVE_JOB_REQUEUE);
+    }
+    let held = matches!(s.state, StateView::Lost | StateView::Unreadable);
+    if s.restore_requested && (!s.deleting || held) {
+        return start(Start::op(Operation::Restore), Reason::RestoreRequested);
+    }
+    if s.deleting {
+        return match s.state {
+            StateView::Lost | StateView::Unreadable => {
+                wait(Reason::DeletionHeld, schedule::STATE_PROBLEM_REQUEUE)
+            }
+            StateView::NotFound => Decision {
+                action: Action::RemoveFinalizer,
+                reason: Reason::DeletingWithoutState,
+                requeue: None,
+            },
+            StateView::Found { .. } => {
+                backoff(s, now, Start::op(Operation::Destroy), Reason::Deleting)
+            }
+        };
+    }
+    if held {
+        let reason = if s.state == StateView::Lost {
+            Reason::StateLost
+        } else {
+            Reason::StateUnreadable
+        };
+        return wait(reason, schedule::STATE_PROBLEM_REQUEUE);
+    }
+    if let Some(reason) = apply_reason(s)
+        && let Some(decision) = gate_apply(s, now, reason)
+    {
+        return decision;
+    }
+    scheduled(s, now)
+}
+
+/// Why an apply is due, if it is.
+fn apply_reason(s: &Snapshot) -> Option<Reason> {
+    let mutable = mutable(s.kind);
+    match &s.state {
+        StateView::NotFound => return Some(Reason::NoState),
+        StateView::Found { inputs_hash: None } => return Some(Reason::StateWithoutInputsHash),
+        StateView::Found {
+            inputs_hash: Some(applied),
+        } => {
+            if mutable
+                && s.inputs_hash
+                    .as_ref()
+                    .is_some_and(|current| current != applied)
+            {
+                return Some(Reason::InputsChanged);
+            }
+        }
+        StateView::Lost | StateView::Unreadable => return None,
+    }
+    if !mutable {
+        return None;
+    }
+    if s.interrupted_apply {
+        return Some(Reason::ApplyInterrupted);
+    }
+    if let Some(newest) = &s.history.newest_apply
+        && newest.outcome == ApplyOutcome::Failed
+        && !newest.remediation
+    {
+        return Some(Reason::LastApplyFailed);
+    }
+    let remediations_left = s.observed.failed_remediations < s.policy.failed_history_limit.max(1);
+    if s.observed.drift_found
+        && s.policy.drift_action == DriftAction::Remediate
+        && remediations_left
+    {
+        return Some(Reason::DriftRemediation);
+    }
+    None
+}
+
+/// Applies the Manual plan flow, the destructive guard and backoff to a due apply. `None` means
+/// the apply waits in a way that keeps the schedule running (a blocked remediation).
+fn gate_apply(s: &Snapshot, now: Timestamp, reason: Reason) -> Option<Decision> {
+    let remediation = reason == Reason::DriftRemediation;
+    let current = s.inputs_hash.clone();
+    let manual = s.kind == WorkloadKind::Cluster && s.policy.apply_policy == ApplyPolicy::Manual;
+    if manual && reason != Reason::NoState {
+        let plan = s
+            .plan
+            .as_ref()
+            .filter(|p| current.as_deref() == Some(p.inputs_hash.as_str()));
+        return Some(match plan {
+            None => backoff(s, now, Start::op(Operation::Plan), Reason::PlanNeeded),
+            Some(plan)
+                if plan.empty || s.approvals.plan.as_deref() == Some(plan.plan_hash.as_str()) =>
+            {
+                backoff(
+                    s,
+                    now,
+                    Start {
+                        expect_plan: Some(plan.plan_hash.clone()),
+                        remediation,
+                        ..Start::op(Operation::Apply)
+                    },
+                    if plan.empty {
+                        Reason::PlanEmpty
+                    } else {
+                        Reason::PlanApproved
+                    },
+                )
+            }
+            Some(_) => wait(Reason::PlanAwaitingApproval, schedule::APPROVAL_REQUEUE),
+        });
+    }
+    if let Some(ApplyAttempt {
+        inputs_hash,
+        outcome: ApplyOutcome::Blocked { guard_hash },
+        ..
+    }) = &s.history.newest_apply
+        && reason != Reason::NoState
+    {
+        // Blocked for these very inputs: only an approval naming the guard hash lets it run;
+        // new inputs are guarded afresh by the runner.
+        if current.as_deref() == Some(inputs_hash.as_str()) || reason != Reason::InputsChanged {
+            if s.approvals.destructive.as_deref() == Some(guard_hash.as_str()) {
+                let approved = Start {
+                    allow_destructive: Some(guard_hash.clone()),
+                    remediation,
+                    ..Start::op(Operation::Apply)
+                };
+                return Some(start(approved, Reason::DestructiveApproved));
+            }
+            if remediation {
+                return None;
+            }
+            return Some(wait(
+                Reason::DestructivePlanBlocked,
+                schedule::APPROVAL_REQUEUE,
+            ));
+        }
+    }
+    Some(backoff(
+        s,
+        now,
+        Start {
+            remediation,
+            ..Start::op(Operation::Apply)
+        },
+        reason,
+    ))
+}
+
+/// Starts `what` unless its op failed recently; then waits out the rest of the retry delay.
+fn backoff(s: &Snapshot, now: Timestamp, what: Start, reason: Reason) -> Decision {
+    match retry_at(s, what.op) {
+        Some(at) if at > now => wait(reason.backoff(), until(now, at)),
+        _ => start(what, reason),
+    }
+}
+
+/// When `op` may run again after its recent failures.
+fn retry_at(s: &Snapshot, op: Operation) -> Option<Timestamp> {
+    let h = s.history.of(op);
+    let last = h.last_failure?;
+    if h.failures == 0 {
+        return None;
+    }
+    let delay = retry_delay(h.failures, s.policy.failed_history_limit);
+    Some(add(last, delay + jitter(&s.uid, delay)))
+}
+
+/// The refresh and drift schedule once no apply is due.
+fn scheduled(s: &Snapshot, now: Timestamp) -> Decision {
+    let o = &s.observed;
+    let last_apply = s.history.apply.last_success;
+    let base = |own: Option<Timestamp>| own.or(last_apply).unwrap_or(s.created_at);
+    let pool = s.kind == WorkloadKind::MachinePool;
+    let mut candidates: Vec<(Operation, Reason, Timestamp)> = Vec::new();
+
+    if s.policy.refresh_after_apply
+        && let Some(applied) = last_apply
+        && o.last_refresh.is_none_or(|r| r < applied)
+        && !o.apply_health_definite
+    {
+        candidates.push((Operation::Refresh, Reason::RefreshAfterApply, applied));
+    }
+    if pool && o.membership_converging {
+        let every = s
+            .policy
+            .membership_interval
+            .map_or(schedule::PENDING_BASE, |m| m.min(schedule::PENDING_BASE));
+        candidates.push((
+            Operation::Refresh,
+            Reason::MembershipConverging,
+            deadline(s, base(o.last_refresh), every),
+        ));
+    } else if o.health_pending {
+        let every = if pool {
+            schedule::PENDING_BASE
+        } else {
+            pending_refresh_delay(o.pending_refreshes)
+        };
+        candidates.push((
+            Operation::Refresh,
+            Reason::HealthPending,
+            deadline(s, base(o.last_refresh), every),
+        ));
+    }
+    if let Some(every) = s.policy.membership_interval.filter(|_| pool) {
+        candidates.push((
+            Operation::Refresh,
+            Reason::MembershipRefreshDue,
+            deadline(s, base(o.last_refresh), every),
+        ));
+    }
+    if let Some(every) = s.policy.health_check_interval {
+        candidates.push((
+            Operation::Refresh,
+            Reason::HealthCheckDue,
+            deadline(s, base(o.last_refresh), every),
+        ));
+    }
+    if let Some(every) = s.policy.drift_interval {
+        candidates.push((
+            Operation::Drift,
+            Reason::DriftDue,
+            deadline(s, base(o.last_drift_check), every),
+        ));
+    }
+
+    // A failed op waits out its own backoff; other checks go on.
+    let candidates: Vec<_> = candidates
+        .into_iter()
+        .map(|(op, reason, due)| (op, reason, retry_at(s, op).map_or(due, |r| r.max(due))))
+        .collect();
+    if let Some((op, reason, _)) = candidates.iter().find(|(_, _, due)| *due <= now) {
+        return start(Start::op(*op), *reason);
+    }
+    let soonest = candidates.iter().map(|(_, _, due)| *due).min();
+    Decision {
+        action: Action::Wait,
+        reason: Reason::UpToDate,
+        requeue: soonest.map(|at| until(now, at)),
+    }
+}
+
+fn deadline(s: &Snapshot, base: Timestamp, every: Duration) -> Timestamp {
+    add(base, every + jitter(&s.uid, every))
+}
+
+fn add(t: Timestamp, d: Duration) -> Timestamp {
+    SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_add(d).ok())
+        .unwrap_or(Timestamp::MAX)
+}
+
+fn until(now: Timestamp, at: Timestamp) -> Duration {
+    Duration::try_from(at.duration_since(now)).unwrap_or(Duration::ZERO)
+}
