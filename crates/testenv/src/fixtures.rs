@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 
 use crate::TestEnv;
 
@@ -150,4 +150,30 @@ pub async fn wait_job(
 /// Labels of an object as a map (empty when none).
 pub fn labels(meta: &kube::api::ObjectMeta) -> BTreeMap<String, String> {
     meta.labels.clone().unwrap_or_default()
+}
+
+/// Grants the namespace's `default` ServiceAccount what the engines' `kubernetes` backend needs:
+/// Secrets (the state) and Leases (the lock).
+pub async fn grant_state_access(client: &kube::Client, ns: &str) -> anyhow::Result<()> {
+    let params = PatchParams::apply("captf-testenv-fixtures").force();
+    let verbs = ["get", "list", "watch", "create", "update", "patch", "delete"];
+    let role = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "state", "namespace": ns},
+        "rules": [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": verbs},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": verbs},
+        ],
+    });
+    let binding = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "state", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "state"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}],
+    });
+    Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(client.clone(), ns).patch("state", &params, &Patch::Apply(&role)).await?;
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), ns)
+        .patch("state", &params, &Patch::Apply(&binding))
+        .await?;
+    Ok(())
 }

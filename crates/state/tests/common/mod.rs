@@ -172,6 +172,10 @@ pub struct Fixture {
     pub secrets: Vec<FixtureSecret>,
     /// The expected outcome.
     pub expect: Expect,
+    /// For a state captured while an apply held the lock: the lock Lease's holder and
+    /// annotations (the reader ignores the lock; the manager's lock handling uses these).
+    #[serde(default)]
+    pub lease: Option<serde_json::Value>,
 }
 
 /// One Secret of a fixture.
