@@ -1,0 +1,5 @@
+# No-op machine module for CAPTF (contract v1alpha1, role machine).
+# Only the built-in terraform_data resource is used: no provider, no network.
+terraform {
+  required_version = ">= 1.5"
+}
