@@ -1,0 +1,126 @@
+//! The few Cluster API (v1beta2) fields CAPTF reads, typed. CAPI objects are fetched as
+//! untyped objects and decoded into these views, so CAPTF depends on no CAPI Rust bindings.
+
+use serde::Deserialize;
+
+/// `cluster.x-k8s.io`.
+pub const GROUP: &str = "cluster.x-k8s.io";
+/// The CAPI contract version CAPTF implements.
+pub const VERSION: &str = "v1beta2";
+
+/// A reference in CAPI v1beta2 form (`apiGroup`, `kind`, `name`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContractReference {
+    #[serde(default)]
+    pub api_group: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+}
+
+/// `Cluster`, as far as CAPTF reads it.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Cluster {
+    pub metadata: kube::api::ObjectMeta,
+    #[serde(default)]
+    pub spec: ClusterSpec,
+    #[serde(default)]
+    pub status: ClusterStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSpec {
+    #[serde(default)]
+    pub paused: Option<bool>,
+    #[serde(default)]
+    pub infrastructure_ref: Option<ContractReference>,
+    #[serde(default)]
+    pub control_plane_endpoint: Option<ApiEndpoint>,
+    #[serde(default)]
+    pub topology: Option<Topology>,
+    #[serde(default)]
+    pub cluster_network: Option<ClusterNetwork>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct ApiEndpoint {
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub port: i32,
+}
+
+impl ApiEndpoint {
+    /// CAPI treats an endpoint as set once host and port are both non-zero.
+    pub fn is_valid(&self) -> bool {
+        !self.host.is_empty() && self.port > 0
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Topology {
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterNetwork {
+    #[serde(default)]
+    pub pods: Option<NetworkRanges>,
+    #[serde(default)]
+    pub services: Option<NetworkRanges>,
+    #[serde(default)]
+    pub service_domain: Option<String>,
+    #[serde(default)]
+    pub api_server_port: Option<i32>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkRanges {
+    #[serde(default)]
+    pub cidr_blocks: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct ClusterStatus {
+    #[serde(default)]
+    pub initialization: Option<ClusterInitialization>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterInitialization {
+    #[serde(default)]
+    pub control_plane_initialized: Option<bool>,
+    #[serde(default)]
+    pub infrastructure_provisioned: Option<bool>,
+}
+
+impl Cluster {
+    /// Paused through `spec.paused`.
+    pub fn paused(&self) -> bool {
+        self.spec.paused.unwrap_or(false)
+    }
+
+    /// `status.initialization.controlPlaneInitialized`, false when unset.
+    pub fn control_plane_initialized(&self) -> bool {
+        self.status
+            .initialization
+            .as_ref()
+            .and_then(|i| i.control_plane_initialized)
+            .unwrap_or(false)
+    }
+}
+
+/// The `ApiResource` of CAPI `Cluster`, for untyped access.
+pub fn cluster_resource() -> kube::core::ApiResource {
+    kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(GROUP, VERSION, "Cluster"),
+        "clusters",
+    )
+}
