@@ -1,0 +1,447 @@
+//! `captf runner run`: one operation, start to end (api.md §4.4). Always produces a result
+//! document; [`run`] writes it to `--result` and returns the exit code with it.
+
+use std::time::Instant;
+
+use captf_api::Operation;
+use captf_contract::render::{MAIN_TF_FILE, TFVARS_FILE};
+use tokio::sync::watch;
+
+use crate::cli::RunArgs;
+use crate::diagnostics::{error_resources, failure_summary, managed_addresses};
+use crate::drift::Drift;
+use crate::exec::{Engine, StepRun, Stop, run_step, runtime_version};
+use crate::plan::{EMPTY_PLAN_HASH, Plan, PlanSummary, blocked_summary};
+use crate::prepare;
+use crate::redact::Redactor;
+use crate::result::{Changes, ErrorKind, ResultDocument, RunError, StepRecord};
+use crate::steps::{
+    ERRORED_STATE_FILE, PREPARE_STEP, Step, StepName, StepOptions, errored_state_push, steps,
+};
+use crate::{EXIT_FAILURE, EXIT_OK};
+
+/// The runtime command when `--bin` is not given.
+pub const DEFAULT_BIN: &str = "/captf/runtime";
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Process exit code ([`EXIT_OK`] or [`EXIT_FAILURE`]).
+    pub exit: u8,
+    /// The document written to `--result`.
+    pub result: ResultDocument,
+}
+
+/// Runs the operation of `args` with the runner's environment `env`, stopping the current step
+/// when `shutdown` turns true, and writes the result document to `--result` (mode 0600). A write
+/// failure turns success into [`EXIT_FAILURE`].
+pub async fn run(
+    args: &RunArgs,
+    env: Vec<(String, String)>,
+    shutdown: watch::Receiver<bool>,
+) -> Outcome {
+    let started = Instant::now();
+    let mut outcome = Runner::new(args, env, shutdown).execute().await;
+    let bytes = outcome.result.encode();
+    if let Err(e) = prepare::write_result(&args.result, &bytes) {
+        tracing::error!(error = %e, "cannot write the result document");
+        outcome.exit = EXIT_FAILURE;
+    }
+    let op = args.op.as_str();
+    match &outcome.result.error {
+        None => tracing::info!(op, seconds = started.elapsed().as_secs(), "run succeeded"),
+        Some(e) => tracing::warn!(
+            op,
+            kind = e.kind.as_str(),
+            step = e.step.as_deref().unwrap_or(""),
+            summary = %e.tail,
+            seconds = started.elapsed().as_secs(),
+            "run failed"
+        ),
+    }
+    outcome
+}
+
+struct Runner<'a> {
+    args: &'a RunArgs,
+    env: Vec<(String, String)>,
+    shutdown: watch::Receiver<bool>,
+    doc: ResultDocument,
+    redactor: Redactor,
+    bin: Vec<String>,
+}
+
+/// Ends the run: `Err` carries the exit code, the document is already filled.
+type Flow = std::result::Result<(), u8>;
+
+impl<'a> Runner<'a> {
+    fn new(args: &'a RunArgs, env: Vec<(String, String)>, shutdown: watch::Receiver<bool>) -> Self {
+        let bin = if args.bin.is_empty() {
+            vec![DEFAULT_BIN.to_owned()]
+        } else {
+            args.bin.clone()
+        };
+        Runner {
+            doc: ResultDocument::new(args.op.as_str(), &args.image, &bin),
+            args,
+            env,
+            shutdown,
+            redactor: Redactor::new(),
+            bin,
+        }
+    }
+
+    async fn execute(mut self) -> Outcome {
+        let exit = match self.steps().await {
+            Ok(()) => EXIT_OK,
+            Err(code) => code,
+        };
+        Outcome {
+            exit,
+            result: self.doc,
+        }
+    }
+
+    fn fail(&mut self, kind: ErrorKind, step: Option<&str>, summary: &str) -> Flow {
+        let text = self.redactor.redact(summary);
+        self.doc.error = Some(RunError::new(kind, step, &text));
+        Err(EXIT_FAILURE)
+    }
+
+    fn fingerprints(&self) -> bool {
+        let a = self.args;
+        a.op == Operation::Plan
+            || (a.op == Operation::Apply && (a.guard_deletes || !a.expect_plan.is_empty()))
+    }
+
+    async fn steps(&mut self) -> Flow {
+        let a = self.args;
+        // Secrets of the environment and the credentials mirror first, so every text is redacted.
+        self.redactor
+            .add_env(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        prepare::add_credential_files(&a.credentials, &mut self.redactor);
+
+        let list = steps(
+            a.op,
+            &StepOptions {
+                lock_timeout_secs: a.lock_timeout.as_secs(),
+                backend_config: a.backend_config.clone(),
+                force_unlock: Some(a.force_unlock.clone()).filter(|s| !s.is_empty()),
+                saved_plan_apply: a.guard_deletes || !a.expect_plan.is_empty(),
+                workdir: a.workdir.clone(),
+            },
+        );
+
+        let path = self
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone());
+        if let Err(e) = prepare::preflight(&a.module, &self.bin, path.as_deref()) {
+            return self.fail(ErrorKind::ImageLayout, None, &e.to_string());
+        }
+
+        let required: &[&'static str] = if a.op == Operation::Restore {
+            &[MAIN_TF_FILE]
+        } else {
+            &[MAIN_TF_FILE, TFVARS_FILE]
+        };
+        let prepared = match prepare::prepare(
+            &a.config,
+            &a.workdir,
+            &a.providers,
+            self.env.clone(),
+            required,
+        ) {
+            Ok(p) => p,
+            Err(e) => return self.fail(ErrorKind::Step, Some(PREPARE_STEP), &e.to_string()),
+        };
+        if !prepared.env.dropped.is_empty() {
+            tracing::info!(dropped = ?prepared.env.dropped, "variables not passed to the engine");
+        }
+        if let Some(image) = self.doc.image.as_mut() {
+            image.providers_mirror = prepared.providers_mirror;
+        }
+        match prepare::sensitive_root_values(&prepared.root) {
+            Ok(values) => values.iter().for_each(|v| self.redactor.add_json(v)),
+            Err(e) => return self.fail(ErrorKind::Step, Some(PREPARE_STEP), &e.to_string()),
+        }
+
+        if a.op == Operation::Restore
+            && let Err(e) = prepare::assemble_restore(&a.config, a.restore_chunks, &a.workdir)
+        {
+            return self.fail(ErrorKind::Step, Some(PREPARE_STEP), &e.to_string());
+        }
+
+        let key = if self.fingerprints() {
+            match prepare::read_plan_key(&a.plan_key_file) {
+                Ok(k) => k,
+                Err(e) => return self.fail(ErrorKind::Step, Some(PREPARE_STEP), &e.to_string()),
+            }
+        } else {
+            Vec::new()
+        };
+
+        let engine = Engine {
+            command: self.bin.clone(),
+            cwd: prepared.root.clone(),
+            env: prepared.env.vars.clone(),
+            stop_timeout: a.stop_timeout,
+        };
+        let version = runtime_version(&engine).await.unwrap_or_default();
+        if let Some(rt) = self.doc.runtime.as_mut() {
+            rt.version = version.clone();
+        }
+        if !a.event_object.is_empty() {
+            tracing::info!(
+                event_object = %a.event_object,
+                "progress Events are not implemented in this build; the result document carries the outcome"
+            );
+        }
+        tracing::info!(
+            op = a.op.as_str(),
+            image = %a.image,
+            runtime = %version,
+            steps = list.len(),
+            "run started"
+        );
+
+        let mut previous_exit: Option<i32> = None;
+        for step in &list {
+            if step.name == StepName::ShowJson && previous_exit != Some(2) {
+                continue;
+            }
+            if *self.shutdown.borrow() {
+                return self.fail(
+                    ErrorKind::Interrupted,
+                    Some(step.name.as_str()),
+                    &format!("interrupted (SIGTERM) before step {}", step.name),
+                );
+            }
+            let r = self.exec(&engine, step).await?;
+            self.check_step(&engine, step, &r).await?;
+            previous_exit = Some(r.exit);
+            if self.after_step(step, &r, &key)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn exec(&mut self, engine: &Engine, step: &Step) -> Result<StepRun, u8> {
+        tracing::info!(step = step.name.as_str(), "step started");
+        let mut shutdown = self.shutdown.clone();
+        let r = match run_step(
+            engine,
+            step,
+            &self.redactor,
+            Stop::OnShutdown(&mut shutdown),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = e.to_string();
+                self.fail(ErrorKind::Step, Some(step.name.as_str()), &msg)?;
+                return Err(EXIT_FAILURE);
+            }
+        };
+        tracing::info!(
+            step = step.name.as_str(),
+            exit = r.exit,
+            seconds = r.elapsed.as_secs_f64(),
+            "step finished"
+        );
+        self.doc
+            .steps
+            .push(StepRecord::new(step.name.as_str(), r.exit, r.elapsed));
+        if matches!(step.name, StepName::Apply | StepName::Destroy)
+            && let Some(c) = r.complete
+        {
+            self.doc.changes = Some(c);
+        }
+        Ok(r)
+    }
+
+    /// `Ok` when the step succeeded; otherwise records the failure (pushing an errored state
+    /// first) and ends the run.
+    async fn check_step(&mut self, engine: &Engine, step: &Step, r: &StepRun) -> Flow {
+        let stderr_and_stdout = format!("{}{}", r.stderr_tail, r.stdout_tail);
+        if !r.interrupted && step.succeeded(r.exit, &stderr_and_stdout) {
+            return Ok(());
+        }
+        let validate_out = (step.name == StepName::Validate).then_some(r.stdout.as_slice());
+        let mut summary = failure_summary(step.name.as_str(), r.exit, validate_out, &r.stderr_tail);
+        let interrupted = r.interrupted || *self.shutdown.borrow();
+        if interrupted {
+            summary = format!("interrupted (SIGTERM): {summary}");
+        }
+        let resources: Vec<String> = if matches!(step.name, StepName::Apply | StepName::Destroy) {
+            error_resources(&r.stderr_tail)
+                .iter()
+                .map(|s| self.redactor.redact(s))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let kind = if interrupted {
+            ErrorKind::Interrupted
+        } else {
+            ErrorKind::Step
+        };
+        let _ = self.fail(kind, Some(step.name.as_str()), &summary);
+        if let Some(e) = self.doc.error.as_mut() {
+            e.resources = resources;
+        }
+        if matches!(step.name, StepName::Apply | StepName::Destroy)
+            && engine.cwd.join(ERRORED_STATE_FILE).exists()
+        {
+            self.push_errored_state(engine).await;
+        }
+        Err(EXIT_FAILURE)
+    }
+
+    /// Pushes `errored.tfstate` into the backend, bounded by the stop timeout even when
+    /// interrupted; recorded as a `state-push` step.
+    async fn push_errored_state(&mut self, engine: &Engine) {
+        let step = errored_state_push(self.args.lock_timeout.as_secs());
+        tracing::warn!("the engine left {ERRORED_STATE_FILE}; pushing it into the backend");
+        match run_step(
+            engine,
+            &step,
+            &self.redactor,
+            Stop::After(self.args.stop_timeout),
+        )
+        .await
+        {
+            Ok(r) => {
+                self.doc
+                    .steps
+                    .push(StepRecord::new(step.name.as_str(), r.exit, r.elapsed));
+                if r.exit != 0 {
+                    let headers = failure_summary(step.name.as_str(), r.exit, None, &r.stderr_tail);
+                    tracing::error!(exit = r.exit, summary = %self.redactor.redact(&headers), "pushing the errored state failed");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "pushing the errored state failed"),
+        }
+    }
+
+    /// Decisions after a successful step. `Ok(true)` ends the run successfully.
+    fn after_step(&mut self, step: &Step, r: &StepRun, key: &[u8]) -> Result<bool, u8> {
+        let a = self.args;
+        match step.name {
+            StepName::Plan if r.exit == 0 => {
+                tracing::info!("plan: no changes");
+                match a.op {
+                    Operation::Drift => self.doc.drift = Some(Drift::none()),
+                    Operation::Plan => self.doc.plan = Some(PlanSummary::empty()),
+                    Operation::Apply => {
+                        if !a.expect_plan.is_empty() && a.expect_plan != EMPTY_PLAN_HASH {
+                            self.doc.plan = Some(PlanSummary::empty());
+                            let msg = format!(
+                                "the plan changed since it was approved: approved {}, now {EMPTY_PLAN_HASH} (no changes); nothing was applied",
+                                a.expect_plan
+                            );
+                            self.fail(ErrorKind::PlanChanged, None, &msg)?;
+                        }
+                        // Nothing to apply: success without the apply step.
+                        self.doc.changes = Some(Changes::default());
+                        return Ok(true);
+                    }
+                    _ => {}
+                }
+            }
+            StepName::ShowJson => {
+                let plan = match Plan::from_json(&r.stdout) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.fail(ErrorKind::Step, Some(step.name.as_str()), &e.to_string())?;
+                        return Err(EXIT_FAILURE);
+                    }
+                };
+                for v in plan.sensitive_values() {
+                    self.redactor.add_json(&v);
+                }
+                match a.op {
+                    Operation::Plan => {
+                        let s = plan.summary(key);
+                        tracing::info!(hash = %s.hash, counts = %s.counts(), outputs = s.outputs, import = s.import, moves = s.moves, "plan summary");
+                        self.doc.plan = Some(s);
+                    }
+                    Operation::Drift => {
+                        let d = Drift::of(&plan);
+                        tracing::info!(
+                            detected = d.detected,
+                            create = d.create,
+                            update = d.update,
+                            replace = d.replace,
+                            delete = d.delete,
+                            "drift"
+                        );
+                        self.doc.drift = Some(d);
+                    }
+                    Operation::Apply => self.check_apply_plan(&plan, key)?,
+                    _ => {}
+                }
+            }
+            StepName::StateList => {
+                let n = managed_addresses(&String::from_utf8_lossy(&r.stdout));
+                tracing::info!(managed = n, "restored state");
+                if n == 0 && a.restore_resources > 0 {
+                    let msg = format!(
+                        "restored state lists no managed resources, but the backup recorded {}",
+                        a.restore_resources
+                    );
+                    self.fail(ErrorKind::Step, Some(step.name.as_str()), &msg)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    /// The gate of a guarded or approved apply, between `show -json` and `apply`.
+    fn check_apply_plan(&mut self, plan: &Plan, key: &[u8]) -> Flow {
+        let a = self.args;
+        let summary = plan.summary(key);
+        tracing::info!(hash = %summary.hash, counts = %summary.counts(), "plan summary");
+        if !a.expect_plan.is_empty() {
+            if summary.hash != a.expect_plan {
+                let msg = format!(
+                    "the plan changed since it was approved: approved {}, now {} ({}); nothing was applied",
+                    a.expect_plan,
+                    summary.hash,
+                    summary.counts()
+                );
+                self.doc.plan = Some(summary);
+                return self.fail(ErrorKind::PlanChanged, None, &msg);
+            }
+            // The approval of this exact plan covers its deletes.
+            return Ok(());
+        }
+        if a.guard_deletes {
+            let destructive = plan.destructive();
+            let approved =
+                !a.allow_deletes_hash.is_empty() && a.allow_deletes_hash == a.inputs_hash;
+            if !destructive.is_empty() && !approved {
+                let msg = blocked_summary(&destructive);
+                self.doc.plan = Some(summary);
+                return self.fail(ErrorKind::Blocked, None, &msg);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The process environment as UTF-8 pairs (lossy).
+pub fn process_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect()
+}
