@@ -13,6 +13,7 @@ pub mod crds;
 pub mod events;
 pub mod finalizers;
 pub mod identity;
+pub mod image;
 pub mod labels;
 pub mod machine;
 pub mod machinepool;

@@ -107,7 +107,11 @@ const SUMMARY: &str = r#"/captf/runtime state pull | python3 -c 'import json,sys
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let out = PathBuf::from(std::env::args().nth(1).context("usage: capture-state-fixtures OUT_DIR")?);
+    let out = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .context("usage: capture-state-fixtures OUT_DIR")?,
+    );
     std::fs::create_dir_all(&out)?;
     let tools = Tools::locate()?;
     let env = TestEnv::shared().clone();
@@ -118,31 +122,73 @@ async fn main() -> anyhow::Result<()> {
     let terraform_version = version(&tools.terraform)?;
 
     // Single Secret, OpenTofu.
-    let image = module_image(&env, "tofu-small", SMALL, &tools.tofu, &[("captf/module/empty.tfstate", EMPTY_STATE)])?;
+    let image = module_image(
+        &env,
+        "tofu-small",
+        SMALL,
+        &tools.tofu,
+        &[("captf/module/empty.tfstate", EMPTY_STATE)],
+    )?;
     let summary = apply(&client, &ns, &image, "single-c", "one", SUMMARY).await?;
     let secrets = capture(&client, &ns, "single-c").await?;
-    write(&out, &format!("opentofu-{tofu_version}-single.json"), "OpenTofu apply of a module with a count resource, a data source and a sensitive output", &secrets, ok(&summary), None)?;
+    write(
+        &out,
+        &format!("opentofu-{tofu_version}-single.json"),
+        "OpenTofu apply of a module with a count resource, a data source and a sensitive output",
+        &secrets,
+        ok(&summary),
+        None,
+    )?;
 
     // Chunked, Terraform: incompressible input makes the gzip state larger than one 1 MiB chunk.
     let mut blob = vec![0u8; 560 * 1024];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut blob)?;
     let blob = base64::engine::general_purpose::STANDARD.encode(&blob);
-    let big = SMALL.replace("input = var.trigger", "input = file(\"${path.module}/blob.txt\")");
-    let image = module_image(&env, "terraform-big", &big, &tools.terraform, &[("captf/module/blob.txt", blob.as_bytes()), ("captf/module/empty.tfstate", EMPTY_STATE)])?;
+    let big = SMALL.replace(
+        "input = var.trigger",
+        "input = file(\"${path.module}/blob.txt\")",
+    );
+    let image = module_image(
+        &env,
+        "terraform-big",
+        &big,
+        &tools.terraform,
+        &[
+            ("captf/module/blob.txt", blob.as_bytes()),
+            ("captf/module/empty.tfstate", EMPTY_STATE),
+        ],
+    )?;
     let summary = apply(&client, &ns, &image, "chunked-c", "one", SUMMARY).await?;
     let secrets = capture(&client, &ns, "chunked-c").await?;
-    anyhow::ensure!(secrets.len() > 1, "Terraform wrote one Secret; the state did not chunk");
-    write(&out, &format!("terraform-{terraform_version}-chunked.json"), "Terraform apply whose state is over 1 MiB compressed, split into -part-N Secrets", &secrets, ok(&summary), None)?;
+    anyhow::ensure!(
+        secrets.len() > 1,
+        "Terraform wrote one Secret; the state did not chunk"
+    );
+    write(
+        &out,
+        &format!("terraform-{terraform_version}-chunked.json"),
+        "Terraform apply whose state is over 1 MiB compressed, split into -part-N Secrets",
+        &secrets,
+        ok(&summary),
+        None,
+    )?;
 
     // Locked, OpenTofu: a second apply sleeps while it holds the lock.
     let image = module_image(&env, "tofu-slow", SLOW, &tools.tofu, &[])?;
     let summary = apply(&client, &ns, &image, "locked-c", "one", SUMMARY).await?;
     let job = job(&image, "locked-c", "two", "true", &ns)?;
-    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), &ns).create(&PostParams::default(), &job).await?;
+    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &job)
+        .await?;
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
     let lease = wait_for("the lock to be held", Duration::from_secs(120), || async {
         let lease = leases.get_opt("lock-tfstate-default-locked-c").await?;
-        Ok(lease.filter(|l| l.spec.as_ref().and_then(|s| s.holder_identity.clone()).is_some_and(|h| !h.is_empty())))
+        Ok(lease.filter(|l| {
+            l.spec
+                .as_ref()
+                .and_then(|s| s.holder_identity.clone())
+                .is_some_and(|h| !h.is_empty())
+        }))
     })
     .await?;
     let secrets = capture(&client, &ns, "locked-c").await?;
@@ -150,24 +196,50 @@ async fn main() -> anyhow::Result<()> {
         "holderIdentity": lease.spec.and_then(|s| s.holder_identity),
         "annotations": lease.metadata.annotations,
     });
-    write(&out, &format!("opentofu-{tofu_version}-locked.json"), "OpenTofu state while a second apply holds the lock Lease (recorded under \"lease\")", &secrets, ok(&summary), Some(lease_json))?;
+    write(
+        &out,
+        &format!("opentofu-{tofu_version}-locked.json"),
+        "OpenTofu state while a second apply holds the lock Lease (recorded under \"lease\")",
+        &secrets,
+        ok(&summary),
+        Some(lease_json),
+    )?;
 
     // Encrypted, OpenTofu.
     let image = module_image(&env, "tofu-encrypted", ENCRYPTED, &tools.tofu, &[])?;
     apply(&client, &ns, &image, "encrypted-c", "one", "true").await?;
     let secrets = capture(&client, &ns, "encrypted-c").await?;
-    write(&out, &format!("opentofu-{tofu_version}-encrypted.json"), "OpenTofu with client-side state encryption (pbkdf2 + aes_gcm, a throwaway passphrase)", &secrets, serde_json::json!({"error": "StateEncrypted"}), None)?;
+    write(
+        &out,
+        &format!("opentofu-{tofu_version}-encrypted.json"),
+        "OpenTofu with client-side state encryption (pbkdf2 + aes_gcm, a throwaway passphrase)",
+        &secrets,
+        serde_json::json!({"error": "StateEncrypted"}),
+        None,
+    )?;
     println!("wrote fixtures to {}", out.display());
     Ok(())
 }
 
 fn version(engine: &Path) -> anyhow::Result<String> {
-    let out = std::process::Command::new(engine).args(["version", "-json"]).env_remove("TF_CLI_CONFIG_FILE").output()?;
+    let out = std::process::Command::new(engine)
+        .args(["version", "-json"])
+        .env_remove("TF_CLI_CONFIG_FILE")
+        .output()?;
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("version -json")?;
-    Ok(v["terraform_version"].as_str().context("terraform_version")?.to_owned())
+    Ok(v["terraform_version"]
+        .as_str()
+        .context("terraform_version")?
+        .to_owned())
 }
 
-fn module_image(env: &TestEnv, name: &str, module: &str, engine: &Path, extra: &[(&str, &[u8])]) -> anyhow::Result<String> {
+fn module_image(
+    env: &TestEnv,
+    name: &str,
+    module: &str,
+    engine: &Path,
+    extra: &[(&str, &[u8])],
+) -> anyhow::Result<String> {
     let reference = format!("captf.local/fixtures/{name}:v1");
     let mut files: Vec<(&str, &[u8])> = vec![("captf/module/main.tf", module.as_bytes())];
     files.extend_from_slice(extra);
@@ -175,29 +247,62 @@ fn module_image(env: &TestEnv, name: &str, module: &str, engine: &Path, extra: &
     Ok(reference)
 }
 
-fn job(image: &str, suffix: &str, trigger: &str, after: &str, ns: &str) -> anyhow::Result<k8s_openapi::api::batch::v1::Job> {
+fn job(
+    image: &str,
+    suffix: &str,
+    trigger: &str,
+    after: &str,
+    ns: &str,
+) -> anyhow::Result<k8s_openapi::api::batch::v1::Job> {
     let name = format!("{suffix}-{trigger}");
     let script = format!(
         "set -e\ncd /captf/module\n/captf/runtime init -input=false -no-color -backend-config=secret_suffix={suffix} -backend-config=namespace={ns} -backend-config=in_cluster_config=true\n/captf/runtime apply -input=false -no-color -auto-approve -var trigger={trigger}\n{after}"
     );
-    let mut job = shell_job(&name, image, &script, &[("HOME", "/tmp"), ("TF_IN_AUTOMATION", "1")])?;
-    if let Some(c) = job.spec.as_mut().and_then(|s| s.template.spec.as_mut()).map(|p| &mut p.containers[0]) {
+    let mut job = shell_job(
+        &name,
+        image,
+        &script,
+        &[("HOME", "/tmp"), ("TF_IN_AUTOMATION", "1")],
+    )?;
+    if let Some(c) = job
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut())
+        .map(|p| &mut p.containers[0])
+    {
         c.termination_message_policy = Some("FallbackToLogsOnError".into());
     }
     Ok(job)
 }
 
-async fn apply(client: &kube::Client, ns: &str, image: &str, suffix: &str, trigger: &str, after: &str) -> anyhow::Result<String> {
+async fn apply(
+    client: &kube::Client,
+    ns: &str,
+    image: &str,
+    suffix: &str,
+    trigger: &str,
+    after: &str,
+) -> anyhow::Result<String> {
     let job = job(image, suffix, trigger, after, ns)?;
     let outcome = run_job(client, ns, &job, Duration::from_secs(300)).await?;
     let (code, message) = outcome.terminated().context("no terminated state")?;
-    anyhow::ensure!(outcome.condition == "Complete", "apply {suffix} failed ({code}): {}", message.unwrap_or_default());
+    anyhow::ensure!(
+        outcome.condition == "Complete",
+        "apply {suffix} failed ({code}): {}",
+        message.unwrap_or_default()
+    );
     Ok(message.unwrap_or_default())
 }
 
-async fn capture(client: &kube::Client, ns: &str, suffix: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+async fn capture(
+    client: &kube::Client,
+    ns: &str,
+    suffix: &str,
+) -> anyhow::Result<Vec<serde_json::Value>> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let list = secrets.list(&ListParams::default().labels(&format!("tfstate=true,tfstateSecretSuffix={suffix}"))).await?;
+    let list = secrets
+        .list(&ListParams::default().labels(&format!("tfstate=true,tfstateSecretSuffix={suffix}")))
+        .await?;
     let mut out = Vec::new();
     for s in list.items {
         let mut entry = serde_json::json!({
@@ -205,7 +310,9 @@ async fn capture(client: &kube::Client, ns: &str, suffix: &str) -> anyhow::Resul
             "annotations": s.metadata.annotations.unwrap_or_default(),
         });
         if let Some(data) = s.data.and_then(|d| d.get("tfstate").cloned()) {
-            entry["data_b64"] = base64::engine::general_purpose::STANDARD.encode(&data.0).into();
+            entry["data_b64"] = base64::engine::general_purpose::STANDARD
+                .encode(&data.0)
+                .into();
         }
         out.push(entry);
     }
@@ -213,14 +320,22 @@ async fn capture(client: &kube::Client, ns: &str, suffix: &str) -> anyhow::Resul
 }
 
 fn ok(summary: &str) -> serde_json::Value {
-    let s: serde_json::Value = serde_json::from_str(summary.trim()).unwrap_or(serde_json::Value::Null);
+    let s: serde_json::Value =
+        serde_json::from_str(summary.trim()).unwrap_or(serde_json::Value::Null);
     serde_json::json!({"ok": {
         "serial": s["serial"], "resources": s["resources"], "outputs": s["outputs"],
         "lineage": s["lineage"], "terraform_version": s["terraform_version"],
     }})
 }
 
-fn write(out: &Path, file: &str, description: &str, secrets: &[serde_json::Value], expect: serde_json::Value, lease: Option<serde_json::Value>) -> anyhow::Result<()> {
+fn write(
+    out: &Path,
+    file: &str,
+    description: &str,
+    secrets: &[serde_json::Value],
+    expect: serde_json::Value,
+    lease: Option<serde_json::Value>,
+) -> anyhow::Result<()> {
     let mut doc = serde_json::json!({"description": format!("Captured by crates/testenv/examples/capture-state-fixtures.rs: {description}"), "secrets": secrets, "expect": expect});
     if let Some(lease) = lease {
         doc["lease"] = lease;

@@ -59,9 +59,29 @@ pub fn run(spec_path: &Path) -> anyhow::Result<std::convert::Infallible> {
     )
     .context("make / private")?;
     nix::unistd::sethostname(&spec.hostname).context("sethostname")?;
-    for m in &spec.mounts {
+    // A volume mounted at /tmp would hide the sources of later binds that live under the host's
+    // /tmp: hold every bind source open first and mount it through /proc/self/fd.
+    let mut held = Vec::new();
+    let mut mounts = spec.mounts.clone();
+    for m in &mut mounts {
+        if let Mount::Bind { source, .. } = m {
+            let fd = nix::fcntl::open(
+                source.as_path(),
+                nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .with_context(|| format!("opening mount source {}", source.display()))?;
+            *source = PathBuf::from(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&fd)
+            ));
+            held.push(fd);
+        }
+    }
+    for m in &mounts {
         apply(m).with_context(|| format!("mount {m:?}"))?;
     }
+    drop(held);
     if !spec.supplemental_groups.is_empty() || spec.gid.is_some() {
         let groups: Vec<nix::unistd::Gid> = spec
             .gid

@@ -156,7 +156,9 @@ pub fn labels(meta: &kube::api::ObjectMeta) -> BTreeMap<String, String> {
 /// Secrets (the state) and Leases (the lock).
 pub async fn grant_state_access(client: &kube::Client, ns: &str) -> anyhow::Result<()> {
     let params = PatchParams::apply("captf-testenv-fixtures").force();
-    let verbs = ["get", "list", "watch", "create", "update", "patch", "delete"];
+    let verbs = [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ];
     let role = serde_json::json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": "state", "namespace": ns},
@@ -171,7 +173,9 @@ pub async fn grant_state_access(client: &kube::Client, ns: &str) -> anyhow::Resu
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "state"},
         "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}],
     });
-    Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(client.clone(), ns).patch("state", &params, &Patch::Apply(&role)).await?;
+    Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(client.clone(), ns)
+        .patch("state", &params, &Patch::Apply(&role))
+        .await?;
     Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), ns)
         .patch("state", &params, &Patch::Apply(&binding))
         .await?;

@@ -50,7 +50,9 @@ impl TestEnv {
     pub fn shared() -> &'static TestEnv {
         let env = SHARED.get_or_init(|| {
             let dir = std::env::temp_dir().join(format!("captf-testenv-{}", std::process::id()));
-            TestEnv::start(&dir, Some(std::process::id()), true).map_err(|e| format!("{e:#}"))
+            // CAPTF_TESTENV_KEEP=1 keeps the folder (logs, pods) for a look after a failure.
+            let cleanup = std::env::var_os("CAPTF_TESTENV_KEEP").is_none();
+            TestEnv::start(&dir, Some(std::process::id()), cleanup).map_err(|e| format!("{e:#}"))
         });
         match env {
             Ok(env) => env,
