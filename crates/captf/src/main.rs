@@ -28,6 +28,55 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         out_dir: Option<std::path::PathBuf>,
     },
+    /// Run the manager: controllers, metrics, probes and leader election.
+    Manager(Box<captf_controller::manager::ManagerArgs>),
+    /// Check a module against the v1alpha1 module contract.
+    Lint {
+        #[command(subcommand)]
+        what: LintCommand,
+    },
+    /// The in-Job runner: `copy DST`, `run --op=…`, `version` (see `captf runner --help`).
+    #[command(disable_help_flag = true)]
+    Runner(captf_runner::Invocation),
+}
+
+#[derive(Subcommand, Debug)]
+enum LintCommand {
+    /// Lint a module folder (`*.tf`, `*.tf.json`): every rule of docs/reference/lint.md.
+    Module {
+        /// The module folder.
+        dir: std::path::PathBuf,
+        /// The module's role (`cluster`, `machine`, `machinepool`); inferred when omitted.
+        #[arg(long)]
+        role: Option<String>,
+        /// The contract version to check against.
+        #[arg(long, default_value = "v1alpha1")]
+        contract: String,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Warnings fail the run too.
+        #[arg(long)]
+        strict: bool,
+        /// Rule ids whose warnings are accepted (repeatable, or comma-separated).
+        #[arg(long = "allow-warning", value_name = "RULE")]
+        allow_warning: Vec<String>,
+    },
+}
+
+/// The arguments, with `runner` inserted when the binary runs under the name `runner`: Jobs
+/// copy it to `/captf/bin/runner` (and images ship it as `/runner`) and call it by that name.
+fn argv() -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let invoked_as = args.first().and_then(|a| {
+        std::path::Path::new(a)
+            .file_name()
+            .map(|n| n.to_os_string())
+    });
+    if invoked_as.as_deref() == Some(std::ffi::OsStr::new("runner")) {
+        args.insert(1, "runner".into());
+    }
+    args
 }
 
 const fn version_string() -> &'static str {
@@ -35,7 +84,7 @@ const fn version_string() -> &'static str {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(argv());
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -65,6 +114,66 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 writeln!(stdout, "wrote {}", path.display())?;
             }
         }
+        Command::Manager(args) => {
+            drop(stdout);
+            init_logging(&args.logging_format, &args.log_level);
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(captf_controller::manager::run(*args))?;
+        }
+        Command::Lint {
+            what:
+                LintCommand::Module {
+                    dir,
+                    role,
+                    contract,
+                    json,
+                    strict,
+                    allow_warning,
+                },
+        } => {
+            let mut options = captf_lint::Options {
+                contract,
+                strict,
+                ..Default::default()
+            };
+            if let Some(role) = role {
+                options.role = Some(role.parse().map_err(|e| anyhow::anyhow!("--role: {e}"))?);
+            }
+            for ids in allow_warning {
+                options = options.allow_warning(&ids);
+            }
+            let report = captf_lint::lint_module(&dir, &options);
+            stdout.write_all(
+                if json {
+                    report.to_json()
+                } else {
+                    report.to_text()
+                }
+                .as_bytes(),
+            )?;
+            stdout.flush()?;
+            std::process::exit(report.exit_code(&options));
+        }
+        Command::Runner(invocation) => {
+            // The runner owns its exit codes (0 ok, 1 failure, 2 usage) and writes to stdout
+            // from its own threads.
+            drop(stdout);
+            std::process::exit(captf_runner::main(invocation));
+        }
     }
     Ok(())
+}
+
+/// Structured logs for the manager: JSON by default, text on request.
+fn init_logging(format: &str, filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    if format == "text" {
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+    } else {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init();
+    }
 }

@@ -124,3 +124,22 @@ pub fn cluster_resource() -> kube::core::ApiResource {
         "clusters",
     )
 }
+
+/// The TerraformCluster a CAPI Cluster points at through `spec.infrastructureRef`, for mapping
+/// Cluster events (pause, endpoint, initialization) to the object to reconcile.
+pub fn infrastructure_ref_of(
+    cluster: &kube::api::DynamicObject,
+) -> Option<kube::runtime::reflector::ObjectRef<captf_api::TerraformCluster>> {
+    let reference = cluster.data.get("spec")?.get("infrastructureRef")?;
+    let kind = reference.get("kind")?.as_str()?;
+    let group = reference
+        .get("apiGroup")
+        .and_then(|g| g.as_str())
+        .unwrap_or(captf_api::GROUP);
+    if kind != "TerraformCluster" || group != captf_api::GROUP {
+        return None;
+    }
+    let name = reference.get("name")?.as_str()?;
+    let namespace = cluster.metadata.namespace.as_deref()?;
+    Some(kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+}

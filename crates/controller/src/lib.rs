@@ -2,5 +2,15 @@
 //! [`decide`] function what to do, and acts on the answer.
 #![forbid(unsafe_code)]
 
+pub mod capi;
+pub mod conditions;
 pub mod decide;
+mod error;
+pub mod identity;
+pub mod inputs;
+pub mod job;
+pub mod manager;
+pub mod reconcile;
 pub mod schedule;
+
+pub use error::{Error, Result};

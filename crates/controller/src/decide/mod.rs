@@ -40,6 +40,8 @@ pub struct Snapshot {
     pub inputs_hash: Option<String>,
     /// A cluster or pool apply Job vanished while running: an apply stays due.
     pub interrupted_apply: bool,
+    /// A destroy succeeded after the newest apply: the infrastructure is gone.
+    pub destroyed: bool,
     /// A restore the object asked for, already checked to name a complete backup that was not
     /// consumed yet.
     pub restore_requested: bool,
@@ -248,6 +250,15 @@ pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
     let held = matches!(s.state, StateView::Lost | StateView::Unreadable);
     if s.restore_requested && (!s.deleting || held) {
         return start(Start::op(Operation::Restore), Reason::RestoreRequested);
+    }
+    if s.deleting && s.destroyed {
+        // The destroy succeeded after the newest apply: whatever is left of the state (an empty
+        // state, or none after an interrupted cleanup) holds nothing.
+        return Decision {
+            action: Action::RemoveFinalizer,
+            reason: Reason::Destroyed,
+            requeue: None,
+        };
     }
     if s.deleting {
         return match s.state {

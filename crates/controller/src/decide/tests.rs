@@ -32,6 +32,7 @@ fn base(kind: WorkloadKind) -> Snapshot {
         },
         inputs_hash: Some("h2:a".into()),
         interrupted_apply: false,
+        destroyed: false,
         restore_requested: false,
         history: History {
             apply: OpHistory {
@@ -227,6 +228,31 @@ fn decision_table() {
             "deleting with state",
             cluster().with(|s| s.deleting = true),
             Run(Destroy, Reason::Deleting),
+        ),
+        (
+            "deleting after a successful destroy releases",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.destroyed = true;
+            }),
+            Release,
+        ),
+        (
+            "a destroyed object whose state cleanup was interrupted still releases",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.destroyed = true;
+                s.state = StateView::Lost;
+            }),
+            Release,
+        ),
+        (
+            "a successful destroy means nothing when not deleting",
+            cluster().with(|s| {
+                s.destroyed = true;
+                s.observed.last_drift_check = Some(t(NOW - 60));
+            }),
+            Wait(Reason::UpToDate),
         ),
         (
             "deleting, state lost: held",

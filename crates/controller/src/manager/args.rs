@@ -1,0 +1,262 @@
+//! `captf manager` flags (spec/operations.md §4) and their start-up validation.
+
+use std::time::Duration;
+
+use clap::Args;
+
+/// Every flag of `captf manager`. Durations take `humantime` syntax (`10m`, `15s`, `1h30m`).
+#[derive(Args, Clone, Debug)]
+pub struct ManagerArgs {
+    /// Restrict the manager to one namespace (empty: all namespaces).
+    #[arg(long, default_value = "", help_heading = "Controllers")]
+    pub namespace: String,
+    /// Reconcile only objects labelled `cluster.x-k8s.io/watch-filter=<value>`.
+    #[arg(long, default_value = "", help_heading = "Controllers")]
+    pub watch_filter: String,
+    /// Upper bound between two passes over an object, even when nothing changed.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration, help_heading = "Controllers")]
+    pub sync_period: Duration,
+    /// Concurrent reconciles of TerraformClusters.
+    #[arg(long, default_value_t = 10, help_heading = "Controllers")]
+    pub terraformcluster_concurrency: u16,
+    /// Concurrent reconciles of TerraformMachines.
+    #[arg(long, default_value_t = 10, help_heading = "Controllers")]
+    pub terraformmachine_concurrency: u16,
+    /// Concurrent reconciles of TerraformMachineTemplates.
+    #[arg(long, default_value_t = 10, help_heading = "Controllers")]
+    pub terraformmachinetemplate_concurrency: u16,
+    /// Concurrent reconciles of TerraformMachinePools.
+    #[arg(long, default_value_t = 10, help_heading = "Controllers")]
+    pub terraformmachinepool_concurrency: u16,
+    /// Bind address of `/healthz` and `/readyz`.
+    #[arg(long, default_value = ":9440", help_heading = "Controllers")]
+    pub health_addr: String,
+    /// Kubeconfig for out-of-cluster runs (else `$KUBECONFIG`, else in-cluster).
+    #[arg(long, help_heading = "Controllers")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+
+    /// Elect one active replica through a Lease.
+    #[arg(long, default_value_t = false, help_heading = "Leader election")]
+    pub leader_elect: bool,
+    /// Name of the leader-election Lease (per-namespace managers need distinct names).
+    #[arg(
+        long,
+        default_value = "controller-leader-election-captf",
+        help_heading = "Leader election"
+    )]
+    pub leader_elect_lease_name: String,
+    /// How long a non-leader waits before taking an unrenewed Lease.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration, help_heading = "Leader election")]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up leadership.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, help_heading = "Leader election")]
+    pub leader_elect_renew_deadline: Duration,
+    /// Interval between a candidate's attempts.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, help_heading = "Leader election")]
+    pub leader_elect_retry_period: Duration,
+
+    /// Image whose `/runner` the Jobs' init container copies (default `$CAPTF_MANAGER_IMAGE`).
+    #[arg(
+        long,
+        env = "CAPTF_MANAGER_IMAGE",
+        default_value = "",
+        help_heading = "Runner"
+    )]
+    pub runner_image: String,
+    /// Jobs post runner events on their object.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, help_heading = "Runner")]
+    pub runner_events: bool,
+    /// Drift interval when neither the object nor its cluster's defaults set one.
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration, help_heading = "Runner")]
+    pub drift_default_interval: Duration,
+    /// A cluster's apply/destroy/restore and its machines' and pools' never overlap.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, help_heading = "Runner")]
+    pub cluster_operation_gate: bool,
+    /// State backups kept per object (0: take no new backups).
+    #[arg(long, default_value_t = 5, help_heading = "Runner")]
+    pub state_backups: i64,
+    /// Cap on unfinished Jobs across the manager (0: no cap).
+    #[arg(long, default_value_t = 200, help_heading = "Runner")]
+    pub max_active_jobs: i64,
+    /// Cap on unfinished Jobs of one TerraformCluster with its machines and pools (0: no cap).
+    #[arg(long, default_value_t = 20, help_heading = "Runner")]
+    pub cluster_max_active_jobs: i64,
+
+    /// Bind address of `/metrics`.
+    #[arg(long, default_value = ":8443", help_heading = "Diagnostics")]
+    pub diagnostics_address: String,
+    /// Serve `/metrics` over plain HTTP without authentication (development only).
+    #[arg(long, default_value_t = false, help_heading = "Diagnostics")]
+    pub insecure_diagnostics: bool,
+
+    /// `text` or `json`.
+    #[arg(long, default_value = "json", help_heading = "Logging")]
+    pub logging_format: String,
+    /// Log filter (`RUST_LOG` syntax), e.g. `info` or `captf_controller=debug,info`.
+    #[arg(long, default_value = "info", help_heading = "Logging")]
+    pub log_level: String,
+}
+
+impl ManagerArgs {
+    /// Every start-up problem at once, as the spec's joined error.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut problems = Vec::new();
+        if self.runner_image.is_empty() {
+            problems.push("--runner-image is empty and $CAPTF_MANAGER_IMAGE is not set: Jobs need the runner image".to_owned());
+        } else if let Err(e) = captf_api::image::parse(&self.runner_image) {
+            problems.push(format!("--runner-image {:?}: {e}", self.runner_image));
+        }
+        for (flag, value) in [
+            (
+                "--terraformcluster-concurrency",
+                self.terraformcluster_concurrency,
+            ),
+            (
+                "--terraformmachine-concurrency",
+                self.terraformmachine_concurrency,
+            ),
+            (
+                "--terraformmachinetemplate-concurrency",
+                self.terraformmachinetemplate_concurrency,
+            ),
+            (
+                "--terraformmachinepool-concurrency",
+                self.terraformmachinepool_concurrency,
+            ),
+        ] {
+            if value < 1 {
+                problems.push(format!("{flag} must be at least 1"));
+            }
+        }
+        if self.state_backups < 0 {
+            problems.push("--state-backups must be 0 or more".into());
+        }
+        if self.state_backups > captf_api::MAX_STATE_BACKUPS as i64 {
+            problems.push(format!(
+                "--state-backups must be at most {}",
+                captf_api::MAX_STATE_BACKUPS
+            ));
+        }
+        if self.sync_period.is_zero() {
+            problems.push("--sync-period must be more than 0".into());
+        }
+        if self.drift_default_interval.is_zero() {
+            problems.push("--drift-default-interval must be more than 0".into());
+        }
+        if self.max_active_jobs < 0 {
+            problems.push("--max-active-jobs must be 0 (no cap) or more".into());
+        }
+        if self.cluster_max_active_jobs < 0 {
+            problems.push("--cluster-max-active-jobs must be 0 (no cap) or more".into());
+        }
+        if !matches!(self.logging_format.as_str(), "text" | "json") {
+            problems.push(format!(
+                "--logging-format {:?}: use text or json",
+                self.logging_format
+            ));
+        }
+        if self.leader_elect && self.leader_elect_renew_deadline >= self.leader_elect_lease_duration
+        {
+            problems.push(
+                "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration"
+                    .into(),
+            );
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("manager: invalid flags: {}", problems.join("; ")))
+        }
+    }
+}
+
+/// The bind address of a Go-style `:port` or `host:port` flag.
+pub fn bind_address(flag: &str) -> Result<std::net::SocketAddr, String> {
+    let full = if flag.starts_with(':') {
+        format!("0.0.0.0{flag}")
+    } else {
+        flag.to_owned()
+    };
+    full.parse().map_err(|e| format!("address {flag:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ManagerArgs,
+    }
+
+    fn parse(extra: &[&str]) -> ManagerArgs {
+        let mut argv = vec!["manager", "--runner-image=ghcr.io/captf-io/captf:v0.1.0"];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).expect("parses").args
+    }
+
+    #[test]
+    fn defaults_follow_the_spec() {
+        let a = parse(&[]);
+        assert_eq!(a.sync_period, Duration::from_secs(600));
+        assert_eq!(a.drift_default_interval, Duration::from_secs(1800));
+        assert_eq!(
+            a.leader_elect_lease_name,
+            "controller-leader-election-captf"
+        );
+        assert_eq!(a.leader_elect_lease_duration, Duration::from_secs(15));
+        assert_eq!(a.leader_elect_renew_deadline, Duration::from_secs(10));
+        assert_eq!(a.leader_elect_retry_period, Duration::from_secs(2));
+        assert_eq!(
+            (
+                a.max_active_jobs,
+                a.cluster_max_active_jobs,
+                a.state_backups
+            ),
+            (200, 20, 5)
+        );
+        assert_eq!(a.health_addr, ":9440");
+        assert!(a.runner_events && a.cluster_operation_gate && !a.leader_elect);
+        assert_eq!(a.validate(), Ok(()));
+    }
+
+    #[test]
+    fn validation_names_every_problem() {
+        let mut a = parse(&[
+            "--state-backups=-1",
+            "--max-active-jobs=-2",
+            "--terraformcluster-concurrency=0",
+        ]);
+        a.runner_image = String::new();
+        let err = a.validate().expect_err("invalid");
+        for part in [
+            "--runner-image is empty",
+            "--state-backups",
+            "--max-active-jobs",
+            "--terraformcluster-concurrency",
+        ] {
+            assert!(err.contains(part), "{err}");
+        }
+        assert!(err.starts_with("manager: invalid flags: "));
+        let mut bad = parse(&[]);
+        bad.runner_image = "Not A Reference".into();
+        assert!(
+            bad.validate()
+                .expect_err("bad image")
+                .contains("--runner-image")
+        );
+    }
+
+    #[test]
+    fn bind_addresses() {
+        assert_eq!(bind_address(":9440").expect("ok").port(), 9440);
+        assert_eq!(
+            bind_address("127.0.0.1:8080").expect("ok").to_string(),
+            "127.0.0.1:8080"
+        );
+        assert!(bind_address("nope").is_err());
+    }
+}

@@ -1,0 +1,293 @@
+//! The manager's Prometheus metrics (spec/operations.md §11). Label values are bounded enums;
+//! only the per-object gauges carry namespace and name, and those series are removed with the
+//! object.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindOpResult {
+    pub kind: &'static str,
+    pub op: &'static str,
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindOp {
+    pub kind: &'static str,
+    pub op: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobError {
+    pub kind: &'static str,
+    pub op: &'static str,
+    pub error_kind: &'static str,
+    pub step: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Decision {
+    pub kind: &'static str,
+    pub op: &'static str,
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindReason {
+    pub kind: &'static str,
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Object {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ObjectOp {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub op: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Controller {
+    pub controller: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildInfo {
+    pub version: &'static str,
+    pub contract: &'static str,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Every metric, registered once.
+pub struct Metrics {
+    pub registry: Registry,
+    pub jobs_total: Family<KindOpResult, Counter>,
+    pub job_duration_seconds: Histograms<KindOpResult>,
+    pub job_queue_seconds: Histograms<KindOp>,
+    pub job_errors_total: Family<JobError, Counter>,
+    pub jobs_active: Family<KindOp, Gauge>,
+    pub decisions_total: Family<Decision, Counter>,
+    pub state_read_errors_total: Family<KindReason, Counter>,
+    pub state_resources: Family<Object, Gauge>,
+    pub state_bytes: Family<Object, Gauge>,
+    pub inputs_bytes: Family<Object, Gauge>,
+    pub state_backups_total: Family<KindOpResult, Counter>,
+    pub lease_waits_total: Family<KindReason, Counter>,
+    pub ready: Family<Object, Gauge>,
+    pub last_success_timestamp_seconds: Family<ObjectOp, Gauge>,
+    pub reconcile_errors_total: Family<Controller, Counter>,
+}
+
+fn job_duration() -> Histogram {
+    Histogram::new([
+        15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0,
+    ])
+}
+
+fn queue() -> Histogram {
+    Histogram::new([5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0])
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let build_info = Family::<BuildInfo, Gauge>::default();
+        build_info
+            .get_or_create(&BuildInfo {
+                version: env!("CARGO_PKG_VERSION"),
+                contract: captf_contract::VERSION,
+            })
+            .set(1);
+        registry.register(
+            "captf_build_info",
+            "[ALPHA] Build information, constant 1",
+            build_info,
+        );
+        let m = Metrics {
+            jobs_total: Family::default(),
+            job_duration_seconds: Family::new_with_constructor(job_duration as fn() -> Histogram),
+            job_queue_seconds: Family::new_with_constructor(queue as fn() -> Histogram),
+            job_errors_total: Family::default(),
+            jobs_active: Family::default(),
+            decisions_total: Family::default(),
+            state_read_errors_total: Family::default(),
+            state_resources: Family::default(),
+            state_bytes: Family::default(),
+            inputs_bytes: Family::default(),
+            state_backups_total: Family::default(),
+            lease_waits_total: Family::default(),
+            ready: Family::default(),
+            last_success_timestamp_seconds: Family::default(),
+            reconcile_errors_total: Family::default(),
+            registry,
+        };
+        let mut m = m;
+        let r = &mut m.registry;
+        r.register(
+            "captf_jobs",
+            "[ALPHA] Jobs completed, by result",
+            m.jobs_total.clone(),
+        );
+        r.register(
+            "captf_job_duration_seconds",
+            "[ALPHA] Job start to finish",
+            m.job_duration_seconds.clone(),
+        );
+        r.register(
+            "captf_job_queue_seconds",
+            "[ALPHA] Job creation to container start",
+            m.job_queue_seconds.clone(),
+        );
+        r.register(
+            "captf_job_errors",
+            "[ALPHA] Jobs that did not succeed",
+            m.job_errors_total.clone(),
+        );
+        r.register(
+            "captf_jobs_active",
+            "[ALPHA] Unfinished Jobs",
+            m.jobs_active.clone(),
+        );
+        r.register(
+            "captf_reconcile_op_decisions",
+            "[ALPHA] Decisions of the reconcile loop",
+            m.decisions_total.clone(),
+        );
+        r.register(
+            "captf_state_read_errors",
+            "[ALPHA] State reads that turned unreadable",
+            m.state_read_errors_total.clone(),
+        );
+        r.register(
+            "captf_state_resources",
+            "[ALPHA] Managed resources in the state",
+            m.state_resources.clone(),
+        );
+        r.register(
+            "captf_state_bytes",
+            "[ALPHA] Compressed state size",
+            m.state_bytes.clone(),
+        );
+        r.register(
+            "captf_inputs_bytes",
+            "[ALPHA] Size of the rendered root module and tfvars",
+            m.inputs_bytes.clone(),
+        );
+        r.register(
+            "captf_state_backups",
+            "[ALPHA] State backups taken, pruned or skipped",
+            m.state_backups_total.clone(),
+        );
+        r.register(
+            "captf_lease_waits",
+            "[ALPHA] Operations that waited for a lease or a Job slot",
+            m.lease_waits_total.clone(),
+        );
+        r.register(
+            "captf_ready",
+            "[ALPHA] Ready: 1 True, 0 False, -1 Unknown",
+            m.ready.clone(),
+        );
+        r.register(
+            "captf_last_success_timestamp_seconds",
+            "[ALPHA] Finish time of the newest successful Job of an operation",
+            m.last_success_timestamp_seconds.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_errors",
+            "Reconcile passes that returned an error",
+            m.reconcile_errors_total.clone(),
+        );
+        m
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    /// Removes the per-object series of a deleted object.
+    pub fn forget(&self, kind: &'static str, namespace: &str, name: &str) {
+        let object = Object {
+            kind,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        };
+        for family in [
+            &self.state_resources,
+            &self.state_bytes,
+            &self.inputs_bytes,
+            &self.ready,
+        ] {
+            family.remove(&object);
+        }
+        for op in captf_api::Operation::ALL {
+            self.last_success_timestamp_seconds.remove(&ObjectOp {
+                kind,
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                op: op.as_str(),
+            });
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_is_exported_under_its_spec_name() {
+        let m = Metrics::new();
+        m.jobs_total
+            .get_or_create(&KindOpResult {
+                kind: "TerraformCluster",
+                op: "apply",
+                result: "succeeded",
+            })
+            .inc();
+        m.ready
+            .get_or_create(&Object {
+                kind: "TerraformCluster",
+                namespace: "n".into(),
+                name: "c".into(),
+            })
+            .set(1);
+        let text = m.encode();
+        for name in [
+            "captf_build_info",
+            "captf_jobs_total{kind=\"TerraformCluster\",op=\"apply\",result=\"succeeded\"} 1",
+            "captf_ready{kind=\"TerraformCluster\",namespace=\"n\",name=\"c\"} 1",
+        ] {
+            assert!(text.contains(name), "{name} missing from:\n{text}");
+        }
+        m.forget("TerraformCluster", "n", "c");
+        assert!(
+            !m.encode().contains("captf_ready{"),
+            "series of a deleted object remain"
+        );
+    }
+}

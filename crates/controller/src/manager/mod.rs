@@ -1,0 +1,256 @@
+//! `captf manager`: wiring of the controllers, the health and metrics endpoints and leader
+//! election. The reconcile logic lives in [`crate::reconcile`].
+
+pub mod args;
+pub mod metrics;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::routing::get;
+use futures::StreamExt;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+
+pub use args::ManagerArgs;
+pub use metrics::Metrics;
+
+use crate::Error;
+use crate::reconcile::{self, Context};
+
+/// Runs the manager until SIGTERM/SIGINT.
+pub async fn run(args: ManagerArgs) -> Result<(), Error> {
+    args.validate().map_err(Error::Startup)?;
+    let pod_namespace = std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let service_account = std::env::var("SERVICE_ACCOUNT_NAME")
+        .ok()
+        .filter(|s| !s.is_empty());
+    if pod_namespace.is_none() || service_account.is_none() {
+        tracing::warn!(
+            "POD_NAMESPACE or SERVICE_ACCOUNT_NAME is not set: the manager's own user is unknown, so the webhook will refuse \
+             every providerID the manager writes; set both from the downward API (config/manager does)"
+        );
+    }
+    let client = client(&args).await?;
+    ensure_crds(&client).await?;
+    let metrics = Arc::new(Metrics::new());
+    let ready = Arc::new(AtomicBool::new(false));
+    let ctx = Arc::new(Context::new(client.clone(), args.clone(), metrics.clone()));
+
+    let health = serve("health", &args.health_addr, health_router(ready.clone()));
+    let metrics_server = serve(
+        "metrics",
+        &args.diagnostics_address,
+        metrics_router(metrics.clone()),
+    );
+    let controllers = async {
+        ready.store(true, Ordering::Relaxed);
+        if args.leader_elect {
+            lead(&client, &args, pod_namespace.as_deref(), ctx.clone()).await
+        } else {
+            run_controllers(ctx.clone()).await;
+            Ok(())
+        }
+    };
+    tokio::select! {
+        result = health => result,
+        result = metrics_server => result,
+        result = controllers => result,
+        _ = shutdown() => {
+            tracing::info!("shutting down");
+            Ok(())
+        }
+    }
+}
+
+async fn client(args: &ManagerArgs) -> Result<Client, Error> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| Error::Startup(format!("--kubeconfig: {e}")))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .map_err(|e| Error::Startup(format!("--kubeconfig: {e}")))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| Error::Startup(format!("no Kubernetes configuration: {e}")))?,
+    };
+    Client::try_from(config).map_err(|e| Error::Startup(format!("client: {e}")))
+}
+
+/// Refuses to start without the CRDs, with an install hint.
+async fn ensure_crds(client: &Client) -> Result<(), Error> {
+    let api: Api<captf_api::TerraformCluster> = Api::all(client.clone());
+    api.list(&kube::api::ListParams::default().limit(1)).await.map_err(|e| {
+        Error::Startup(format!(
+            "cannot list TerraformClusters ({e}); install the CRDs first: `captf crds | kubectl apply --server-side -f -`"
+        ))
+    })?;
+    Ok(())
+}
+
+/// Runs the controllers while this replica leads; gives them up when leadership is lost.
+async fn lead(
+    client: &Client,
+    args: &ManagerArgs,
+    namespace: Option<&str>,
+    ctx: Arc<Context>,
+) -> Result<(), Error> {
+    let namespace = namespace.unwrap_or("default");
+    let identity = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("captf-{}", std::process::id()));
+    let lease_seconds = args.leader_elect_lease_duration.as_secs().max(2);
+    let grace = lease_seconds
+        .saturating_sub(args.leader_elect_renew_deadline.as_secs())
+        .clamp(1, lease_seconds - 1);
+    let manager =
+        kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &args.leader_elect_lease_name)
+            .with_namespace(namespace)
+            .with_identity(&identity)
+            .with_duration(lease_seconds)
+            .with_grace(grace)
+            .build()
+            .await
+            .map_err(|e| Error::Startup(format!("leader election: {e}")))?;
+    let (mut leading, _task) = manager.watch().await;
+    tracing::info!(lease = %args.leader_elect_lease_name, %namespace, %identity, "waiting for leadership");
+    while !*leading.borrow_and_update() {
+        leading
+            .changed()
+            .await
+            .map_err(|_| Error::Startup("leader election stopped".into()))?;
+    }
+    tracing::info!(%identity, "became leader; starting controllers");
+    let controllers = tokio::spawn(run_controllers(ctx.clone()));
+    while *leading.borrow_and_update() {
+        if leading.changed().await.is_err() {
+            break;
+        }
+    }
+    tracing::warn!(%identity, "lost leadership; stopping controllers");
+    controllers.abort();
+    // A replica that lost its lease must not keep writing: exit and let the Deployment restart
+    // it as a candidate (what controller-runtime does too).
+    Err(Error::Startup("leadership lost".into()))
+}
+
+async fn run_controllers(ctx: Arc<Context>) {
+    let client = ctx.client.clone();
+    let args = &ctx.args;
+    let clusters: Api<captf_api::TerraformCluster> = scoped(&client, &args.namespace);
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = scoped(&client, &args.namespace);
+    let mut cluster_config = watcher::Config::default().any_semantic();
+    if !args.watch_filter.is_empty() {
+        cluster_config = cluster_config.labels(&format!(
+            "cluster.x-k8s.io/watch-filter={}",
+            args.watch_filter
+        ));
+    }
+    let job_config = watcher::Config::default().labels(&format!(
+        "{}={},{}=TerraformCluster",
+        captf_api::labels::MANAGED,
+        captf_api::labels::TRUE,
+        captf_api::labels::OWNER_KIND
+    ));
+    let capi_clusters: Api<kube::api::DynamicObject> = match args.namespace.as_str() {
+        "" => Api::all_with(client.clone(), &crate::capi::cluster_resource()),
+        ns => Api::namespaced_with(client.clone(), ns, &crate::capi::cluster_resource()),
+    };
+    Controller::new(clusters, cluster_config)
+        .owns(jobs, job_config)
+        .watches_with(
+            capi_clusters,
+            crate::capi::cluster_resource(),
+            watcher::Config::default(),
+            |cluster| crate::capi::infrastructure_ref_of(&cluster),
+        )
+        .with_config(controller::Config::default().concurrency(args.terraformcluster_concurrency))
+        .shutdown_on_signal()
+        .run(
+            reconcile::cluster::reconcile,
+            reconcile::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "reconcile stream");
+            }
+        })
+        .await;
+}
+
+fn scoped<K>(client: &Client, namespace: &str) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    if namespace.is_empty() {
+        Api::all(client.clone())
+    } else {
+        Api::namespaced(client.clone(), namespace)
+    }
+}
+
+fn health_router(ready: Arc<AtomicBool>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = ready.clone();
+                async move {
+                    if ready.load(Ordering::Relaxed) {
+                        (axum::http::StatusCode::OK, "ok")
+                    } else {
+                        (axum::http::StatusCode::SERVICE_UNAVAILABLE, "starting")
+                    }
+                }
+            }),
+        )
+}
+
+fn metrics_router(metrics: Arc<Metrics>) -> Router {
+    Router::new().route(
+        "/metrics",
+        get(move || {
+            let metrics = metrics.clone();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    metrics.encode(),
+                )
+            }
+        }),
+    )
+}
+
+async fn serve(what: &str, address: &str, router: Router) -> Result<(), Error> {
+    let addr = args::bind_address(address).map_err(Error::Startup)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::Startup(format!("{what} server on {addr}: {e}")))?;
+    tracing::info!(%addr, "{what} server listening");
+    axum::serve(listener, router)
+        .await
+        .map_err(|e| Error::Startup(format!("{what} server: {e}")))
+}
+
+async fn shutdown() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = tokio::signal::ctrl_c() => {},
+    }
+    // Running Jobs keep running; the next leader finds them by their deterministic names.
+}

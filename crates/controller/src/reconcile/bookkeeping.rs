@@ -1,0 +1,263 @@
+//! Reading each finished Job's result exactly once: from its pod's termination message into
+//! `status.lastRun` and the conditions, then (after the status patch succeeded) marking the Job
+//! `captf.io/bookkept`, deleting its per-run Secret and releasing its run lease.
+
+use std::collections::BTreeMap;
+
+use captf_api::names::{self, ObjectKey};
+use captf_api::{LastRun, Operation, RunErrorKind, RunStep, annotations};
+use captf_runner::result::{ErrorKind, ResultDocument};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+
+use super::jobs::{ObservedJob, Phase};
+use crate::error::{KubeContext, Result};
+
+/// What one finished Job told us.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    pub name: String,
+    pub op: Operation,
+    pub succeeded: bool,
+    pub deadline: bool,
+    pub result: Option<ResultDocument>,
+    /// The pod's resolved image (`imageID`), for pinning.
+    pub image_id: Option<String>,
+    /// Markers to write on the Job with `captf.io/bookkept`.
+    pub markers: BTreeMap<String, String>,
+}
+
+impl Finished {
+    /// `status.lastRun` for this Job.
+    pub fn last_run(&self) -> LastRun {
+        let result = self.result.as_ref();
+        let steps: Vec<RunStep> = result
+            .map(|r| {
+                r.steps
+                    .iter()
+                    .take(16)
+                    .map(|s| RunStep {
+                        name: s.name.chars().take(64).collect(),
+                        exit_code: s.exit,
+                        duration_milliseconds: Some((s.seconds * 1000.0).round() as i64),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let error = if self.succeeded {
+            None
+        } else {
+            let e = result.and_then(|r| r.error.as_ref());
+            Some(captf_api::RunError {
+                kind: match e.map(|e| e.kind) {
+                    Some(ErrorKind::ImageLayout) => RunErrorKind::ImageLayout,
+                    Some(ErrorKind::Interrupted) => RunErrorKind::Interrupted,
+                    Some(ErrorKind::Blocked) => RunErrorKind::Blocked,
+                    Some(ErrorKind::PlanChanged) => RunErrorKind::PlanChanged,
+                    Some(ErrorKind::Step) | None => RunErrorKind::Step,
+                },
+                step: e
+                    .and_then(|e| e.step.clone())
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.chars().take(64).collect()),
+                summary: match e {
+                    Some(e) if !e.tail.is_empty() => Some(e.tail.chars().take(512).collect()),
+                    _ if self.deadline => Some("the Job reached its activeDeadlineSeconds".into()),
+                    _ if result.is_none() => {
+                        Some("the Job's pod left no result (see its logs)".into())
+                    }
+                    _ => None,
+                },
+                resources: e.map(|e| e.resources.clone()).filter(|r| !r.is_empty()),
+            })
+        };
+        let drift = result
+            .and_then(|r| r.drift.as_ref())
+            .filter(|d| d.detected)
+            .map(|d| captf_api::DriftSummary {
+                create: Some(i32::try_from(d.create).unwrap_or(i32::MAX)),
+                update: Some(i32::try_from(d.update).unwrap_or(i32::MAX)),
+                replace: Some(i32::try_from(d.replace).unwrap_or(i32::MAX)),
+                delete: Some(i32::try_from(d.delete).unwrap_or(i32::MAX)),
+                resources: (!d.resources.is_empty())
+                    .then(|| d.resources.iter().take(20).cloned().collect()),
+            });
+        LastRun {
+            job: self.name.clone(),
+            operation: self.op,
+            steps: (!steps.is_empty()).then_some(steps),
+            error,
+            drift,
+        }
+    }
+
+    /// A short sentence for condition messages.
+    pub fn summary(&self) -> String {
+        let error = self.result.as_ref().and_then(|r| r.error.as_ref());
+        match (self.succeeded, error) {
+            (true, _) => format!("Job {} succeeded", self.name),
+            (false, Some(e)) => format!(
+                "Job {} failed{}: {}",
+                self.name,
+                e.step
+                    .as_deref()
+                    .map(|s| format!(" in step {s}"))
+                    .unwrap_or_default(),
+                if e.tail.is_empty() {
+                    e.kind.as_str()
+                } else {
+                    e.tail.as_str()
+                }
+            ),
+            (false, None) if self.deadline => format!("Job {} reached its deadline", self.name),
+            (false, None) => format!(
+                "Job {} failed without a result; see the pod's logs",
+                self.name
+            ),
+        }
+    }
+}
+
+/// Reads the result of every finished Job that was not bookkept yet.
+pub async fn collect(
+    client: &kube::Client,
+    namespace: &str,
+    jobs: &[ObservedJob],
+) -> Result<Vec<Finished>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut out = Vec::new();
+    for job in jobs
+        .iter()
+        .filter(|j| j.phase != Phase::Active && !j.bookkept())
+    {
+        let list = pods
+            .list(&ListParams::default().labels(&format!("job-name={}", job.name)))
+            .await
+            .during(|| format!("listing pods of Job {namespace}/{}", job.name))?;
+        let pod = list
+            .items
+            .into_iter()
+            .max_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
+        let status = pod
+            .as_ref()
+            .and_then(|p| p.status.as_ref())
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.name == "source")
+                    .or(cs.first())
+                    .cloned()
+            });
+        let message = status
+            .as_ref()
+            .and_then(|c| c.state.as_ref())
+            .and_then(|s| s.terminated.as_ref())
+            .and_then(|t| t.message.clone());
+        let result: Option<ResultDocument> =
+            message.and_then(|m| serde_json::from_str(m.trim()).ok());
+        let deadline = job
+            .job
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "Failed" && c.reason.as_deref() == Some("DeadlineExceeded"))
+            });
+        let mut markers = BTreeMap::from([(annotations::BOOKKEPT.to_owned(), "true".to_owned())]);
+        match result
+            .as_ref()
+            .and_then(|r| r.error.as_ref())
+            .map(|e| e.kind)
+        {
+            Some(ErrorKind::Interrupted) => {
+                markers.insert(annotations::INTERRUPTED.into(), "true".into());
+            }
+            Some(ErrorKind::Blocked) => {
+                let guard = job.inputs_hash().unwrap_or_default().to_owned();
+                markers.insert(annotations::DESTRUCTIVE_PLAN_BLOCKED.into(), guard);
+                if let Some(plan) = result.as_ref().and_then(|r| r.plan.as_ref()) {
+                    markers.insert(annotations::PLAN_HASH.into(), plan.hash.clone());
+                }
+            }
+            Some(ErrorKind::PlanChanged) => {
+                markers.insert(annotations::PLAN_CHANGED.into(), "true".into());
+            }
+            _ => {}
+        }
+        out.push(Finished {
+            name: job.name.clone(),
+            op: job.op,
+            succeeded: job.phase == Phase::Succeeded,
+            deadline,
+            result,
+            image_id: status.map(|c| c.image_id).filter(|i| !i.is_empty()),
+            markers,
+        });
+    }
+    Ok(out)
+}
+
+/// After the status patch: mark the Job, delete its per-run Secret, release its run lease.
+pub async fn finish(client: &kube::Client, key: &ObjectKey, finished: &Finished) -> Result<()> {
+    let ns = key.namespace();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let patch = serde_json::json!({"metadata": {"annotations": finished.markers}});
+    jobs.patch(
+        &finished.name,
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .during(|| format!("marking Job {ns}/{} bookkept", finished.name))?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    match secrets
+        .delete(
+            &names::per_run_secret(&finished.name),
+            &DeleteParams::default(),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => {
+            return Err(crate::Error::Kube {
+                action: format!("deleting the per-run Secret of {}", finished.name),
+                source: e,
+            });
+        }
+    }
+    release_run_lease(client, key, &finished.name).await;
+    Ok(())
+}
+
+/// Releases the run lease if `holder` still holds it: delete with the read UID and
+/// resourceVersion as preconditions, so a lease retaken meanwhile survives. Failures are only
+/// logged (a stale lease frees itself after its grace).
+pub async fn release_run_lease(client: &kube::Client, key: &ObjectKey, holder: &str) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), key.namespace());
+    let name = key.run_lease();
+    let Ok(Some(lease)) = leases.get_opt(&name).await else {
+        return;
+    };
+    if lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref())
+        != Some(holder)
+    {
+        return;
+    }
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: lease.metadata.uid.clone(),
+            resource_version: lease.metadata.resource_version.clone(),
+        }),
+        ..Default::default()
+    };
+    if let Err(error) = leases.delete(&name, &params).await {
+        tracing::debug!(%error, lease = %name, "run lease not released");
+    }
+}

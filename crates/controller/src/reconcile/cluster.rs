@@ -1,0 +1,1607 @@
+//! The TerraformCluster pass: preamble (externally managed, owner, finalizer, pause),
+//! bookkeeping, credentials, state, inputs, [`decide`], act, and one status patch.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use captf_api::conditions::{Status, reasons, types};
+use captf_api::names::{ObjectKey, WorkloadKind};
+use captf_api::{
+    ActiveJob, Initialization, Operation, SourceStatus, TerraformCluster, TerraformClusterStatus,
+    annotations, labels,
+};
+use captf_contract::{Decoded, Role, RoleInputs, Variables};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+
+use super::bookkeeping::{self, Finished};
+use super::jobs::{self, Phase};
+use super::state::{self, StateRead};
+use super::{Context, credentials};
+use crate::capi;
+use crate::conditions::Conditions;
+use crate::decide::{self, Action as Decided, Approvals, Observed, Policy, Snapshot, StateView};
+use crate::error::{Error, KubeContext, Result};
+use crate::job::{EffectivePolicy, JobSpec, PolicyLayers, build_job, per_run_secret};
+
+const KIND: &str = "TerraformCluster";
+const GATE_REQUEUE: Duration = Duration::from_secs(30);
+const LEASE_GRACE: Duration = Duration::from_secs(60);
+
+/// One pass over a TerraformCluster.
+pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<Action> {
+    let namespace = tc
+        .namespace()
+        .ok_or_else(|| Error::InvalidObject("TerraformCluster without a namespace".into()))?;
+    let key = ObjectKey::new(&namespace, WorkloadKind::Cluster, tc.name_any())
+        .map_err(|e| Error::InvalidObject(e.to_string()))?;
+    let client = ctx.client.clone();
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &namespace);
+    let now = Timestamp::now();
+    let generation = tc.metadata.generation;
+    let deleting = tc.metadata.deletion_timestamp.is_some();
+    let has_finalizer = tc
+        .finalizers()
+        .iter()
+        .any(|f| f == WorkloadKind::Cluster.finalizer());
+    let annotations_of = tc.annotations().clone();
+
+    // Externally managed: CAPTF leaves the object alone, and only lets go of a deletion.
+    if annotations_of.contains_key(annotations::MANAGED_BY) {
+        if deleting && has_finalizer {
+            remove_finalizer(&api, &tc).await?;
+            publish(
+                &ctx,
+                &tc,
+                EventType::Normal,
+                captf_api::events::EXTERNALLY_MANAGED_RELEASED,
+                "released without a destroy: the cluster is managed externally",
+            )
+            .await;
+        }
+        return Ok(Action::await_change());
+    }
+
+    let mut conds = Conditions::from(tc.status.as_ref().and_then(|s| s.conditions.as_ref()));
+    let mut status = tc.status.clone().unwrap_or_default();
+    first_visit(&mut conds, generation, now);
+    let jobs = jobs::list(&client, &key).await?;
+    let active = jobs.iter().find(|j| j.phase == Phase::Active).cloned();
+
+    // Owner: the CAPI Cluster that references this object back.
+    let owner = owner_cluster(&ctx, &tc, &namespace).await?;
+    let cluster = match owner {
+        Ok(cluster) => {
+            conds.set(
+                types::DEPENDENCIES_READY,
+                Status::True,
+                reasons::DEPENDENCIES_READY,
+                "",
+                generation,
+                now,
+            );
+            Some(cluster)
+        }
+        Err((status_, reason, message)) => {
+            conds.set(
+                types::DEPENDENCIES_READY,
+                status_,
+                reason,
+                &message,
+                generation,
+                now,
+            );
+            if !deleting {
+                conds.summarize_ready(WorkloadKind::Cluster, provisioned(&status), generation, now);
+                patch_status(&api, &key, &status, conds, generation, None).await?;
+                return Ok(Action::requeue(GATE_REQUEUE));
+            }
+            // Deleting without a valid owner: destroy from the durable inputs.
+            None
+        }
+    };
+    if !deleting && !has_finalizer {
+        add_finalizer(&api, &tc).await?;
+        return Ok(Action::requeue(Duration::from_millis(100)));
+    }
+    if deleting {
+        conds.set(
+            types::DELETING,
+            Status::True,
+            reasons::DELETING,
+            "deleting: the infrastructure is destroyed first",
+            generation,
+            now,
+        );
+    } else {
+        conds.set(
+            types::DELETING,
+            Status::False,
+            reasons::NOT_DELETING,
+            "",
+            generation,
+            now,
+        );
+    }
+
+    let paused = annotations_of.contains_key(annotations::PAUSED)
+        || cluster.as_ref().is_some_and(capi::Cluster::paused);
+    if paused {
+        conds.set(
+            types::PAUSED,
+            Status::True,
+            reasons::PAUSED,
+            "paused by the cluster.x-k8s.io/paused annotation or the Cluster's spec.paused",
+            generation,
+            now,
+        );
+    } else {
+        conds.set(
+            types::PAUSED,
+            Status::False,
+            reasons::NOT_PAUSED,
+            "",
+            generation,
+            now,
+        );
+    }
+
+    // Bookkeeping: every finished Job's result, read once.
+    let finished = bookkeeping::collect(&client, &namespace, &jobs).await?;
+    let durable = state::durable_inputs(&client, &key).await?;
+    for f in &finished {
+        record(&ctx, &tc, &key, f, &mut conds, &mut status, generation, now).await?;
+    }
+
+    if paused {
+        if deleting {
+            conds.set(types::DELETING, Status::True, reasons::DELETING, "Deletion waits until the object is unpaused (Cluster spec.paused or the cluster.x-k8s.io/paused annotation); a paused object never runs a destroy", generation, now);
+        }
+        if active.is_none() {
+            set_block_move(&api, &tc, false).await?;
+        }
+        conds.summarize_ready(WorkloadKind::Cluster, provisioned(&status), generation, now);
+        patch_status(&api, &key, &status, conds, generation, active_job(&active)).await?;
+        finish_bookkeeping(&ctx, &key, &finished).await?;
+        return Ok(Action::requeue(ctx.args.sync_period));
+    }
+    if let Some(job) = &active {
+        set_block_move(&api, &tc, true).await?;
+        conds.summarize_ready(WorkloadKind::Cluster, provisioned(&status), generation, now);
+        patch_status(
+            &api,
+            &key,
+            &status,
+            conds,
+            generation,
+            active_job(&Some(job.clone())),
+        )
+        .await?;
+        finish_bookkeeping(&ctx, &key, &finished).await?;
+        return Ok(Action::requeue(crate::schedule::ACTIVE_JOB_REQUEUE));
+    }
+    set_block_move(&api, &tc, false).await?;
+
+    // Credentials and runner RBAC, every pass of a live object.
+    let owner_ref = owner_reference(&tc)?;
+    let identity = tc
+        .spec
+        .workspace
+        .identity_ref
+        .as_ref()
+        .map(|r| r.name.as_str());
+    let creds = credentials::ensure(&client, &namespace, identity, &owner_ref).await?;
+    conds.set(
+        types::IDENTITY_ALLOWED,
+        creds.identity_allowed.0,
+        creds.identity_allowed.1,
+        &creds.identity_allowed.2,
+        generation,
+        now,
+    );
+    conds.set(
+        types::CREDENTIALS_MIRRORED,
+        creds.mirrored.0,
+        creds.mirrored.1,
+        &creds.mirrored.2,
+        generation,
+        now,
+    );
+    match credentials::ensure_runner_rbac(&client, &namespace).await {
+        Ok(()) => conds.set(
+            types::RUNNER_RBAC_READY,
+            Status::True,
+            reasons::RBAC_READY,
+            "",
+            generation,
+            now,
+        ),
+        Err(e) => conds.set(
+            types::RUNNER_RBAC_READY,
+            Status::False,
+            reasons::RBAC_FAILED,
+            &e.to_string(),
+            generation,
+            now,
+        ),
+    }
+
+    // State, read live now that no Job runs.
+    let state = state::read(&client, &key).await?;
+    let ever_applied = durable.applied() || provisioned(&status);
+    let state_view = match &state {
+        StateRead::Missing if ever_applied => {
+            conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone: restore it from a backup (docs/runbooks/state-restore.md)", generation, now);
+            StateView::Lost
+        }
+        StateRead::Missing => {
+            conds.set(
+                types::STATE_READABLE,
+                Status::Unknown,
+                reasons::STATE_NOT_FOUND,
+                "no state yet: the first apply creates it",
+                generation,
+                now,
+            );
+            StateView::NotFound
+        }
+        StateRead::Unreadable(e) => {
+            conds.set(
+                types::STATE_READABLE,
+                Status::False,
+                e.reason(),
+                &e.to_string(),
+                generation,
+                now,
+            );
+            ctx.metrics
+                .state_read_errors_total
+                .get_or_create(&crate::manager::metrics::KindReason {
+                    kind: KIND,
+                    reason: e.category(),
+                })
+                .inc();
+            StateView::Unreadable
+        }
+        StateRead::Found(s) => {
+            conds.set(
+                types::STATE_READABLE,
+                Status::True,
+                reasons::STATE_READ,
+                "",
+                generation,
+                now,
+            );
+            let object = crate::manager::metrics::Object {
+                kind: KIND,
+                namespace: namespace.clone(),
+                name: key.name().to_owned(),
+            };
+            ctx.metrics
+                .state_resources
+                .get_or_create(&object)
+                .set(i64::try_from(s.managed_resources).unwrap_or(i64::MAX));
+            ctx.metrics
+                .state_bytes
+                .get_or_create(&object)
+                .set(i64::try_from(s.compressed_bytes).unwrap_or(i64::MAX));
+            StateView::Found {
+                inputs_hash: s.inputs_hash.clone(),
+            }
+        }
+    };
+    if let StateRead::Found(s) = &state {
+        apply_outputs(
+            &ctx,
+            &api,
+            &tc,
+            cluster.as_ref(),
+            s,
+            &mut conds,
+            &mut status,
+            generation,
+            now,
+        )
+        .await?;
+    }
+
+    // Inputs as they would render now.
+    let rendered = match &cluster {
+        Some(cluster) => {
+            let history = crate::inputs::ClusterHistory {
+                control_plane_initialized: durable.rendered_bool("control_plane_initialized"),
+                endpoint_from_module: annotations_of
+                    .get(annotations::ENDPOINT_SOURCE)
+                    .is_some_and(|v| v == annotations::ENDPOINT_SOURCE_MODULE),
+            };
+            let inputs = RoleInputs::Cluster(crate::inputs::cluster_inputs(&tc, cluster, &history));
+            let variables = variables(&tc)?;
+            Some(captf_contract::render(
+                Role::Cluster,
+                &tc.spec.workspace.source.image,
+                &inputs,
+                &variables,
+            )?)
+        }
+        None => None,
+    };
+
+    let history = jobs::history(&jobs);
+    tracing::debug!(
+        jobs = ?jobs.iter().map(|j| (j.name.as_str(), j.op.as_str(), format!("{:?}", j.phase), j.finished_at.map(|t| t.to_string()))).collect::<Vec<_>>(),
+        "job history"
+    );
+    let destroyed = history
+        .destroy
+        .last_success
+        .is_some_and(|d| history.apply.last_success.is_none_or(|a| d > a));
+    let snapshot = Snapshot {
+        kind: WorkloadKind::Cluster,
+        uid: tc.uid().unwrap_or_default(),
+        created_at: tc.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0),
+        deleting,
+        job_active: false,
+        state: state_view,
+        inputs_hash: rendered.as_ref().map(|r| r.inputs_hash.clone()),
+        interrupted_apply: false,
+        destroyed,
+        restore_requested: false,
+        history,
+        policy: Policy {
+            apply_policy: tc.spec.apply_policy.unwrap_or_default(),
+            drift_interval: drift_interval(&tc, &ctx),
+            drift_action: tc
+                .spec
+                .drift
+                .as_ref()
+                .and_then(|d| d.action)
+                .unwrap_or_default(),
+            failed_history_limit: 3,
+            refresh_after_apply: false,
+            membership_interval: None,
+            health_check_interval: None,
+        },
+        approvals: Approvals {
+            destructive: annotations_of
+                .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
+                .cloned(),
+            plan: annotations_of.get(annotations::APPROVE_PLAN).cloned(),
+        },
+        plan: None,
+        observed: Observed {
+            apply_health_definite: true,
+            last_refresh: status.workspace.last_refresh.as_ref().map(|t| t.0),
+            last_drift_check: status.workspace.last_drift_check.as_ref().map(|t| t.0),
+            ..Default::default()
+        },
+    };
+    let decision = decide::decide(&snapshot, now);
+    let op_label = match &decision.action {
+        Decided::Start(s) => s.op.as_str(),
+        _ => "none",
+    };
+    ctx.metrics
+        .decisions_total
+        .get_or_create(&crate::manager::metrics::Decision {
+            kind: KIND,
+            op: op_label,
+            reason: decision.reason.as_str(),
+        })
+        .inc();
+    tracing::info!(namespace = %namespace, name = %key.name(), reason = %decision.reason, op = op_label, "decided");
+
+    let mut active_now = None;
+    let mut requeue = decision.requeue;
+    match &decision.action {
+        Decided::Wait => {}
+        Decided::RemoveFinalizer => {
+            cleanup(&client, &key).await?;
+            finish_bookkeeping(&ctx, &key, &finished).await?;
+            remove_finalizer(&api, &tc).await?;
+            ctx.metrics.forget(KIND, &namespace, key.name());
+            let note = if decision.reason == decide::Reason::Destroyed {
+                "Infrastructure destroyed; state and inputs removed"
+            } else {
+                "nothing to destroy: the object never applied"
+            };
+            publish(
+                &ctx,
+                &tc,
+                EventType::Normal,
+                captf_api::events::FINALIZER_REMOVED,
+                note,
+            )
+            .await;
+            return Ok(Action::await_change());
+        }
+        Decided::Start(start) => {
+            let blocked = creds.ready.is_none().then(|| {
+                "credentials are not ready (see IdentityAllowed and CredentialsMirrored)".to_owned()
+            });
+            if let Some(why) = blocked {
+                let reason = reasons::IDENTITY_NOT_ALLOWED;
+                conds.set(
+                    types::APPLY_JOB_SUCCEEDED,
+                    Status::False,
+                    reason,
+                    &why,
+                    generation,
+                    now,
+                );
+                requeue = Some(GATE_REQUEUE);
+            } else {
+                let identity = creds.ready.clone().unwrap_or_default();
+                match start_job(
+                    &ctx,
+                    &api,
+                    &tc,
+                    &key,
+                    cluster.as_ref(),
+                    &jobs,
+                    start,
+                    rendered.as_ref(),
+                    &identity,
+                    &mut conds,
+                    generation,
+                    now,
+                )
+                .await?
+                {
+                    Some(job) => {
+                        active_now = Some(job);
+                        requeue = Some(crate::schedule::ACTIVE_JOB_REQUEUE);
+                    }
+                    None => requeue = Some(requeue.unwrap_or(GATE_REQUEUE).min(GATE_REQUEUE)),
+                }
+            }
+        }
+    }
+
+    status.workspace.state_secret_suffix = Some(key.state_suffix());
+    conds.summarize_ready(WorkloadKind::Cluster, provisioned(&status), generation, now);
+    let ready = conds.get(types::READY).map(|c| match c.status.as_str() {
+        "True" => 1,
+        "False" => 0,
+        _ => -1,
+    });
+    ctx.metrics
+        .ready
+        .get_or_create(&crate::manager::metrics::Object {
+            kind: KIND,
+            namespace: namespace.clone(),
+            name: key.name().to_owned(),
+        })
+        .set(ready.unwrap_or(-1));
+    patch_status(&api, &key, &status, conds, generation, active_now).await?;
+    finish_bookkeeping(&ctx, &key, &finished).await?;
+    Ok(match requeue {
+        Some(d) => Action::requeue(d.min(ctx.args.sync_period).max(Duration::from_secs(1))),
+        None => Action::requeue(ctx.args.sync_period),
+    })
+}
+
+/// Conditions a fresh object shows before anything happened.
+fn first_visit(conds: &mut Conditions, generation: Option<i64>, now: Timestamp) {
+    let defaults: [(&str, Status, &str, &str); 6] = [
+        (
+            types::DRIFT_DETECTED,
+            Status::Unknown,
+            reasons::DRIFT_NOT_CHECKED,
+            "no drift check yet",
+        ),
+        (
+            types::DRIFT_JOB_SUCCEEDED,
+            Status::Unknown,
+            reasons::DRIFT_NOT_CHECKED,
+            "no drift check yet",
+        ),
+        (
+            types::DELETION_BLOCKED,
+            Status::False,
+            reasons::NOT_BLOCKED,
+            "",
+        ),
+        (
+            types::APPLY_JOB_SUCCEEDED,
+            Status::Unknown,
+            reasons::NO_APPLY_YET,
+            "no apply has completed yet",
+        ),
+        (
+            types::OUTPUTS_VALID,
+            Status::Unknown,
+            reasons::OUTPUTS_PENDING,
+            "no outputs yet",
+        ),
+        (
+            types::INFRASTRUCTURE_HEALTHY,
+            Status::Unknown,
+            reasons::WAITING_FOR_PROVISIONING,
+            "waiting for the first apply",
+        ),
+    ];
+    for (t, s, r, m) in defaults {
+        if conds.get(t).is_none() {
+            conds.set(t, s, r, m, generation, now);
+        }
+    }
+}
+
+fn provisioned(status: &TerraformClusterStatus) -> bool {
+    status
+        .workspace
+        .initialization
+        .as_ref()
+        .and_then(|i| i.provisioned)
+        .unwrap_or(false)
+}
+
+fn active_job(job: &Option<jobs::ObservedJob>) -> Option<ActiveJob> {
+    job.as_ref().map(|j| ActiveJob {
+        name: j.name.clone(),
+        operation: j.op,
+        attempt: i32::try_from(j.attempt.max(1)).unwrap_or(1),
+        start_time: j.job.status.as_ref().and_then(|s| s.start_time.clone()),
+    })
+}
+
+fn drift_interval(tc: &TerraformCluster, ctx: &Context) -> Option<Duration> {
+    match tc.spec.drift.as_ref().and_then(|d| d.interval_seconds) {
+        Some(0) => None,
+        Some(s) => Some(Duration::from_secs(u64::try_from(s).unwrap_or(0))),
+        None => Some(ctx.args.drift_default_interval),
+    }
+}
+
+fn variables(tc: &TerraformCluster) -> Result<Variables> {
+    let mut out = Variables::new();
+    for (name, value) in tc.spec.workspace.variables.clone().unwrap_or_default() {
+        captf_contract::validate_variable_name(Role::Cluster, &name)?;
+        out.insert(
+            name,
+            captf_contract::Variable {
+                value,
+                sensitive: false,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// The CAPI Cluster that owns `tc` and references it back, or the condition saying why not.
+async fn owner_cluster(
+    ctx: &Context,
+    tc: &TerraformCluster,
+    namespace: &str,
+) -> Result<std::result::Result<capi::Cluster, (Status, &'static str, String)>> {
+    let owner = tc
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "Cluster" && o.api_version.starts_with(&format!("{}/", capi::GROUP)))
+        .cloned();
+    let Some(owner) = owner else {
+        return Ok(Err((
+            Status::Unknown,
+            reasons::WAITING_FOR_OWNER,
+            "waiting for a CAPI Cluster to reference this TerraformCluster in spec.infrastructureRef (CAPI then sets the owner reference)".into(),
+        )));
+    };
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), namespace, &capi::cluster_resource());
+    let Some(object) = api
+        .get_opt(&owner.name)
+        .await
+        .during(|| format!("reading Cluster {namespace}/{}", owner.name))?
+    else {
+        return Ok(Err((
+            Status::False,
+            reasons::OWNER_NOT_FOUND,
+            format!("the owner Cluster {} does not exist", owner.name),
+        )));
+    };
+    let cluster: capi::Cluster = serde_json::from_value(serde_json::to_value(&object)?)?;
+    let reference = cluster.spec.infrastructure_ref.clone().unwrap_or_default();
+    let problem = if reference.kind != KIND
+        || reference.name != tc.name_any()
+        || (!reference.api_group.is_empty() && reference.api_group != captf_api::GROUP)
+    {
+        Some(format!(
+            "Cluster {} spec.infrastructureRef does not name this TerraformCluster",
+            owner.name
+        ))
+    } else if cluster
+        .metadata
+        .uid
+        .as_deref()
+        .is_some_and(|uid| uid != owner.uid)
+    {
+        Some(format!(
+            "the owner reference's UID does not match Cluster {}",
+            owner.name
+        ))
+    } else if tc
+        .labels()
+        .get(labels::CLUSTER_NAME)
+        .is_some_and(|l| *l != owner.name)
+    {
+        Some(format!(
+            "the cluster.x-k8s.io/cluster-name label does not name Cluster {}",
+            owner.name
+        ))
+    } else {
+        None
+    };
+    Ok(match problem {
+        Some(p) => Err((Status::False, reasons::OWNER_MISMATCH, p)),
+        None => Ok(cluster),
+    })
+}
+
+fn owner_reference(tc: &TerraformCluster) -> Result<OwnerReference> {
+    tc.controller_owner_ref(&())
+        .ok_or_else(|| Error::InvalidObject("TerraformCluster without a UID".into()))
+}
+
+/// Records a finished Job in status and conditions.
+#[allow(clippy::too_many_arguments)]
+async fn record(
+    ctx: &Context,
+    tc: &TerraformCluster,
+    key: &ObjectKey,
+    f: &Finished,
+    conds: &mut Conditions,
+    status: &mut TerraformClusterStatus,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Result<()> {
+    status.workspace.last_run = Some(f.last_run());
+    let result = if f.succeeded {
+        "succeeded"
+    } else if f.deadline {
+        "deadline"
+    } else {
+        "failed"
+    };
+    ctx.metrics
+        .jobs_total
+        .get_or_create(&crate::manager::metrics::KindOpResult {
+            kind: KIND,
+            op: f.op.as_str(),
+            result,
+        })
+        .inc();
+    match (f.op, f.succeeded) {
+        (Operation::Apply, true) => {
+            conds.set(
+                types::APPLY_JOB_SUCCEEDED,
+                Status::True,
+                reasons::APPLY_SUCCEEDED,
+                &f.summary(),
+                generation,
+                now,
+            );
+            adopt_state(&ctx.client, key, tc, f).await?;
+            status.workspace.source = Some(SourceStatus {
+                image: Some(tc.spec.workspace.source.image.clone()),
+                image_digest: f.image_id.clone(),
+                runtime_version: f
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.runtime.as_ref())
+                    .map(|r| r.version.clone())
+                    .filter(|v| !v.is_empty()),
+            });
+        }
+        // The Manual plan flow (status.plan) is not wired yet: a plan Job only records lastRun.
+        (Operation::Plan, true) => {}
+        (Operation::Destroy, true) => conds.set(
+            types::APPLY_JOB_SUCCEEDED,
+            Status::True,
+            reasons::DESTROY_SUCCEEDED,
+            &f.summary(),
+            generation,
+            now,
+        ),
+        (Operation::Apply | Operation::Plan, false) => {
+            let reason = if f.deadline {
+                reasons::JOB_DEADLINE_EXCEEDED
+            } else {
+                reasons::APPLY_FAILED
+            };
+            conds.set(
+                types::APPLY_JOB_SUCCEEDED,
+                Status::False,
+                reason,
+                &f.summary(),
+                generation,
+                now,
+            );
+        }
+        (Operation::Destroy, false) => {
+            let reason = if f.deadline {
+                reasons::JOB_DEADLINE_EXCEEDED
+            } else {
+                reasons::DESTROY_FAILED
+            };
+            conds.set(
+                types::APPLY_JOB_SUCCEEDED,
+                Status::False,
+                reason,
+                &f.summary(),
+                generation,
+                now,
+            );
+        }
+        (Operation::Drift | Operation::Refresh, ok) => {
+            let (s, r) = if ok {
+                (Status::True, reasons::DRIFT_CHECKED)
+            } else {
+                (Status::False, reasons::DRIFT_JOB_FAILED)
+            };
+            conds.set(
+                types::DRIFT_JOB_SUCCEEDED,
+                s,
+                r,
+                &f.summary(),
+                generation,
+                now,
+            );
+            if ok {
+                status.workspace.last_refresh = Some(Time(now));
+                if f.op == Operation::Drift {
+                    status.workspace.last_drift_check = Some(Time(now));
+                    let drift = f.result.as_ref().and_then(|r| r.drift.as_ref());
+                    match drift {
+                        Some(d) if d.detected => conds.set(
+                            types::DRIFT_DETECTED,
+                            Status::True,
+                            reasons::DRIFT_REPORTED,
+                            &format!(
+                                "drift: {} to create, {} to update, {} to replace, {} to delete",
+                                d.create, d.update, d.replace, d.delete
+                            ),
+                            generation,
+                            now,
+                        ),
+                        _ => conds.set(
+                            types::DRIFT_DETECTED,
+                            Status::False,
+                            reasons::NO_DRIFT,
+                            "",
+                            generation,
+                            now,
+                        ),
+                    }
+                }
+            }
+        }
+        (Operation::Restore, ok) => {
+            let (s, r) = if ok {
+                (Status::True, reasons::STATE_RESTORED)
+            } else {
+                (Status::False, reasons::RESTORE_FAILED)
+            };
+            conds.set(
+                types::RESTORE_JOB_SUCCEEDED,
+                s,
+                r,
+                &f.summary(),
+                generation,
+                now,
+            );
+        }
+    }
+    if !f.succeeded {
+        publish(
+            ctx,
+            tc,
+            EventType::Warning,
+            captf_api::events::JOB_FAILED,
+            &f.summary(),
+        )
+        .await;
+    }
+    Ok(())
+}
+
+/// After a successful apply: the state's base Secret records the inputs hash and is owned by
+/// the object; the durable inputs record that the object applied and which digest ran.
+async fn adopt_state(
+    client: &kube::Client,
+    key: &ObjectKey,
+    tc: &TerraformCluster,
+    f: &Finished,
+) -> Result<()> {
+    let ns = key.namespace();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let hash = jobs
+        .get_opt(&f.name)
+        .await
+        .during(|| format!("reading Job {ns}/{}", f.name))?
+        .and_then(|j| j.metadata.annotations)
+        .and_then(|a| a.get(annotations::INPUTS_HASH).cloned());
+    let owner = owner_reference(tc)?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let selector = format!(
+        "{}=true,{}={}",
+        labels::TFSTATE,
+        labels::TFSTATE_SECRET_SUFFIX,
+        key.state_suffix()
+    );
+    for secret in secrets
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .during(|| "listing state Secrets".to_owned())?
+        .items
+    {
+        let name = secret.name_any();
+        let mut patch = serde_json::json!({"metadata": {"ownerReferences": [owner]}});
+        if name == key.state_secret()
+            && let Some(hash) = &hash
+        {
+            patch["metadata"]["annotations"] = serde_json::json!({annotations::INPUTS_HASH: hash});
+        }
+        secrets
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .during(|| format!("adopting state Secret {ns}/{name}"))?;
+    }
+    let mut marks = serde_json::json!({annotations::APPLIED: "true"});
+    if let Some(digest) = &f.image_id {
+        marks[annotations::IMAGE_DIGEST] = digest.clone().into();
+    }
+    let durable = key.durable_inputs_secret();
+    match secrets
+        .patch(
+            &durable,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"metadata": {"annotations": marks}})),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(Error::Kube {
+            action: format!("marking {ns}/{durable} applied"),
+            source: e,
+        }),
+    }
+}
+
+/// Outputs from state into status: provisioned latch, health, endpoint write-back, exports.
+#[allow(clippy::too_many_arguments)]
+async fn apply_outputs(
+    ctx: &Context,
+    api: &Api<TerraformCluster>,
+    tc: &TerraformCluster,
+    cluster: Option<&capi::Cluster>,
+    state: &captf_state::DecodedState,
+    conds: &mut Conditions,
+    status: &mut TerraformClusterStatus,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Result<()> {
+    status.workspace.observed_state_serial = i64::try_from(state.serial).ok().filter(|s| *s >= 1);
+    // The engines drop null root outputs from the state; the generated root declares every
+    // contract output, so an absent one is null, not undeclared.
+    let mut outputs = state.outputs.clone();
+    for name in captf_contract::required_outputs(Role::Cluster) {
+        outputs
+            .entry((*name).to_owned())
+            .or_insert(serde_json::Value::Null);
+    }
+    let decoded = captf_contract::decode_outputs(Role::Cluster, &outputs);
+    let cluster_outputs = match decoded {
+        Decoded::Valid(captf_contract::RoleOutputs::Cluster(c)) => {
+            conds.set(
+                types::OUTPUTS_VALID,
+                Status::True,
+                reasons::OUTPUTS_VALID,
+                "",
+                generation,
+                now,
+            );
+            Some(c)
+        }
+        Decoded::Valid(_) => None,
+        Decoded::Pending(names) => {
+            conds.set(
+                types::OUTPUTS_VALID,
+                Status::Unknown,
+                reasons::OUTPUTS_PENDING,
+                &format!("outputs not known yet: {}", names.join(", ")),
+                generation,
+                now,
+            );
+            None
+        }
+        Decoded::Missing(names) => {
+            conds.set(
+                types::OUTPUTS_VALID,
+                Status::False,
+                reasons::OUTPUTS_MISSING,
+                &format!("the module does not declare {}", names.join(", ")),
+                generation,
+                now,
+            );
+            None
+        }
+        Decoded::Invalid(violations) => {
+            let text: Vec<String> = violations.iter().map(ToString::to_string).collect();
+            conds.set(
+                types::OUTPUTS_VALID,
+                Status::False,
+                reasons::OUTPUTS_INVALID,
+                &text.join("; "),
+                generation,
+                now,
+            );
+            None
+        }
+    };
+    let health = cluster_outputs.as_ref().map(|c| c.health.clone());
+    let hc = captf_contract::health_condition(&health);
+    let health_status = match hc.status {
+        "True" => Status::True,
+        "False" => Status::False,
+        _ => Status::Unknown,
+    };
+    conds.set(
+        types::INFRASTRUCTURE_HEALTHY,
+        health_status,
+        hc.reason,
+        &hc.message,
+        generation,
+        now,
+    );
+    let pending = health
+        .as_ref()
+        .is_some_and(|h| h.state == captf_contract::HealthState::Pending);
+    if state.inputs_hash.is_some() && cluster_outputs.is_some() && !pending && !provisioned(status)
+    {
+        status.workspace.initialization = Some(Initialization {
+            provisioned: Some(true),
+        });
+    }
+    let Some(outputs) = cluster_outputs else {
+        return Ok(());
+    };
+    status.failure_domains = Some(
+        outputs
+            .failure_domains
+            .iter()
+            .map(|f| captf_api::FailureDomain {
+                name: f.name.clone(),
+                control_plane: Some(f.control_plane),
+                attributes: Some(f.attributes.clone()),
+            })
+            .collect(),
+    )
+    .filter(|v: &Vec<_>| !v.is_empty());
+    let exports = captf_contract::canonical_json(&outputs.exports);
+    if exports.len() <= captf_api::cluster::MAX_PUBLISHED_EXPORTS_BYTES {
+        status.exports = Some(outputs.exports.clone());
+    } else {
+        status.exports = None;
+        publish(
+            ctx,
+            tc,
+            EventType::Warning,
+            captf_api::events::EXPORTS_NOT_PUBLISHED,
+            "exports are over 65536 bytes and were not published in status.exports",
+        )
+        .await;
+    }
+    // The module's endpoint goes to spec once, when the user set none.
+    let spec_complete = tc
+        .spec
+        .control_plane_endpoint
+        .as_ref()
+        .is_some_and(|e| e.is_complete());
+    if let Some(endpoint) = &outputs.control_plane_endpoint
+        && !spec_complete
+    {
+        let patch = serde_json::json!({
+            "metadata": {"annotations": {annotations::ENDPOINT_SOURCE: annotations::ENDPOINT_SOURCE_MODULE}},
+            "spec": {"controlPlaneEndpoint": {"host": endpoint.host, "port": endpoint.port}},
+        });
+        api.patch(
+            &tc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .during(|| "writing spec.controlPlaneEndpoint".to_owned())?;
+    }
+    if provisioned(status) {
+        let cluster_endpoint = cluster
+            .and_then(|c| c.spec.control_plane_endpoint.as_ref())
+            .is_some_and(capi::ApiEndpoint::is_valid);
+        if outputs.control_plane_endpoint.is_some() || spec_complete || cluster_endpoint {
+            conds.set(
+                types::ENDPOINT_AVAILABLE,
+                Status::True,
+                reasons::ENDPOINT_AVAILABLE,
+                "",
+                generation,
+                now,
+            );
+        } else {
+            conds.set(types::ENDPOINT_AVAILABLE, Status::False, reasons::WAITING_FOR_ENDPOINT, "neither the module's control_plane_endpoint output nor the Cluster's spec.controlPlaneEndpoint is set", generation, now);
+        }
+    }
+    Ok(())
+}
+
+/// Starts the decided Job: policy check, leases, block-move, durable inputs, Job, per-run
+/// Secret. `None` when it had to wait (the condition says why).
+#[allow(clippy::too_many_arguments)]
+async fn start_job(
+    ctx: &Context,
+    api: &Api<TerraformCluster>,
+    tc: &TerraformCluster,
+    key: &ObjectKey,
+    cluster: Option<&capi::Cluster>,
+    jobs: &[jobs::ObservedJob],
+    start: &decide::Start,
+    rendered: Option<&captf_contract::Rendered>,
+    identity: &str,
+    conds: &mut Conditions,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Result<Option<ActiveJob>> {
+    let client = &ctx.client;
+    let ns = key.namespace();
+    let policy = EffectivePolicy::resolve(&PolicyLayers::for_cluster(tc));
+    if start.op != Operation::Destroy
+        && let Err(e) = policy.validate()
+    {
+        conds.set(
+            types::APPLY_JOB_SUCCEEDED,
+            Status::False,
+            reasons::JOB_POLICY_INVALID,
+            &e.to_string(),
+            generation,
+            now,
+        );
+        return Ok(None);
+    }
+    // What the Job runs: the inputs rendered now, or (destroy) what the last apply rendered.
+    let (main_tf, tfvars, inputs_hash) = match (start.op, rendered) {
+        (Operation::Destroy, _) => {
+            let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+            let durable = secrets
+                .get_opt(&key.durable_inputs_secret())
+                .await
+                .during(|| "reading the durable inputs".to_owned())?;
+            let data = durable.and_then(|s| s.data).unwrap_or_default();
+            match (
+                data.get(captf_contract::render::MAIN_TF_FILE),
+                data.get(captf_contract::render::TFVARS_FILE),
+            ) {
+                (Some(m), Some(t)) => (m.0.clone(), t.0.clone(), String::new()),
+                _ => {
+                    conds.set(types::APPLY_JOB_SUCCEEDED, Status::False, reasons::DESTROY_FAILED, "The durable inputs Secret is missing: a destroy cannot be rendered (docs/runbooks/stuck-destroy.md)", generation, now);
+                    return Ok(None);
+                }
+            }
+        }
+        (_, Some(r)) => (
+            r.main_tf_json.clone(),
+            r.tfvars_json.clone(),
+            r.inputs_hash.clone(),
+        ),
+        (_, None) => return Ok(None),
+    };
+    if main_tf.len() + tfvars.len() > captf_contract::render::MAX_RENDERED_BYTES {
+        conds.set(types::APPLY_JOB_SUCCEEDED, Status::False, reasons::INPUTS_TOO_LARGE, &format!("the rendered root module and tfvars are {} bytes, over the 1,000,000 a Secret can carry: shrink spec.variables or the cluster's exports", main_tf.len() + tfvars.len()), generation, now);
+        return Ok(None);
+    }
+    let cluster_name = cluster
+        .and_then(|c| c.metadata.name.clone())
+        .or_else(|| tc.labels().get(labels::CLUSTER_NAME).cloned())
+        .unwrap_or_default();
+    let mut spec = JobSpec::new(
+        key.clone(),
+        tc.uid().unwrap_or_default(),
+        cluster_name,
+        start.op,
+        tc.spec.workspace.source.image.clone(),
+        ctx.args.runner_image.clone(),
+        identity,
+    );
+    spec.attempt = jobs::next_attempt(jobs, start.op);
+    spec.inputs_hash = inputs_hash.clone();
+    spec.policy = policy;
+    spec.pull_policy = tc
+        .spec
+        .workspace
+        .source
+        .image_pull_policy
+        .unwrap_or(captf_api::ImagePullPolicy::IfNotPresent);
+    spec.allow_deletes_hash = start.allow_destructive.clone();
+    spec.expect_plan = start.expect_plan.clone();
+    spec.drift_remediation = start.remediation;
+    spec.runner_events = false;
+    if !inputs_hash.is_empty() {
+        spec.annotations
+            .insert(annotations::INPUTS_HASH.into(), inputs_hash.clone());
+    }
+    let job_name = spec.job_name();
+
+    if !take_run_lease(client, key, &job_name, start.op).await? {
+        conds.set(
+            types::APPLY_JOB_SUCCEEDED,
+            Status::Unknown,
+            reasons::WAITING_FOR_RUN_LEASE,
+            "another Job of this object holds its run lease",
+            generation,
+            now,
+        );
+        ctx.metrics
+            .lease_waits_total
+            .get_or_create(&crate::manager::metrics::KindReason {
+                kind: KIND,
+                reason: "run_lease",
+            })
+            .inc();
+        return Ok(None);
+    }
+    set_block_move(api, tc, true).await?;
+    if start.op == Operation::Apply {
+        write_durable_inputs(client, key, tc, &main_tf, &tfvars, identity).await?;
+    }
+    if spec.needs_plan_key() {
+        ensure_plan_key(client, key, tc).await?;
+    }
+    let job_api: Api<Job> = Api::namespaced(client.clone(), ns);
+    let job = build_job(&spec);
+    let created = match job_api.create(&PostParams::default(), &job).await {
+        Ok(j) => j,
+        Err(kube::Error::Api(e)) if e.code == 409 => job_api
+            .get(&job_name)
+            .await
+            .during(|| format!("reading Job {ns}/{job_name}"))?,
+        Err(e) => {
+            bookkeeping::release_run_lease(client, key, &job_name).await;
+            return Err(Error::Kube {
+                action: format!("creating Job {ns}/{job_name}"),
+                source: e,
+            });
+        }
+    };
+    let uid = created.metadata.uid.clone().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let per_run = per_run_secret(ns, &job_name, &uid, &main_tf, &tfvars);
+    match secrets.create(&PostParams::default(), &per_run).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => {
+            return Err(Error::Kube {
+                action: format!("creating the per-run Secret of {job_name}"),
+                source: e,
+            });
+        }
+    }
+    if start.op == Operation::Apply {
+        publish(
+            ctx,
+            tc,
+            EventType::Normal,
+            captf_api::events::INPUTS_CHANGED,
+            &format!("started {job_name}"),
+        )
+        .await;
+    }
+    ctx.metrics
+        .jobs_active
+        .get_or_create(&crate::manager::metrics::KindOp {
+            kind: KIND,
+            op: start.op.as_str(),
+        })
+        .inc();
+    let provisioned = tc.status.as_ref().is_some_and(provisioned);
+    if start.op == Operation::Apply && !provisioned {
+        conds.set(
+            types::INFRASTRUCTURE_HEALTHY,
+            Status::False,
+            reasons::PROVISIONING,
+            &format!("apply running in Job {job_name}"),
+            generation,
+            now,
+        );
+    }
+    Ok(Some(ActiveJob {
+        name: job_name,
+        operation: start.op,
+        attempt: i32::try_from(spec.attempt).unwrap_or(1),
+        start_time: None,
+    }))
+}
+
+/// Takes the object's run lease for `job`: created when missing, taken over when free, kept when
+/// `job` already holds it. `false` when another live Job holds it.
+async fn take_run_lease(
+    client: &kube::Client,
+    key: &ObjectKey,
+    job: &str,
+    op: Operation,
+) -> Result<bool> {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    let ns = key.namespace();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let name = key.run_lease();
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now());
+    let labels_map = BTreeMap::from([
+        (labels::LEASE.to_owned(), labels::LEASE_RUN.to_owned()),
+        (labels::MANAGED.to_owned(), labels::TRUE.to_owned()),
+        (labels::OWNER_KIND.to_owned(), key.kind().kind().to_owned()),
+        (labels::OWNER_NAME.to_owned(), key.owner_name_label()),
+    ]);
+    let annotations_map = BTreeMap::from([
+        (annotations::LEASE_OP.to_owned(), op.as_str().to_owned()),
+        (
+            annotations::LEASE_ACQUIRED_AT.to_owned(),
+            Timestamp::now().to_string(),
+        ),
+    ]);
+    let desired = |rv: Option<String>| Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(ns.to_owned()),
+            labels: Some(labels_map.clone()),
+            annotations: Some(annotations_map.clone()),
+            resource_version: rv,
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(job.to_owned()),
+            acquire_time: Some(now.clone()),
+            lease_duration_seconds: Some(4500),
+            ..Default::default()
+        }),
+    };
+    let Some(existing) = leases
+        .get_opt(&name)
+        .await
+        .during(|| format!("reading Lease {ns}/{name}"))?
+    else {
+        return match leases.create(&PostParams::default(), &desired(None)).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(e) => Err(Error::Kube {
+                action: format!("creating Lease {ns}/{name}"),
+                source: e,
+            }),
+        };
+    };
+    let holder = existing
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .unwrap_or_default();
+    let free = if holder.is_empty() || holder == job {
+        true
+    } else {
+        let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+        match jobs
+            .get_opt(&holder)
+            .await
+            .during(|| format!("reading Job {ns}/{holder}"))?
+        {
+            Some(j) => j
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True"),
+            None => {
+                let acquired = existing
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.acquire_time.as_ref())
+                    .map(|t| t.0);
+                acquired.is_none_or(|a| {
+                    Timestamp::now().duration_since(a)
+                        > k8s_openapi::jiff::SignedDuration::try_from(LEASE_GRACE)
+                            .unwrap_or_default()
+                })
+            }
+        }
+    };
+    if !free {
+        return Ok(false);
+    }
+    match leases
+        .replace(
+            &name,
+            &PostParams::default(),
+            &desired(existing.metadata.resource_version.clone()),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Err(e) => Err(Error::Kube {
+            action: format!("taking Lease {ns}/{name}"),
+            source: e,
+        }),
+    }
+}
+
+async fn write_durable_inputs(
+    client: &kube::Client,
+    key: &ObjectKey,
+    tc: &TerraformCluster,
+    main_tf: &[u8],
+    tfvars: &[u8],
+    identity: &str,
+) -> Result<()> {
+    let ns = key.namespace();
+    let name = key.durable_inputs_secret();
+    let owner = owner_reference(tc)?;
+    let secret = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": {
+                labels::MANAGED: labels::TRUE,
+                labels::OWNER_KIND: key.kind().kind(),
+                labels::OWNER_NAME: key.owner_name_label(),
+                labels::CLUSTERCTL_MOVE: "",
+            },
+            "annotations": {annotations::IMAGE: tc.spec.workspace.source.image, annotations::IDENTITY: identity},
+            "ownerReferences": [owner],
+        },
+        "type": "Opaque",
+        "data": {
+            captf_contract::render::MAIN_TF_FILE: k8s_openapi::ByteString(main_tf.to_vec()),
+            captf_contract::render::TFVARS_FILE: k8s_openapi::ByteString(tfvars.to_vec()),
+        },
+    });
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    secrets
+        .patch(
+            &name,
+            &PatchParams::apply(captf_api::FIELD_MANAGER).force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .during(|| format!("writing the durable inputs {ns}/{name}"))?;
+    Ok(())
+}
+
+/// Creates the object's plan key (`captf-plankey-<c|m|mp>-<name>`, 32 random bytes under `key`)
+/// once; the runner keys plan fingerprints with it, so a plan hash cannot be forged without it.
+async fn ensure_plan_key(
+    client: &kube::Client,
+    key: &ObjectKey,
+    tc: &TerraformCluster,
+) -> Result<()> {
+    use std::io::Read;
+    let ns = key.namespace();
+    let name = key.plan_key_secret();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    if secrets
+        .get_opt(&name)
+        .await
+        .during(|| format!("reading Secret {ns}/{name}"))?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let mut bytes = vec![0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| Error::Startup(format!("reading /dev/urandom for a plan key: {e}")))?;
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(ns.to_owned()),
+            labels: Some(BTreeMap::from([
+                (labels::MANAGED.to_owned(), labels::TRUE.to_owned()),
+                (labels::OWNER_KIND.to_owned(), key.kind().kind().to_owned()),
+                (labels::OWNER_NAME.to_owned(), key.owner_name_label()),
+            ])),
+            owner_references: Some(vec![owner_reference(tc)?]),
+            ..Default::default()
+        },
+        type_: Some("Opaque".into()),
+        data: Some(BTreeMap::from([(
+            "key".to_owned(),
+            k8s_openapi::ByteString(bytes),
+        )])),
+        ..Default::default()
+    };
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(Error::Kube {
+            action: format!("creating the plan key {ns}/{name}"),
+            source: e,
+        }),
+    }
+}
+
+/// Sets or clears `clusterctl.cluster.x-k8s.io/block-move`, persisted directly.
+async fn set_block_move(
+    api: &Api<TerraformCluster>,
+    tc: &TerraformCluster,
+    on: bool,
+) -> Result<()> {
+    let present = tc.annotations().contains_key(annotations::BLOCK_MOVE);
+    if present == on {
+        return Ok(());
+    }
+    let value = if on {
+        serde_json::json!("true")
+    } else {
+        serde_json::Value::Null
+    };
+    let patch = serde_json::json!({"metadata": {"annotations": {annotations::BLOCK_MOVE: value}}});
+    api.patch(
+        &tc.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .during(|| "setting block-move".to_owned())?;
+    Ok(())
+}
+
+async fn add_finalizer(api: &Api<TerraformCluster>, tc: &TerraformCluster) -> Result<()> {
+    let mut finalizers = tc.finalizers().to_vec();
+    finalizers.push(WorkloadKind::Cluster.finalizer().to_owned());
+    let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": tc.resource_version()}});
+    api.patch(
+        &tc.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .during(|| "adding the finalizer".to_owned())?;
+    Ok(())
+}
+
+async fn remove_finalizer(api: &Api<TerraformCluster>, tc: &TerraformCluster) -> Result<()> {
+    // Read live and remove exactly our entry by index, guarded by a test of its value: other
+    // controllers' finalizers and concurrent metadata writes are left alone.
+    let Some(live) = api
+        .get_opt(&tc.name_any())
+        .await
+        .during(|| "reading the object".to_owned())?
+    else {
+        return Ok(());
+    };
+    let Some(index) = live
+        .finalizers()
+        .iter()
+        .position(|f| f == WorkloadKind::Cluster.finalizer())
+    else {
+        return Ok(());
+    };
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": WorkloadKind::Cluster.finalizer()},
+        {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
+    ]))?;
+    match api
+        .patch(
+            &tc.name_any(),
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(Error::Kube {
+            action: "removing the finalizer".into(),
+            source: e,
+        }),
+    }
+}
+
+/// Deletes what CAPTF kept for the object: state, lock, durable inputs, plan key, leases.
+async fn cleanup(client: &kube::Client, key: &ObjectKey) -> Result<()> {
+    let ns = key.namespace();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let state_selector = format!(
+        "{}=true,{}={}",
+        labels::TFSTATE,
+        labels::TFSTATE_SECRET_SUFFIX,
+        key.state_suffix()
+    );
+    let backup_selector = format!("{}={}", labels::STATE_BACKUP_SUFFIX, key.state_suffix());
+    for selector in [state_selector, backup_selector] {
+        secrets
+            .delete_collection(
+                &DeleteParams::default(),
+                &ListParams::default().labels(&selector),
+            )
+            .await
+            .during(|| format!("deleting Secrets {selector} in {ns}"))?;
+    }
+    for name in [key.durable_inputs_secret(), key.plan_key_secret()] {
+        match secrets.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                return Err(Error::Kube {
+                    action: format!("deleting Secret {ns}/{name}"),
+                    source: e,
+                });
+            }
+        }
+    }
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), ns);
+    for name in [key.lock_lease(), key.run_lease()] {
+        match leases.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                return Err(Error::Kube {
+                    action: format!("deleting Lease {ns}/{name}"),
+                    source: e,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn finish_bookkeeping(ctx: &Context, key: &ObjectKey, finished: &[Finished]) -> Result<()> {
+    for f in finished {
+        bookkeeping::finish(&ctx.client, key, f).await?;
+        ctx.metrics
+            .jobs_active
+            .get_or_create(&crate::manager::metrics::KindOp {
+                kind: KIND,
+                op: f.op.as_str(),
+            })
+            .dec();
+    }
+    Ok(())
+}
+
+/// The one status write of a pass.
+async fn patch_status(
+    api: &Api<TerraformCluster>,
+    key: &ObjectKey,
+    status: &TerraformClusterStatus,
+    conds: Conditions,
+    generation: Option<i64>,
+    active: Option<ActiveJob>,
+) -> Result<()> {
+    let mut value = serde_json::to_value(status)?;
+    value["conditions"] = serde_json::to_value(conds.into_vec())?;
+    value["observedGeneration"] = generation.map_or(serde_json::Value::Null, Into::into);
+    value["activeJob"] = active.map_or(Ok(serde_json::Value::Null), serde_json::to_value)?;
+    let patch = serde_json::json!({"status": value});
+    api.patch_status(key.name(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .during(|| "patching status".to_owned())?;
+    Ok(())
+}
+
+async fn publish(ctx: &Context, tc: &TerraformCluster, type_: EventType, reason: &str, note: &str) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note.chars().take(1024).collect()),
+        action: reason.into(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &tc.object_ref(&())).await {
+        tracing::debug!(%error, "event not published");
+    }
+}

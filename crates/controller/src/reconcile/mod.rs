@@ -1,0 +1,56 @@
+//! The reconcile flow shared by the workload kinds: observe a snapshot, [`crate::decide`], act,
+//! and write status once per pass.
+
+pub mod bookkeeping;
+pub mod cluster;
+pub mod credentials;
+pub mod jobs;
+pub mod state;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Recorder, Reporter};
+
+use crate::Error;
+use crate::manager::{ManagerArgs, Metrics};
+
+/// What every pass shares, built once by `captf manager`.
+pub struct Context {
+    pub client: kube::Client,
+    pub args: ManagerArgs,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+}
+
+impl Context {
+    pub fn new(client: kube::Client, args: ManagerArgs, metrics: Arc<Metrics>) -> Self {
+        let reporter = Reporter {
+            controller: "captf-manager".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        let recorder = Recorder::new(client.clone(), reporter);
+        Context {
+            client,
+            args,
+            metrics,
+            recorder,
+        }
+    }
+}
+
+/// Requeue after an error: transient API trouble retries soon, a bad object waits for a change.
+pub fn error_policy<K>(_object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics
+        .reconcile_errors_total
+        .get_or_create(&crate::manager::metrics::Controller {
+            controller: "terraformcluster",
+        })
+        .inc();
+    tracing::warn!(error = %error, category = error.category(), "reconcile failed");
+    match error {
+        Error::InvalidObject(_) => Action::await_change(),
+        _ => Action::requeue(Duration::from_secs(15)),
+    }
+}

@@ -1,0 +1,218 @@
+//! Shared pieces of the end-to-end suites: the module and runner images on the process node,
+//! the manager as a real process, and waits with deadlines.
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use captf_testenv::TestEnv;
+use captf_testenv::fixtures::write_image;
+use captf_testenv::tools::Tools;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+
+/// The runner image the manager's Jobs copy `/runner` from.
+pub const RUNNER_IMAGE: &str = "captf.local/captf:e2e";
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The `captf` binary built next to the test executable (`cargo test --workspace` builds it).
+pub fn captf_binary() -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("CAPTF_BIN_CAPTF") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe()?;
+    let candidates = [
+        exe.with_file_name("captf"),
+        exe.parent()
+            .and_then(Path::parent)
+            .map(|p| p.join("captf"))
+            .unwrap_or_default(),
+    ];
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .context("the captf binary is not built next to the tests: run `cargo build -p captf` (or set CAPTF_BIN_CAPTF)")
+}
+
+/// Writes the runner image (the `captf` binary as `/runner`) and the no-op module images
+/// (`captf.local/modules/noop-<role>:e2e` with OpenTofu, `...:e2e-terraform` with Terraform),
+/// once per test binary (tests run in parallel and must not rewrite a folder another reads).
+pub fn write_images(env: &TestEnv) -> anyhow::Result<()> {
+    static WRITTEN: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    WRITTEN
+        .get_or_init(|| write_images_now(env).map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+fn write_images_now(env: &TestEnv) -> anyhow::Result<()> {
+    let captf = std::fs::read(captf_binary()?)?;
+    let folder = write_image(env, RUNNER_IMAGE, &[("runner", &captf)], &[])?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        folder.join("rootfs/runner"),
+        std::fs::Permissions::from_mode(0o755),
+    )?;
+    let tools = Tools::locate()?;
+    for role in ["cluster", "machine", "machinepool"] {
+        let module = workspace().join("modules/noop").join(role);
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        for entry in std::fs::read_dir(&module)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "tf") {
+                let name = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .context("file name")?
+                    .to_owned();
+                files.push((format!("captf/module/{name}"), std::fs::read(&path)?));
+            }
+        }
+        let files: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_slice()))
+            .collect();
+        write_image(
+            env,
+            &format!("captf.local/modules/noop-{role}:e2e"),
+            &files,
+            &[("captf/runtime", tools.tofu.as_path())],
+        )?;
+        write_image(
+            env,
+            &format!("captf.local/modules/noop-{role}:e2e-terraform"),
+            &files,
+            &[("captf/runtime", tools.terraform.as_path())],
+        )?;
+    }
+    Ok(())
+}
+
+/// Applies every document of a YAML file (server-side apply, as the installer would).
+pub async fn apply_file(client: &kube::Client, path: &Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    apply_yaml(client, &text).await
+}
+
+/// Applies YAML documents with server-side apply.
+pub async fn apply_yaml(client: &kube::Client, yaml: &str) -> anyhow::Result<()> {
+    use serde::Deserialize;
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let value = serde_json::Value::deserialize(doc)?;
+        if value.is_null() {
+            continue;
+        }
+        let object: DynamicObject = serde_json::from_value(value.clone())?;
+        let types = object
+            .types
+            .clone()
+            .context("object without apiVersion/kind")?;
+        let (group, version) = types
+            .api_version
+            .rsplit_once('/')
+            .unwrap_or(("", &types.api_version));
+        let gvk = GroupVersionKind::gvk(group, version, &types.kind);
+        let plural = format!("{}s", types.kind.to_lowercase()).replace("identitys", "identities");
+        let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
+        let name = object
+            .metadata
+            .name
+            .clone()
+            .context("object without a name")?;
+        let api: Api<DynamicObject> = match &object.metadata.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply("captf-e2e").force(),
+            &Patch::Apply(&value),
+        )
+        .await
+        .with_context(|| format!("applying {} {name}", types.kind))?;
+    }
+    Ok(())
+}
+
+/// A `captf manager` process; killed when dropped.
+pub struct Manager {
+    child: Child,
+    pub metrics: String,
+    pub health: String,
+    log: PathBuf,
+}
+
+impl Manager {
+    /// Starts `captf manager` against the control plane with `extra` flags.
+    pub fn start(env: &TestEnv, name: &str, extra: &[&str]) -> anyhow::Result<Manager> {
+        let metrics_port = captf_testenv::process::free_port()?;
+        let health_port = captf_testenv::process::free_port()?;
+        let log = env.dir.join(format!("manager-{name}.log"));
+        let out = std::fs::File::create(&log)?;
+        let child = Command::new(captf_binary()?)
+            .arg("manager")
+            .arg(format!("--kubeconfig={}", env.kubeconfig().display()))
+            .arg(format!("--runner-image={RUNNER_IMAGE}"))
+            .arg(format!("--diagnostics-address=127.0.0.1:{metrics_port}"))
+            .arg(format!("--health-addr=127.0.0.1:{health_port}"))
+            .arg("--insecure-diagnostics")
+            .arg("--log-level=info,captf_controller=debug")
+            .args(extra)
+            .env("POD_NAMESPACE", "captf-system")
+            .env("SERVICE_ACCOUNT_NAME", "captf-controller-manager")
+            .env("POD_NAME", format!("manager-{name}"))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .context("starting captf manager")?;
+        Ok(Manager {
+            child,
+            metrics: format!("http://127.0.0.1:{metrics_port}/metrics"),
+            health: format!("http://127.0.0.1:{health_port}"),
+            log,
+        })
+    }
+
+    /// The manager's log so far (for failure messages).
+    pub fn log(&self) -> String {
+        captf_testenv::control_plane::tail(&self.log, 60)
+    }
+
+    /// GETs a URL of the manager (plain HTTP on loopback).
+    pub fn get(url: &str) -> anyhow::Result<String> {
+        use std::io::{Read, Write};
+        let rest = url.strip_prefix("http://").context("http URL")?;
+        let (host, path) = rest
+            .split_once('/')
+            .map(|(h, p)| (h, format!("/{p}")))
+            .unwrap_or((rest, "/".into()));
+        let mut stream = std::net::TcpStream::connect(host)?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
+        let mut body = String::new();
+        stream.read_to_string(&mut body)?;
+        Ok(body
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or(body))
+    }
+
+    /// Whether the process still runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
