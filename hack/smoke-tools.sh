@@ -7,8 +7,9 @@
 #     configuration (fails to connect to 127.0.0.1:1, as intended);
 #  4. etcd on loopback ports with --unsafe-no-fsync answers GET /health;
 #  5. kube-apiserver against that etcd becomes /readyz with a static admin
-#     token, the CAPI CRDs apply and their v1beta2 API is served, and
-#     kube-controller-manager starts and reports healthy.
+#     token, `kubectl get ns` lists default and kube-system through an admin
+#     kubeconfig, the CAPI CRDs apply and their v1beta2 API is served, and
+#     kube-controller-manager starts and creates the default ServiceAccount.
 # Usage: hack/smoke-tools.sh [--quick]   (--quick: steps 1-4 only)
 set -euo pipefail
 
@@ -80,6 +81,7 @@ check_versions() {
 	[ "$(first_line "$CAPTF_BIN/etcd" --version)" = "etcd Version: ${ETCD_VERSION#v}" ] || die "etcd version"
 	[ "$(first_line "$CAPTF_BIN/kube-apiserver" --version)" = "Kubernetes $KUBERNETES_VERSION" ] || die "kube-apiserver version"
 	[ "$(first_line "$CAPTF_BIN/kube-controller-manager" --version)" = "Kubernetes $KUBERNETES_VERSION" ] || die "kcm version"
+	[ "$(first_line env KUBECONFIG=/dev/null "$CAPTF_BIN/kubectl" version --client)" = "Client Version: $KUBERNETES_VERSION" ] || die "kubectl version --client"
 	[ "$(first_line "$CAPTF_BIN/tofu" version)" = "OpenTofu $OPENTOFU_VERSION" ] || die "tofu version"
 	[ "$(first_line "$CAPTF_BIN/terraform" version)" = "Terraform v$TERRAFORM_VERSION" ] || die "terraform version"
 	ls "$CAPTF_CAPI_CRDS"/*.yaml >/dev/null || die "no CAPI CRDs"
@@ -210,6 +212,14 @@ start_apiserver() {
 	kget "$API/version" | grep -q "\"gitVersion\": \"$KUBERNETES_VERSION\"" || die "/version gitVersion"
 }
 step "kube-apiserver on $API /readyz" start_apiserver
+
+kubectl_get_ns() {
+	local out
+	out="$("$CAPTF_BIN/kubectl" --kubeconfig="$WORK/admin.kubeconfig" get ns -o name 2>&1)" || { echo "$out"; die "kubectl get ns"; }
+	grep -qx namespace/default <<<"$out" && grep -qx namespace/kube-system <<<"$out" ||
+		{ echo "$out"; die "kubectl get ns: default/kube-system missing"; }
+}
+step "kubectl get ns (default, kube-system)" kubectl_get_ns
 
 apply_crds() { # the apiserver accepts YAML request bodies
 	local f i

@@ -46,7 +46,8 @@ components=("$@")
 for c in "${components[@]}"; do
 	case "$c" in
 	kube) regen kube k8s.io/kubernetes "$KUBERNETES_VERSION" \
-		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager ;;
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kubectl ;;
 	etcd) regen etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 ;;
 	tofu) regen tofu github.com/opentofu/opentofu "$OPENTOFU_VERSION" github.com/opentofu/opentofu/cmd/tofu ;;
 	*) log "unknown component: $c (kube|etcd|tofu)"; exit 2 ;;
