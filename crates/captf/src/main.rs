@@ -83,8 +83,19 @@ const fn version_string() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
+/// `captf lint` reports usage errors with exit code 3 (2 means an unparsable module).
+const LINT_EXIT_USAGE: i32 = 3;
+
 fn main() -> ExitCode {
-    let cli = Cli::parse_from(argv());
+    let args = argv();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) if args.get(1).is_some_and(|a| a == "lint") && e.use_stderr() => {
+            let _ = e.print();
+            std::process::exit(LINT_EXIT_USAGE);
+        }
+        Err(e) => e.exit(),
+    };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -137,7 +148,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 ..Default::default()
             };
             if let Some(role) = role {
-                options.role = Some(role.parse().map_err(|e| anyhow::anyhow!("--role: {e}"))?);
+                match role.parse() {
+                    Ok(role) => options.role = Some(role),
+                    Err(e) => {
+                        eprintln!("captf lint: --role: {e}");
+                        std::process::exit(LINT_EXIT_USAGE);
+                    }
+                }
             }
             for ids in allow_warning {
                 options = options.allow_warning(&ids);

@@ -709,26 +709,11 @@ async fn record(
             generation,
             now,
         ),
-        (Operation::Apply | Operation::Plan, false) => {
-            let reason = if f.deadline {
-                reasons::JOB_DEADLINE_EXCEEDED
-            } else {
-                reasons::APPLY_FAILED
-            };
-            conds.set(
-                types::APPLY_JOB_SUCCEEDED,
-                Status::False,
-                reason,
-                &f.summary(),
-                generation,
-                now,
-            );
-        }
-        (Operation::Destroy, false) => {
-            let reason = if f.deadline {
-                reasons::JOB_DEADLINE_EXCEEDED
-            } else {
-                reasons::DESTROY_FAILED
+        (Operation::Apply | Operation::Plan | Operation::Destroy, false) => {
+            let reason = match (f.deadline, f.op) {
+                (true, _) => reasons::JOB_DEADLINE_EXCEEDED,
+                (false, Operation::Destroy) => reasons::DESTROY_FAILED,
+                (false, _) => reasons::APPLY_FAILED,
             };
             conds.set(
                 types::APPLY_JOB_SUCCEEDED,

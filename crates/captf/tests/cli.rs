@@ -1,0 +1,91 @@
+//! The `captf` command line: subcommands, output and exit codes, run as a real process.
+
+use std::process::Command;
+
+fn captf(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_captf"))
+        .args(args)
+        .output()
+        .expect("captf runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn module(role: &str) -> String {
+    format!("{}/../../modules/noop/{role}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn version_names_the_api() {
+    let (code, out, _) = captf(&["version"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("api infrastructure.cluster.x-k8s.io/v1alpha1"),
+        "{out}"
+    );
+}
+
+#[test]
+fn crds_prints_seven_parseable_documents() {
+    let (code, out, _) = captf(&["crds"]);
+    assert_eq!(code, 0);
+    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&out)
+        .map(|d| serde::Deserialize::deserialize(d).expect("YAML document"))
+        .collect();
+    assert_eq!(docs.len(), 7);
+    assert!(docs.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
+}
+
+#[test]
+fn lint_exit_codes() {
+    for role in ["cluster", "machine", "machinepool"] {
+        let (code, out, _) = captf(&["lint", "module", &module(role), "--strict"]);
+        assert_eq!(code, 0, "{role}: {out}");
+    }
+    let (code, _, err) = captf(&["lint", "module", &module("cluster"), "--role", "bogus"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("--role"), "{err}");
+    assert_eq!(captf(&["lint", "module", "--no-such-flag", "x"]).0, 3);
+    assert_eq!(captf(&["lint", "module", "/nonexistent/module"]).0, 2);
+    // A cluster module linted as a machine breaks the contract.
+    let (code, out, _) = captf(&[
+        "lint",
+        "module",
+        &module("cluster"),
+        "--role",
+        "machine",
+        "--json",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON report");
+    assert!(report["summary"]["error"].as_u64().is_some_and(|n| n > 0));
+}
+
+#[test]
+fn manager_refuses_bad_flags_naming_each() {
+    let (code, _, err) = captf(&["manager", "--state-backups=-1", "--runner-image="]);
+    assert_eq!(code, 1);
+    assert!(err.contains("manager: invalid flags:"), "{err}");
+    assert!(
+        err.contains("--runner-image is empty") && err.contains("--state-backups"),
+        "{err}"
+    );
+}
+
+#[test]
+fn invoked_as_runner_it_is_the_runner() {
+    let dir = std::env::temp_dir().join(format!("captf-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let runner = dir.join("runner");
+    std::fs::copy(env!("CARGO_BIN_EXE_captf"), &runner).expect("copy");
+    let out = Command::new(&runner)
+        .arg("version")
+        .output()
+        .expect("runner runs");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("runner"));
+    let _ = std::fs::remove_dir_all(dir);
+}
