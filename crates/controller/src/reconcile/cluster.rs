@@ -1,7 +1,6 @@
 //! The TerraformCluster pass: preamble (externally managed, owner, finalizer, pause),
 //! bookkeeping, credentials, state, inputs, [`decide`], act, and one status patch.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +15,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
@@ -24,7 +23,7 @@ use kube::{Resource, ResourceExt};
 use super::bookkeeping::{self, Finished};
 use super::jobs::{self, Phase};
 use super::state::{self, StateRead};
-use super::{Context, credentials};
+use super::{Context, credentials, leases, secrets};
 use crate::capi;
 use crate::conditions::Conditions;
 use crate::decide::{self, Action as Decided, Approvals, Observed, Policy, Snapshot, StateView};
@@ -33,7 +32,6 @@ use crate::job::{EffectivePolicy, JobSpec, PolicyLayers, build_job, per_run_secr
 
 const KIND: &str = "TerraformCluster";
 const GATE_REQUEUE: Duration = Duration::from_secs(30);
-const LEASE_GRACE: Duration = Duration::from_secs(60);
 
 /// One pass over a TerraformCluster.
 pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<Action> {
@@ -402,7 +400,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     match &decision.action {
         Decided::Wait => {}
         Decided::RemoveFinalizer => {
-            cleanup(&client, &key).await?;
+            secrets::cleanup(&client, &key).await?;
             finish_bookkeeping(&ctx, &key, &finished).await?;
             remove_finalizer(&api, &tc).await?;
             ctx.metrics.forget(KIND, &namespace, key.name());
@@ -687,7 +685,7 @@ async fn record(
                 generation,
                 now,
             );
-            adopt_state(&ctx.client, key, tc, f).await?;
+            secrets::adopt_state(&ctx.client, key, &owner_reference(tc)?, f).await?;
             status.workspace.source = Some(SourceStatus {
                 image: Some(tc.spec.workspace.source.image.clone()),
                 image_digest: f.image_id.clone(),
@@ -794,70 +792,6 @@ async fn record(
         .await;
     }
     Ok(())
-}
-
-/// After a successful apply: the state's base Secret records the inputs hash and is owned by
-/// the object; the durable inputs record that the object applied and which digest ran.
-async fn adopt_state(
-    client: &kube::Client,
-    key: &ObjectKey,
-    tc: &TerraformCluster,
-    f: &Finished,
-) -> Result<()> {
-    let ns = key.namespace();
-    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let hash = jobs
-        .get_opt(&f.name)
-        .await
-        .during(|| format!("reading Job {ns}/{}", f.name))?
-        .and_then(|j| j.metadata.annotations)
-        .and_then(|a| a.get(annotations::INPUTS_HASH).cloned());
-    let owner = owner_reference(tc)?;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let selector = format!(
-        "{}=true,{}={}",
-        labels::TFSTATE,
-        labels::TFSTATE_SECRET_SUFFIX,
-        key.state_suffix()
-    );
-    for secret in secrets
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .during(|| "listing state Secrets".to_owned())?
-        .items
-    {
-        let name = secret.name_any();
-        let mut patch = serde_json::json!({"metadata": {"ownerReferences": [owner]}});
-        if name == key.state_secret()
-            && let Some(hash) = &hash
-        {
-            patch["metadata"]["annotations"] = serde_json::json!({annotations::INPUTS_HASH: hash});
-        }
-        secrets
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .during(|| format!("adopting state Secret {ns}/{name}"))?;
-    }
-    let mut marks = serde_json::json!({annotations::APPLIED: "true"});
-    if let Some(digest) = &f.image_id {
-        marks[annotations::IMAGE_DIGEST] = digest.clone().into();
-    }
-    let durable = key.durable_inputs_secret();
-    match secrets
-        .patch(
-            &durable,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"metadata": {"annotations": marks}})),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(Error::Kube {
-            action: format!("marking {ns}/{durable} applied"),
-            source: e,
-        }),
-    }
 }
 
 /// Outputs from state into status: provisioned latch, health, endpoint write-back, exports.
@@ -1121,7 +1055,7 @@ async fn start_job(
     }
     let job_name = spec.job_name();
 
-    if !take_run_lease(client, key, &job_name, start.op).await? {
+    if !leases::take_run_lease(client, key, &job_name, start.op).await? {
         conds.set(
             types::APPLY_JOB_SUCCEEDED,
             Status::Unknown,
@@ -1141,10 +1075,19 @@ async fn start_job(
     }
     set_block_move(api, tc, true).await?;
     if start.op == Operation::Apply {
-        write_durable_inputs(client, key, tc, &main_tf, &tfvars, identity).await?;
+        secrets::write_durable_inputs(
+            client,
+            key,
+            &owner_reference(tc)?,
+            &tc.spec.workspace.source.image,
+            &main_tf,
+            &tfvars,
+            identity,
+        )
+        .await?;
     }
     if spec.needs_plan_key() {
-        ensure_plan_key(client, key, tc).await?;
+        secrets::ensure_plan_key(client, key, &owner_reference(tc)?).await?;
     }
     let job_api: Api<Job> = Api::namespaced(client.clone(), ns);
     let job = build_job(&spec);
@@ -1209,212 +1152,6 @@ async fn start_job(
         attempt: i32::try_from(spec.attempt).unwrap_or(1),
         start_time: None,
     }))
-}
-
-/// Takes the object's run lease for `job`: created when missing, taken over when free, kept when
-/// `job` already holds it. `false` when another live Job holds it.
-async fn take_run_lease(
-    client: &kube::Client,
-    key: &ObjectKey,
-    job: &str,
-    op: Operation,
-) -> Result<bool> {
-    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-    let ns = key.namespace();
-    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
-    let name = key.run_lease();
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now());
-    let labels_map = BTreeMap::from([
-        (labels::LEASE.to_owned(), labels::LEASE_RUN.to_owned()),
-        (labels::MANAGED.to_owned(), labels::TRUE.to_owned()),
-        (labels::OWNER_KIND.to_owned(), key.kind().kind().to_owned()),
-        (labels::OWNER_NAME.to_owned(), key.owner_name_label()),
-    ]);
-    let annotations_map = BTreeMap::from([
-        (annotations::LEASE_OP.to_owned(), op.as_str().to_owned()),
-        (
-            annotations::LEASE_ACQUIRED_AT.to_owned(),
-            Timestamp::now().to_string(),
-        ),
-    ]);
-    let desired = |rv: Option<String>| Lease {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(ns.to_owned()),
-            labels: Some(labels_map.clone()),
-            annotations: Some(annotations_map.clone()),
-            resource_version: rv,
-            ..Default::default()
-        },
-        spec: Some(LeaseSpec {
-            holder_identity: Some(job.to_owned()),
-            acquire_time: Some(now.clone()),
-            lease_duration_seconds: Some(4500),
-            ..Default::default()
-        }),
-    };
-    let Some(existing) = leases
-        .get_opt(&name)
-        .await
-        .during(|| format!("reading Lease {ns}/{name}"))?
-    else {
-        return match leases.create(&PostParams::default(), &desired(None)).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-            Err(e) => Err(Error::Kube {
-                action: format!("creating Lease {ns}/{name}"),
-                source: e,
-            }),
-        };
-    };
-    let holder = existing
-        .spec
-        .as_ref()
-        .and_then(|s| s.holder_identity.clone())
-        .unwrap_or_default();
-    let free = if holder.is_empty() || holder == job {
-        true
-    } else {
-        let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-        match jobs
-            .get_opt(&holder)
-            .await
-            .during(|| format!("reading Job {ns}/{holder}"))?
-        {
-            Some(j) => j
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True"),
-            None => {
-                let acquired = existing
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.acquire_time.as_ref())
-                    .map(|t| t.0);
-                acquired.is_none_or(|a| {
-                    Timestamp::now().duration_since(a)
-                        > k8s_openapi::jiff::SignedDuration::try_from(LEASE_GRACE)
-                            .unwrap_or_default()
-                })
-            }
-        }
-    };
-    if !free {
-        return Ok(false);
-    }
-    match leases
-        .replace(
-            &name,
-            &PostParams::default(),
-            &desired(existing.metadata.resource_version.clone()),
-        )
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-        Err(e) => Err(Error::Kube {
-            action: format!("taking Lease {ns}/{name}"),
-            source: e,
-        }),
-    }
-}
-
-async fn write_durable_inputs(
-    client: &kube::Client,
-    key: &ObjectKey,
-    tc: &TerraformCluster,
-    main_tf: &[u8],
-    tfvars: &[u8],
-    identity: &str,
-) -> Result<()> {
-    let ns = key.namespace();
-    let name = key.durable_inputs_secret();
-    let owner = owner_reference(tc)?;
-    let secret = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "labels": {
-                labels::MANAGED: labels::TRUE,
-                labels::OWNER_KIND: key.kind().kind(),
-                labels::OWNER_NAME: key.owner_name_label(),
-                labels::CLUSTERCTL_MOVE: "",
-            },
-            "annotations": {annotations::IMAGE: tc.spec.workspace.source.image, annotations::IDENTITY: identity},
-            "ownerReferences": [owner],
-        },
-        "type": "Opaque",
-        "data": {
-            captf_contract::render::MAIN_TF_FILE: k8s_openapi::ByteString(main_tf.to_vec()),
-            captf_contract::render::TFVARS_FILE: k8s_openapi::ByteString(tfvars.to_vec()),
-        },
-    });
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    secrets
-        .patch(
-            &name,
-            &PatchParams::apply(captf_api::FIELD_MANAGER).force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .during(|| format!("writing the durable inputs {ns}/{name}"))?;
-    Ok(())
-}
-
-/// Creates the object's plan key (`captf-plankey-<c|m|mp>-<name>`, 32 random bytes under `key`)
-/// once; the runner keys plan fingerprints with it, so a plan hash cannot be forged without it.
-async fn ensure_plan_key(
-    client: &kube::Client,
-    key: &ObjectKey,
-    tc: &TerraformCluster,
-) -> Result<()> {
-    use std::io::Read;
-    let ns = key.namespace();
-    let name = key.plan_key_secret();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    if secrets
-        .get_opt(&name)
-        .await
-        .during(|| format!("reading Secret {ns}/{name}"))?
-        .is_some()
-    {
-        return Ok(());
-    }
-    let mut bytes = vec![0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| Error::Startup(format!("reading /dev/urandom for a plan key: {e}")))?;
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(ns.to_owned()),
-            labels: Some(BTreeMap::from([
-                (labels::MANAGED.to_owned(), labels::TRUE.to_owned()),
-                (labels::OWNER_KIND.to_owned(), key.kind().kind().to_owned()),
-                (labels::OWNER_NAME.to_owned(), key.owner_name_label()),
-            ])),
-            owner_references: Some(vec![owner_reference(tc)?]),
-            ..Default::default()
-        },
-        type_: Some("Opaque".into()),
-        data: Some(BTreeMap::from([(
-            "key".to_owned(),
-            k8s_openapi::ByteString(bytes),
-        )])),
-        ..Default::default()
-    };
-    match secrets.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(Error::Kube {
-            action: format!("creating the plan key {ns}/{name}"),
-            source: e,
-        }),
-    }
 }
 
 /// Sets or clears `clusterctl.cluster.x-k8s.io/block-move`, persisted directly.
@@ -1493,55 +1230,6 @@ async fn remove_finalizer(api: &Api<TerraformCluster>, tc: &TerraformCluster) ->
             source: e,
         }),
     }
-}
-
-/// Deletes what CAPTF kept for the object: state, lock, durable inputs, plan key, leases.
-async fn cleanup(client: &kube::Client, key: &ObjectKey) -> Result<()> {
-    let ns = key.namespace();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let state_selector = format!(
-        "{}=true,{}={}",
-        labels::TFSTATE,
-        labels::TFSTATE_SECRET_SUFFIX,
-        key.state_suffix()
-    );
-    let backup_selector = format!("{}={}", labels::STATE_BACKUP_SUFFIX, key.state_suffix());
-    for selector in [state_selector, backup_selector] {
-        secrets
-            .delete_collection(
-                &DeleteParams::default(),
-                &ListParams::default().labels(&selector),
-            )
-            .await
-            .during(|| format!("deleting Secrets {selector} in {ns}"))?;
-    }
-    for name in [key.durable_inputs_secret(), key.plan_key_secret()] {
-        match secrets.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => {
-                return Err(Error::Kube {
-                    action: format!("deleting Secret {ns}/{name}"),
-                    source: e,
-                });
-            }
-        }
-    }
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(client.clone(), ns);
-    for name in [key.lock_lease(), key.run_lease()] {
-        match leases.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => {
-                return Err(Error::Kube {
-                    action: format!("deleting Lease {ns}/{name}"),
-                    source: e,
-                });
-            }
-        }
-    }
-    Ok(())
 }
 
 async fn finish_bookkeeping(ctx: &Context, key: &ObjectKey, finished: &[Finished]) -> Result<()> {

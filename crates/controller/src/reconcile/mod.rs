@@ -5,6 +5,8 @@ pub mod bookkeeping;
 pub mod cluster;
 pub mod credentials;
 pub mod jobs;
+pub mod leases;
+pub mod secrets;
 pub mod state;
 
 use std::sync::Arc;

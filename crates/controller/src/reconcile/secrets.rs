@@ -1,0 +1,225 @@
+//! The Secrets CAPTF keeps for an object besides the engine's state: durable inputs, plan key,
+//! state adoption after an apply, and cleanup after a destroy.
+
+use std::collections::BTreeMap;
+
+use captf_api::names::ObjectKey;
+use captf_api::{annotations, labels};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+
+use super::bookkeeping::Finished;
+use crate::error::{Error, KubeContext, Result};
+
+/// Writes the durable inputs (`captf-inputs-<c|m|mp>-<name>`) when an apply starts: a destroy,
+/// refresh or drift later renders from them.
+pub async fn write_durable_inputs(
+    client: &kube::Client,
+    key: &ObjectKey,
+    owner: &OwnerReference,
+    image: &str,
+    main_tf: &[u8],
+    tfvars: &[u8],
+    identity: &str,
+) -> Result<()> {
+    let ns = key.namespace();
+    let name = key.durable_inputs_secret();
+    let secret = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": {
+                labels::MANAGED: labels::TRUE,
+                labels::OWNER_KIND: key.kind().kind(),
+                labels::OWNER_NAME: key.owner_name_label(),
+                labels::CLUSTERCTL_MOVE: "",
+            },
+            "annotations": {annotations::IMAGE: image, annotations::IDENTITY: identity},
+            "ownerReferences": [owner],
+        },
+        "type": "Opaque",
+        "data": {
+            captf_contract::render::MAIN_TF_FILE: k8s_openapi::ByteString(main_tf.to_vec()),
+            captf_contract::render::TFVARS_FILE: k8s_openapi::ByteString(tfvars.to_vec()),
+        },
+    });
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    secrets
+        .patch(
+            &name,
+            &PatchParams::apply(captf_api::FIELD_MANAGER).force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .during(|| format!("writing the durable inputs {ns}/{name}"))?;
+    Ok(())
+}
+
+/// Creates the object's plan key (`captf-plankey-<c|m|mp>-<name>`, 32 random bytes under `key`)
+/// once; the runner keys plan fingerprints with it, so a plan hash cannot be forged without it.
+pub async fn ensure_plan_key(
+    client: &kube::Client,
+    key: &ObjectKey,
+    owner: &OwnerReference,
+) -> Result<()> {
+    use std::io::Read;
+    let ns = key.namespace();
+    let name = key.plan_key_secret();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    if secrets
+        .get_opt(&name)
+        .await
+        .during(|| format!("reading Secret {ns}/{name}"))?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let mut bytes = vec![0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| Error::Startup(format!("reading /dev/urandom for a plan key: {e}")))?;
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(ns.to_owned()),
+            labels: Some(BTreeMap::from([
+                (labels::MANAGED.to_owned(), labels::TRUE.to_owned()),
+                (labels::OWNER_KIND.to_owned(), key.kind().kind().to_owned()),
+                (labels::OWNER_NAME.to_owned(), key.owner_name_label()),
+            ])),
+            owner_references: Some(vec![owner.clone()]),
+            ..Default::default()
+        },
+        type_: Some("Opaque".into()),
+        data: Some(BTreeMap::from([(
+            "key".to_owned(),
+            k8s_openapi::ByteString(bytes),
+        )])),
+        ..Default::default()
+    };
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(Error::Kube {
+            action: format!("creating the plan key {ns}/{name}"),
+            source: e,
+        }),
+    }
+}
+
+/// After a successful apply: the state's base Secret records the inputs hash and is owned by
+/// the object; the durable inputs record that the object applied and which digest ran.
+pub async fn adopt_state(
+    client: &kube::Client,
+    key: &ObjectKey,
+    owner: &OwnerReference,
+    f: &Finished,
+) -> Result<()> {
+    let ns = key.namespace();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let hash = jobs
+        .get_opt(&f.name)
+        .await
+        .during(|| format!("reading Job {ns}/{}", f.name))?
+        .and_then(|j| j.metadata.annotations)
+        .and_then(|a| a.get(annotations::INPUTS_HASH).cloned());
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let selector = format!(
+        "{}=true,{}={}",
+        labels::TFSTATE,
+        labels::TFSTATE_SECRET_SUFFIX,
+        key.state_suffix()
+    );
+    for secret in secrets
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .during(|| "listing state Secrets".to_owned())?
+        .items
+    {
+        let name = secret.name_any();
+        let mut patch = serde_json::json!({"metadata": {"ownerReferences": [owner]}});
+        if name == key.state_secret()
+            && let Some(hash) = &hash
+        {
+            patch["metadata"]["annotations"] = serde_json::json!({annotations::INPUTS_HASH: hash});
+        }
+        secrets
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .during(|| format!("adopting state Secret {ns}/{name}"))?;
+    }
+    let mut marks = serde_json::json!({annotations::APPLIED: "true"});
+    if let Some(digest) = &f.image_id {
+        marks[annotations::IMAGE_DIGEST] = digest.clone().into();
+    }
+    let durable = key.durable_inputs_secret();
+    match secrets
+        .patch(
+            &durable,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"metadata": {"annotations": marks}})),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(Error::Kube {
+            action: format!("marking {ns}/{durable} applied"),
+            source: e,
+        }),
+    }
+}
+
+/// Deletes what CAPTF kept for the object: state, lock, durable inputs, plan key, leases.
+pub async fn cleanup(client: &kube::Client, key: &ObjectKey) -> Result<()> {
+    let ns = key.namespace();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let state_selector = format!(
+        "{}=true,{}={}",
+        labels::TFSTATE,
+        labels::TFSTATE_SECRET_SUFFIX,
+        key.state_suffix()
+    );
+    let backup_selector = format!("{}={}", labels::STATE_BACKUP_SUFFIX, key.state_suffix());
+    for selector in [state_selector, backup_selector] {
+        secrets
+            .delete_collection(
+                &DeleteParams::default(),
+                &ListParams::default().labels(&selector),
+            )
+            .await
+            .during(|| format!("deleting Secrets {selector} in {ns}"))?;
+    }
+    for name in [key.durable_inputs_secret(), key.plan_key_secret()] {
+        match secrets.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                return Err(Error::Kube {
+                    action: format!("deleting Secret {ns}/{name}"),
+                    source: e,
+                });
+            }
+        }
+    }
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), ns);
+    for name in [key.lock_lease(), key.run_lease()] {
+        match leases.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                return Err(Error::Kube {
+                    action: format!("deleting Lease {ns}/{name}"),
+                    source: e,
+                });
+            }
+        }
+    }
+    Ok(())
+}
