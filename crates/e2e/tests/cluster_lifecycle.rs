@@ -129,13 +129,7 @@ async fn lifecycle(engine_tag: &str, prefix: &str) {
             .map(|_| tc))
     })
     .await
-    .unwrap_or_else(|e| {
-        panic!(
-            "{e}\nstatus: {:#?}\nmanager log:\n{}",
-            futures_status(&client, &ns, name),
-            manager.log()
-        )
-    });
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
     let status = ready.status.clone().expect("status");
     assert_eq!(
         status.workspace.initialization.and_then(|i| i.provisioned),
@@ -218,24 +212,30 @@ async fn lifecycle(engine_tag: &str, prefix: &str) {
         1
     );
 
-    // Deletion: a destroy Job, then state, inputs and finalizer go.
+    // Deletion: a destroy Job, then state, inputs and finalizer go. The destroy Job is owned by
+    // the object and collected with it, so watch for it while it exists.
     api.delete(name, &DeleteParams::default())
         .await
         .expect("delete");
+    wait_for("a destroy Job", TIMEOUT, || async {
+        let list = jobs.list(&ListParams::default()).await?.items;
+        Ok(list
+            .iter()
+            .any(|j| {
+                j.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.contains("-destroy-"))
+            })
+            .then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
     wait_for("the TerraformCluster to be gone", TIMEOUT, || async {
         Ok(api.get_opt(name).await?.is_none().then_some(()))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
-    let destroys = jobs.list(&ListParams::default()).await.expect("jobs").items;
-    assert!(
-        destroys.iter().any(|j| j
-            .metadata
-            .name
-            .as_deref()
-            .is_some_and(|n| n.contains("-destroy-"))),
-        "a destroy Job ran"
-    );
     assert!(
         secrets
             .list(&ListParams::default().labels("tfstate=true"))
@@ -253,10 +253,6 @@ async fn lifecycle(engine_tag: &str, prefix: &str) {
             .is_none(),
         "durable inputs removed"
     );
-}
-
-fn futures_status(_client: &kube::Client, ns: &str, name: &str) -> String {
-    format!("{ns}/{name}")
 }
 
 #[tokio::test]

@@ -16,64 +16,123 @@ const NAMESPACE: &str = "default";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let dir = std::env::var_os("CAPTF_TESTENV_DIR").map(PathBuf::from).unwrap_or_else(|| captf_testenv::tools::cache_dir().join("testenv"));
+    let dir = std::env::var_os("CAPTF_TESTENV_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| captf_testenv::tools::cache_dir().join("testenv"));
     match std::env::args().nth(1).as_deref() {
         Some("up") => up(&dir).await,
         Some("down") => down(&dir),
-        _ => anyhow::bail!("usage: captf-demo up|down (start the control plane first: captf-testenv up)"),
+        _ => anyhow::bail!(
+            "usage: captf-demo up|down (start the control plane first: captf-testenv up)"
+        ),
     }
 }
 
 async fn up(dir: &std::path::Path) -> anyhow::Result<()> {
     let env = TestEnv::attach(dir)?;
     let client = env.client().await?;
-    println!("== images: the runner ({RUNNER_IMAGE}) and the no-op modules, as folders under {}", env.images().display());
+    println!(
+        "== images: the runner ({RUNNER_IMAGE}) and the no-op modules, as folders under {}",
+        env.images().display()
+    );
     write_images(&env)?;
     println!("== the runner ClusterRole (config/rbac/runner_clusterrole.yaml)");
-    apply_file(&client, &workspace().join("config/rbac/runner_clusterrole.yaml")).await?;
+    apply_file(
+        &client,
+        &workspace().join("config/rbac/runner_clusterrole.yaml"),
+    )
+    .await?;
     start_manager(&env, dir)?;
     println!("== an identity, a Cluster and a TerraformCluster on the no-op module");
     apply_yaml(&client, DEMO).await?;
-    let clusters: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &cluster_resource());
-    let uid = clusters.get("demo").await?.metadata.uid.context("Cluster without uid")?;
+    let clusters: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), NAMESPACE, &cluster_resource());
+    let uid = clusters
+        .get("demo")
+        .await?
+        .metadata
+        .uid
+        .context("Cluster without uid")?;
     // CAPI's core controller would set this owner reference; the demo runs without it.
     apply_yaml(&client, &TERRAFORM_CLUSTER.replace("CLUSTER_UID", &uid)).await?;
     println!("== waiting until TerraformCluster demo is Ready");
     let api: Api<captf_api::TerraformCluster> = Api::namespaced(client.clone(), NAMESPACE);
-    wait_for("TerraformCluster demo to be Ready", Duration::from_secs(300), || async {
-        let tc = api.get("demo").await?;
-        let ready = tc.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready")).map(|c| c.status == "True");
-        Ok(ready.filter(|r| *r))
-    })
+    wait_for(
+        "TerraformCluster demo to be Ready",
+        Duration::from_secs(300),
+        || async {
+            let tc = api.get("demo").await?;
+            let ready = tc
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                .map(|c| c.status == "True");
+            Ok(ready.filter(|r| *r))
+        },
+    )
     .await
-    .with_context(|| format!("see the manager's log: {}", dir.join("demo-manager.log").display()))?;
+    .with_context(|| {
+        format!(
+            "see the manager's log: {}",
+            dir.join("demo-manager.log").display()
+        )
+    })?;
     println!("Ready.\n");
     let kubectl = captf_testenv::tools::cache_dir().join("bin/kubectl");
     let kubeconfig = env.kubeconfig().display().to_string();
     if kubectl.exists() {
         for args in [
-            vec!["get", "terraformclusters,clusters.cluster.x-k8s.io", "-n", NAMESPACE, "-o", "wide"],
-            vec!["get", "jobs,secrets,leases", "-n", NAMESPACE, "-l", "captf.io/managed=true"],
+            vec![
+                "get",
+                "terraformclusters,clusters.cluster.x-k8s.io",
+                "-n",
+                NAMESPACE,
+                "-o",
+                "wide",
+            ],
+            vec![
+                "get",
+                "jobs,secrets,leases",
+                "-n",
+                NAMESPACE,
+                "-l",
+                "captf.io/managed=true",
+            ],
         ] {
             println!("$ kubectl {}", args.join(" "));
-            let status = Command::new(&kubectl).args(&args).env("KUBECONFIG", &kubeconfig).status()?;
+            let status = Command::new(&kubectl)
+                .args(&args)
+                .env("KUBECONFIG", &kubeconfig)
+                .status()?;
             anyhow::ensure!(status.success(), "kubectl failed");
             println!();
         }
     }
     println!("Look further:");
-    println!("  export KUBECONFIG={kubeconfig} PATH={}:$PATH", kubectl.parent().map(|p| p.display().to_string()).unwrap_or_default());
+    println!(
+        "  export KUBECONFIG={kubeconfig} PATH={}:$PATH",
+        kubectl
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    );
     println!("  kubectl get terraformcluster demo -o yaml        # status, conditions, lastRun");
     println!("  kubectl get secret -l tfstate=true                # the state the engine wrote");
     println!("  kubectl get events --field-selector involvedObject.name=demo");
-    println!("  less {}                # the manager's log", dir.join("demo-manager.log").display());
+    println!(
+        "  less {}                # the manager's log",
+        dir.join("demo-manager.log").display()
+    );
     println!("Tear down: hack/demo.sh down");
     Ok(())
 }
 
 fn start_manager(env: &TestEnv, dir: &std::path::Path) -> anyhow::Result<()> {
     let pid_file = dir.join("demo-manager.pid");
-    if let Some(pid) = std::fs::read_to_string(&pid_file).ok().and_then(|p| p.trim().parse::<u32>().ok())
+    if let Some(pid) = std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|p| p.trim().parse::<u32>().ok())
         && captf_testenv::process::alive(pid)
     {
         println!("== captf manager already running (pid {pid})");
@@ -100,14 +159,22 @@ fn start_manager(env: &TestEnv, dir: &std::path::Path) -> anyhow::Result<()> {
     .spawn()
     .context("starting captf manager")?;
     std::fs::write(&pid_file, child.id().to_string())?;
-    println!("== captf manager started (pid {}), metrics on http://127.0.0.1:{metrics}/metrics", child.id());
+    println!(
+        "== captf manager started (pid {}), metrics on http://127.0.0.1:{metrics}/metrics",
+        child.id()
+    );
     Ok(())
 }
 
 fn down(dir: &std::path::Path) -> anyhow::Result<()> {
     let pid_file = dir.join("demo-manager.pid");
-    if let Some(pid) = std::fs::read_to_string(&pid_file).ok().and_then(|p| p.trim().parse::<u32>().ok()) {
-        captf_testenv::process::stop_group(pid, Duration::from_secs(10), || !captf_testenv::process::alive(pid));
+    if let Some(pid) = std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|p| p.trim().parse::<u32>().ok())
+    {
+        captf_testenv::process::stop_group(pid, Duration::from_secs(10), || {
+            !captf_testenv::process::alive(pid)
+        });
         println!("captf manager stopped");
     }
     let _ = std::fs::remove_file(pid_file);
@@ -115,7 +182,10 @@ fn down(dir: &std::path::Path) -> anyhow::Result<()> {
 }
 
 fn cluster_resource() -> kube::core::ApiResource {
-    kube::core::ApiResource::from_gvk_with_plural(&kube::core::GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "Cluster"), "clusters")
+    kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "Cluster"),
+        "clusters",
+    )
 }
 
 const DEMO: &str = r#"
