@@ -16,6 +16,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo build (the binaries the end-to-end tests run: captf, captf-testenv)"
+cargo build --workspace --bins --locked
 echo "== cargo test"
 # The end-to-end tests start real control planes and Jobs; two at a time suit two cores.
-cargo test --workspace --locked -- --test-threads=2
+cargo test --workspace --locked --no-fail-fast -- --test-threads=2
