@@ -140,6 +140,59 @@ pub async fn apply_yaml(client: &kube::Client, yaml: &str) -> anyhow::Result<()>
     Ok(())
 }
 
+/// Installs the manager's ServiceAccount and RBAC from `config/rbac` and writes a kubeconfig
+/// for that ServiceAccount, so the manager runs with exactly the permissions an install grants.
+pub async fn manager_kubeconfig(env: &TestEnv, client: &kube::Client) -> anyhow::Result<PathBuf> {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    apply_yaml(
+        client,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: captf-system}\n",
+    )
+    .await?;
+    let rbac = workspace().join("config/rbac");
+    for file in [
+        "service_account.yaml",
+        "role.yaml",
+        "role_binding.yaml",
+        "leader_election_role.yaml",
+        "runner_clusterrole.yaml",
+    ] {
+        apply_file(client, &rbac.join(file)).await?;
+    }
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "captf-system");
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(86_400),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let token: TokenRequest = sas
+        .create_subresource(
+            "token",
+            "captf-controller-manager",
+            &kube::api::PostParams::default(),
+            &request,
+        )
+        .await
+        .context("a token for captf-controller-manager")?;
+    let token = token.status.context("no token")?.token;
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD
+        .encode(std::fs::read(env.dir.join("pki/ca.crt"))?);
+    let path = env.dir.join("manager.kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: manager\n  user:\n    token: {token}\ncontexts:\n- name: manager\n  context: {{cluster: local, user: manager}}\ncurrent-context: manager\n",
+            env.state.server
+        ),
+    )?;
+    Ok(path)
+}
+
 /// A `captf manager` process; killed when dropped.
 pub struct Manager {
     child: Child,
@@ -149,15 +202,20 @@ pub struct Manager {
 }
 
 impl Manager {
-    /// Starts `captf manager` against the control plane with `extra` flags.
-    pub fn start(env: &TestEnv, name: &str, extra: &[&str]) -> anyhow::Result<Manager> {
+    /// Starts `captf manager` with `kubeconfig` (see [`manager_kubeconfig`]) and `extra` flags.
+    pub fn start(
+        env: &TestEnv,
+        kubeconfig: &Path,
+        name: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Manager> {
         let metrics_port = captf_testenv::process::free_port()?;
         let health_port = captf_testenv::process::free_port()?;
         let log = env.dir.join(format!("manager-{name}.log"));
         let out = std::fs::File::create(&log)?;
         let child = Command::new(captf_binary()?)
             .arg("manager")
-            .arg(format!("--kubeconfig={}", env.kubeconfig().display()))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--runner-image={RUNNER_IMAGE}"))
             .arg(format!("--diagnostics-address=127.0.0.1:{metrics_port}"))
             .arg(format!("--health-addr=127.0.0.1:{health_port}"))

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use captf_api::TerraformCluster;
-use captf_e2e::{Manager, apply_file, apply_yaml, workspace, write_images};
+use captf_e2e::{Manager, apply_file, apply_yaml, manager_kubeconfig, workspace, write_images};
 use captf_testenv::{TestEnv, wait_for};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
@@ -112,7 +112,11 @@ fn condition(tc: &TerraformCluster, type_: &str) -> Option<(String, String, Stri
 
 async fn lifecycle(engine_tag: &str, prefix: &str) {
     let (env, client, ns) = setup(prefix).await;
-    let manager = Manager::start(&env, prefix, &[]).expect("manager");
+    // The manager runs as its ServiceAccount with exactly the RBAC of config/rbac.
+    let kubeconfig = manager_kubeconfig(&env, &client)
+        .await
+        .expect("manager RBAC");
+    let manager = Manager::start(&env, &kubeconfig, prefix, &[]).expect("manager");
     let name = "demo";
     create_cluster(
         &client,

@@ -1181,13 +1181,19 @@ async fn set_block_move(
 }
 
 async fn add_finalizer(api: &Api<TerraformCluster>, tc: &TerraformCluster) -> Result<()> {
-    let mut finalizers = tc.finalizers().to_vec();
-    finalizers.push(WorkloadKind::Cluster.finalizer().to_owned());
-    let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": tc.resource_version()}});
+    // A JSON patch that appends: no resourceVersion to go stale after this pass's other writes,
+    // and other controllers' finalizers stay.
+    let finalizer = WorkloadKind::Cluster.finalizer();
+    let ops = if tc.meta().finalizers.is_some() {
+        serde_json::json!([{"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}])
+    } else {
+        serde_json::json!([{"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}])
+    };
+    let patch: json_patch::Patch = serde_json::from_value(ops)?;
     api.patch(
         &tc.name_any(),
         &PatchParams::default(),
-        &Patch::Merge(&patch),
+        &Patch::<()>::Json(patch),
     )
     .await
     .during(|| "adding the finalizer".to_owned())?;

@@ -204,7 +204,6 @@ fn source_hash(data: &BTreeMap<String, k8s_openapi::ByteString>) -> String {
 /// `captf-runner` ClusterRole.
 pub async fn ensure_runner_rbac(client: &kube::Client, namespace: &str) -> Result<()> {
     let managed = BTreeMap::from([(labels::MANAGED.to_owned(), labels::TRUE.to_owned())]);
-    let params = PatchParams::apply(captf_api::FIELD_MANAGER).force();
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
     if sas
         .get_opt(RUNNER)
@@ -238,10 +237,35 @@ pub async fn ensure_runner_rbac(client: &kube::Client, namespace: &str) -> Resul
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RUNNER},
         "subjects": [{"kind": "ServiceAccount", "name": RUNNER, "namespace": namespace}],
     }))?;
+    // get/create/update rather than server-side apply: the manager's role has no patch on
+    // RoleBindings.
     let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
-    bindings
-        .patch(RUNNER, &params, &Patch::Apply(&binding))
+    match bindings
+        .get_opt(RUNNER)
         .await
-        .during(|| format!("writing RoleBinding {namespace}/{RUNNER}"))?;
+        .during(|| format!("reading RoleBinding {namespace}/{RUNNER}"))?
+    {
+        None => match bindings.create(&PostParams::default(), &binding).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => {
+                return Err(crate::Error::Kube {
+                    action: format!("creating RoleBinding {namespace}/{RUNNER}"),
+                    source: e,
+                });
+            }
+        },
+        Some(existing)
+            if existing.subjects != binding.subjects || existing.role_ref != binding.role_ref =>
+        {
+            let mut updated = binding.clone();
+            updated.metadata.resource_version = existing.metadata.resource_version.clone();
+            bindings
+                .replace(RUNNER, &PostParams::default(), &updated)
+                .await
+                .during(|| format!("updating RoleBinding {namespace}/{RUNNER}"))?;
+        }
+        Some(_) => {}
+    }
     Ok(())
 }

@@ -186,16 +186,16 @@ pub async fn cleanup(client: &kube::Client, key: &ObjectKey) -> Result<()> {
         key.state_suffix()
     );
     let backup_selector = format!("{}={}", labels::STATE_BACKUP_SUFFIX, key.state_suffix());
+    // One delete per Secret: the manager's role grants delete, not deletecollection.
+    let mut names = vec![key.durable_inputs_secret(), key.plan_key_secret()];
     for selector in [state_selector, backup_selector] {
-        secrets
-            .delete_collection(
-                &DeleteParams::default(),
-                &ListParams::default().labels(&selector),
-            )
+        let list = secrets
+            .list(&ListParams::default().labels(&selector))
             .await
-            .during(|| format!("deleting Secrets {selector} in {ns}"))?;
+            .during(|| format!("listing Secrets {selector} in {ns}"))?;
+        names.extend(list.items.into_iter().map(|s| s.name_any()));
     }
-    for name in [key.durable_inputs_secret(), key.plan_key_secret()] {
+    for name in names {
         match secrets.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}

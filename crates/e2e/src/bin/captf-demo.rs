@@ -8,7 +8,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context;
-use captf_e2e::{RUNNER_IMAGE, apply_file, apply_yaml, captf_binary, workspace, write_images};
+use captf_e2e::{
+    RUNNER_IMAGE, apply_file, apply_yaml, captf_binary, manager_kubeconfig, workspace, write_images,
+};
 use captf_testenv::{TestEnv, wait_for};
 use kube::api::Api;
 
@@ -42,7 +44,9 @@ async fn up(dir: &std::path::Path) -> anyhow::Result<()> {
         &workspace().join("config/rbac/runner_clusterrole.yaml"),
     )
     .await?;
-    start_manager(&env, dir)?;
+    println!("== the manager's ServiceAccount and RBAC (config/rbac)");
+    let kubeconfig = manager_kubeconfig(&env, &client).await?;
+    start_manager(&kubeconfig, dir)?;
     println!("== an identity, a Cluster and a TerraformCluster on the no-op module");
     apply_yaml(&client, DEMO).await?;
     let clusters: Api<kube::api::DynamicObject> =
@@ -128,7 +132,7 @@ async fn up(dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start_manager(env: &TestEnv, dir: &std::path::Path) -> anyhow::Result<()> {
+fn start_manager(kubeconfig: &std::path::Path, dir: &std::path::Path) -> anyhow::Result<()> {
     let pid_file = dir.join("demo-manager.pid");
     if let Some(pid) = std::fs::read_to_string(&pid_file)
         .ok()
@@ -144,7 +148,7 @@ fn start_manager(env: &TestEnv, dir: &std::path::Path) -> anyhow::Result<()> {
     let child = std::os::unix::process::CommandExt::process_group(
         Command::new(captf_binary()?)
             .arg("manager")
-            .arg(format!("--kubeconfig={}", env.kubeconfig().display()))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--runner-image={RUNNER_IMAGE}"))
             .arg(format!("--diagnostics-address=127.0.0.1:{metrics}"))
             .arg(format!("--health-addr=127.0.0.1:{health}"))
