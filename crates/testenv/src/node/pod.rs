@@ -111,7 +111,7 @@ async fn lifecycle(
         let container = container.clone();
         let volumes = volumes.clone();
         let mut stop = stop.clone();
-        let mut own = state.clone_for(index);
+        let mut own = state.clone();
         tasks.push(tokio::spawn(async move {
             let code = run_container(
                 &ctx,
@@ -499,10 +499,6 @@ impl PodState {
             failure: None,
             phase: "Pending",
         }
-    }
-
-    fn clone_for(&self, _index: usize) -> Self {
-        self.clone()
     }
 
     fn status(&self, slot: Slot) -> &ContainerStatus {
