@@ -20,19 +20,18 @@ pub const PENDING_BASE: Duration = Duration::from_secs(30);
 /// Longest delay of the pending-health cadence.
 pub const PENDING_MAX: Duration = Duration::from_secs(300);
 
-/// Delay before retry number `failures` (1 for the first retry): 1 min doubling to 10 min.
-/// With a history `limit` above 0 the exponent stops growing once `failures` reaches it, since
-/// older failures are pruned and could not be counted anyway.
+/// Delay before retry number `failures` (1 for the first retry): 1 min doubling, at most
+/// 10 min. Once `failures` reaches the failed-history `limit` (0 counts as 1) the delay is
+/// 10 min at once: the history keeps no more failures than that, so a longer streak could not
+/// be counted and must not look shorter than it is.
 pub fn retry_delay(failures: u32, limit: u32) -> Duration {
     if failures == 0 {
         return Duration::ZERO;
     }
-    let counted = if limit > 0 {
-        failures.min(limit)
-    } else {
-        failures
-    };
-    let exponent = (counted - 1).min(16);
+    if failures >= limit.max(1) {
+        return RETRY_MAX;
+    }
+    let exponent = (failures - 1).min(16);
     RETRY_BASE.saturating_mul(1 << exponent).min(RETRY_MAX)
 }
 
@@ -66,15 +65,23 @@ mod tests {
 
     #[test]
     fn retry_delay_doubles_caps_and_saturates() {
+        // spec/concepts.md §14.1: limit 0 or 1 → 10m always; 3 → 1m, 2m, 10m; 5 → 1, 2, 4, 8, 10.
         let table = [
             (0, 3, Duration::ZERO),
+            (1, 0, 10 * MIN),
+            (2, 0, 10 * MIN),
+            (1, 1, 10 * MIN),
+            (5, 1, 10 * MIN),
             (1, 3, MIN),
             (2, 3, 2 * MIN),
-            (3, 3, 4 * MIN),
-            (4, 3, 4 * MIN),  // saturated by the history limit
-            (4, 0, 8 * MIN),  // limit 0: no saturation
-            (5, 0, 10 * MIN), // capped
-            (40, 0, 10 * MIN),
+            (3, 3, 10 * MIN),
+            (4, 3, 10 * MIN),
+            (1, 5, MIN),
+            (2, 5, 2 * MIN),
+            (3, 5, 4 * MIN),
+            (4, 5, 8 * MIN),
+            (5, 5, 10 * MIN),
+            (40, 100, 10 * MIN), // capped by the maximum
         ];
         for (failures, limit, want) in table {
             assert_eq!(
