@@ -2,6 +2,7 @@
 //! [`decide`] function what to do, and acts on the answer.
 #![forbid(unsafe_code)]
 
+pub mod cache;
 pub mod capi;
 pub mod conditions;
 pub mod decide;
@@ -12,5 +13,6 @@ pub mod job;
 pub mod manager;
 pub mod reconcile;
 pub mod schedule;
+pub mod slots;
 
 pub use error::{Error, Result};

@@ -38,6 +38,12 @@ pub struct Decision {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindResult {
+    pub kind: &'static str,
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindReason {
     pub kind: &'static str,
     pub reason: &'static str,
@@ -84,7 +90,7 @@ pub struct Metrics {
     pub state_resources: Family<Object, Gauge>,
     pub state_bytes: Family<Object, Gauge>,
     pub inputs_bytes: Family<Object, Gauge>,
-    pub state_backups_total: Family<KindOpResult, Counter>,
+    pub state_backups_total: Family<KindResult, Counter>,
     pub lease_waits_total: Family<KindReason, Counter>,
     pub ready: Family<Object, Gauge>,
     pub last_success_timestamp_seconds: Family<ObjectOp, Gauge>,
@@ -221,6 +227,51 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+
+    /// Sets `captf_jobs_active` from the Job cache (called at scrape): unfinished Jobs by kind
+    /// and operation.
+    pub fn set_jobs_active(&self, jobs: &[std::sync::Arc<crate::cache::JobMeta>]) {
+        self.jobs_active.clear();
+        // Every series exists, at 0 when nothing runs, so dashboards and alerts see a value.
+        for kind in [
+            "TerraformCluster",
+            "TerraformMachine",
+            "TerraformMachinePool",
+        ] {
+            for op in captf_api::Operation::ALL {
+                self.jobs_active
+                    .get_or_create(&KindOp {
+                        kind,
+                        op: op.as_str(),
+                    })
+                    .set(0);
+            }
+        }
+        for job in jobs.iter().filter(|j| crate::cache::job_unfinished(j)) {
+            let labels = job.metadata.labels.clone().unwrap_or_default();
+            let kind = match labels
+                .get(captf_api::labels::OWNER_KIND)
+                .map(String::as_str)
+            {
+                Some("TerraformCluster") => "TerraformCluster",
+                Some("TerraformMachine") => "TerraformMachine",
+                Some("TerraformMachinePool") => "TerraformMachinePool",
+                _ => continue,
+            };
+            let Some(op) = labels
+                .get(captf_api::labels::OP)
+                .and_then(|o| o.parse::<captf_api::Operation>().ok())
+            else {
+                continue;
+            };
+            self.jobs_active
+                .get_or_create(&KindOp {
+                    kind,
+                    op: op.as_str(),
+                })
+                .inc();
+        }
     }
 
     /// Removes the per-object series of a deleted object.

@@ -4,8 +4,8 @@
 pub mod args;
 pub mod metrics;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use axum::Router;
 use axum::routing::get;
@@ -18,6 +18,7 @@ pub use args::ManagerArgs;
 pub use metrics::Metrics;
 
 use crate::Error;
+use crate::cache::Caches;
 use crate::reconcile::{self, Context};
 
 /// Runs the manager until SIGTERM/SIGINT.
@@ -39,20 +40,28 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
     ensure_crds(&client).await?;
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
-    let ctx = Arc::new(Context::new(client.clone(), args.clone(), metrics.clone()));
+    // The caches are filled by the leader only: their change notifications must be consumed
+    // as they come, and only a leader's controllers consume them.
+    let caches: Arc<OnceLock<Caches>> = Arc::new(OnceLock::new());
 
     let health = serve("health", &args.health_addr, health_router(ready.clone()));
     let metrics_server = serve(
         "metrics",
         &args.diagnostics_address,
-        metrics_router(metrics.clone()),
+        metrics_router(metrics.clone(), caches.clone()),
     );
+    let start = Start {
+        client: client.clone(),
+        args: args.clone(),
+        metrics: metrics.clone(),
+        caches,
+    };
     let controllers = async {
         ready.store(true, Ordering::Relaxed);
         if args.leader_elect {
-            lead(&client, &args, pod_namespace.as_deref(), ctx.clone()).await
+            lead(&client, &args, pod_namespace.as_deref(), start).await
         } else {
-            run_controllers(ctx.clone()).await;
+            run_controllers(start).await;
             Ok(())
         }
     };
@@ -99,7 +108,7 @@ async fn lead(
     client: &Client,
     args: &ManagerArgs,
     namespace: Option<&str>,
-    ctx: Arc<Context>,
+    start: Start,
 ) -> Result<(), Error> {
     let namespace = namespace.unwrap_or("default");
     let identity = std::env::var("POD_NAME")
@@ -127,7 +136,7 @@ async fn lead(
             .map_err(|_| Error::Startup("leader election stopped".into()))?;
     }
     tracing::info!(%identity, "became leader; starting controllers");
-    let controllers = tokio::spawn(run_controllers(ctx.clone()));
+    let controllers = tokio::spawn(run_controllers(start));
     while *leading.borrow_and_update() {
         if leading.changed().await.is_err() {
             break;
@@ -140,11 +149,37 @@ async fn lead(
     Err(Error::Startup("leadership lost".into()))
 }
 
-async fn run_controllers(ctx: Arc<Context>) {
+/// What the controllers are started from.
+struct Start {
+    client: Client,
+    args: ManagerArgs,
+    metrics: Arc<Metrics>,
+    /// Set once the caches exist (for `/metrics`).
+    caches: Arc<OnceLock<Caches>>,
+}
+
+async fn run_controllers(start: Start) {
+    let reflectors = crate::cache::reflectors(&start.client, &start.args.namespace);
+    let _ = start.caches.set(reflectors.caches.clone());
+    tokio::spawn(reflectors.run.for_each(|()| async {}));
+    let ctx = Arc::new(Context::new(
+        start.client.clone(),
+        start.args.clone(),
+        start.metrics.clone(),
+        reflectors.caches,
+    ));
     let client = ctx.client.clone();
     let args = &ctx.args;
+    // Passes count Jobs from the cache (the caps); start only once it holds the whole list.
+    let (jobs_ready, secrets_ready) = futures::join!(
+        ctx.caches.jobs.wait_until_ready(),
+        ctx.caches.secrets.wait_until_ready()
+    );
+    if jobs_ready.is_err() || secrets_ready.is_err() {
+        tracing::error!("the Job and Secret caches stopped before they were filled");
+        return;
+    }
     let clusters: Api<captf_api::TerraformCluster> = scoped(&client, &args.namespace);
-    let jobs: Api<k8s_openapi::api::batch::v1::Job> = scoped(&client, &args.namespace);
     let mut cluster_config = watcher::Config::default().any_semantic();
     if !args.watch_filter.is_empty() {
         cluster_config = cluster_config.labels(&format!(
@@ -152,18 +187,14 @@ async fn run_controllers(ctx: Arc<Context>) {
             args.watch_filter
         ));
     }
-    let job_config = watcher::Config::default().labels(&format!(
-        "{}={},{}=TerraformCluster",
-        captf_api::labels::MANAGED,
-        captf_api::labels::TRUE,
-        captf_api::labels::OWNER_KIND
-    ));
     let capi_clusters: Api<kube::api::DynamicObject> = match args.namespace.as_str() {
         "" => Api::all_with(client.clone(), &crate::capi::cluster_resource()),
         ns => Api::namespaced_with(client.clone(), ns, &crate::capi::cluster_resource()),
     };
+    // Jobs and Secrets wake the object they are owned by (state chunks and backups included).
     Controller::new(clusters, cluster_config)
-        .owns(jobs, job_config)
+        .owns_shared_stream(reflectors.jobs_events)
+        .owns_shared_stream(reflectors.secrets_events)
         .watches_with(
             capi_clusters,
             crate::capi::cluster_resource(),
@@ -214,12 +245,16 @@ fn health_router(ready: Arc<AtomicBool>) -> Router {
         )
 }
 
-fn metrics_router(metrics: Arc<Metrics>) -> Router {
+fn metrics_router(metrics: Arc<Metrics>, caches: Arc<OnceLock<Caches>>) -> Router {
     Router::new().route(
         "/metrics",
         get(move || {
             let metrics = metrics.clone();
+            let jobs = caches.get().map(|c| c.jobs.state());
             async move {
+                if let Some(jobs) = jobs {
+                    metrics.set_jobs_active(&jobs);
+                }
                 (
                     [(
                         axum::http::header::CONTENT_TYPE,

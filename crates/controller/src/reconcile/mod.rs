@@ -1,6 +1,7 @@
 //! The reconcile flow shared by the workload kinds: observe a snapshot, [`crate::decide`], act,
 //! and write status once per pass.
 
+pub mod backups;
 pub mod bookkeeping;
 pub mod cluster;
 pub mod credentials;
@@ -16,6 +17,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Recorder, Reporter};
 
 use crate::Error;
+use crate::cache::Caches;
 use crate::manager::{ManagerArgs, Metrics};
 
 /// What every pass shares, built once by `captf manager`.
@@ -24,10 +26,17 @@ pub struct Context {
     pub args: ManagerArgs,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
+    /// Metadata of the managed Jobs and Secrets.
+    pub caches: Caches,
 }
 
 impl Context {
-    pub fn new(client: kube::Client, args: ManagerArgs, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        client: kube::Client,
+        args: ManagerArgs,
+        metrics: Arc<Metrics>,
+        caches: Caches,
+    ) -> Self {
         let reporter = Reporter {
             controller: "captf-manager".into(),
             instance: std::env::var("POD_NAME").ok(),
@@ -38,6 +47,7 @@ impl Context {
             args,
             metrics,
             recorder,
+            caches,
         }
     }
 }
