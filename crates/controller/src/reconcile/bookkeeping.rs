@@ -10,10 +10,13 @@ use captf_runner::result::{ErrorKind, ResultDocument};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 
 use super::jobs::{ObservedJob, Phase};
 use crate::error::{KubeContext, Result};
+use crate::manager::Metrics;
+use crate::manager::metrics::{JobError, KindOp, KindOpResult, ObjectOp};
 
 /// What one finished Job told us.
 #[derive(Clone, Debug)]
@@ -27,9 +30,26 @@ pub struct Finished {
     pub image_id: Option<String>,
     /// Markers to write on the Job with `captf.io/bookkept`.
     pub markers: BTreeMap<String, String>,
+    /// When the Job was created, started (Kubernetes' `startTime`) and finished.
+    pub created_at: Option<Timestamp>,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    /// When the `source` container started: the end of the Job's queue time.
+    pub container_started_at: Option<Timestamp>,
 }
 
 impl Finished {
+    /// The `result` label of the Job metrics.
+    pub fn result_label(&self) -> &'static str {
+        if self.succeeded {
+            "succeeded"
+        } else if self.deadline {
+            "deadline"
+        } else {
+            "failed"
+        }
+    }
+
     /// `status.lastRun` for this Job.
     pub fn last_run(&self) -> LastRun {
         let result = self.result.as_ref();
@@ -193,8 +213,22 @@ pub async fn collect(
             succeeded: job.phase == Phase::Succeeded,
             deadline,
             result,
+            container_started_at: status
+                .as_ref()
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.terminated.as_ref())
+                .and_then(|t| t.started_at.as_ref())
+                .map(|t| t.0),
             image_id: status.map(|c| c.image_id).filter(|i| !i.is_empty()),
             markers,
+            created_at: job.created_at,
+            started_at: job
+                .job
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0),
+            finished_at: job.finished_at,
         });
     }
     Ok(out)
@@ -259,5 +293,72 @@ pub async fn release_run_lease(client: &kube::Client, key: &ObjectKey, holder: &
     };
     if let Err(error) = leases.delete(&name, &params).await {
         tracing::debug!(%error, lease = %name, "run lease not released");
+    }
+}
+
+/// Counts a finished Job in the metrics: total by result, duration, queue time, errors and the
+/// object's last success.
+pub fn count(metrics: &Metrics, kind: &'static str, key: &ObjectKey, f: &Finished) {
+    let result = f.result_label();
+    let op = f.op.as_str();
+    metrics
+        .jobs_total
+        .get_or_create(&KindOpResult { kind, op, result })
+        .inc();
+    let seconds = |from: Option<Timestamp>, to: Option<Timestamp>| {
+        from.zip(to)
+            .map(|(a, b)| b.duration_since(a).as_secs_f64())
+            .filter(|s| *s >= 0.0)
+    };
+    if let Some(d) = seconds(f.started_at.or(f.created_at), f.finished_at) {
+        metrics
+            .job_duration_seconds
+            .get_or_create(&KindOpResult { kind, op, result })
+            .observe(d);
+    }
+    if let Some(q) = seconds(f.created_at, f.container_started_at) {
+        metrics
+            .job_queue_seconds
+            .get_or_create(&KindOp { kind, op })
+            .observe(q);
+    }
+    if f.succeeded {
+        if let Some(at) = f.finished_at {
+            metrics
+                .last_success_timestamp_seconds
+                .get_or_create(&ObjectOp {
+                    kind,
+                    namespace: key.namespace().to_owned(),
+                    name: key.name().to_owned(),
+                    op,
+                })
+                .set(at.as_second());
+        }
+    } else {
+        let error = f.result.as_ref().and_then(|r| r.error.as_ref());
+        let error_kind = match (f.deadline, error.map(|e| e.kind)) {
+            (true, _) => "deadline",
+            (false, Some(ErrorKind::ImageLayout)) => "image_layout",
+            (false, Some(ErrorKind::Interrupted)) => "interrupted",
+            (false, Some(ErrorKind::Blocked)) => "blocked",
+            (false, Some(ErrorKind::PlanChanged)) => "plan_changed",
+            (false, Some(ErrorKind::Step)) => "step",
+            (false, None) => "no_result",
+        };
+        let step = error
+            .and_then(|e| e.step.clone())
+            .unwrap_or_default()
+            .chars()
+            .take(32)
+            .collect();
+        metrics
+            .job_errors_total
+            .get_or_create(&JobError {
+                kind,
+                op,
+                error_kind,
+                step,
+            })
+            .inc();
     }
 }

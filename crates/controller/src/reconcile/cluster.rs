@@ -32,6 +32,8 @@ use crate::job::{EffectivePolicy, JobSpec, PolicyLayers, build_job, per_run_secr
 
 const KIND: &str = "TerraformCluster";
 const GATE_REQUEUE: Duration = Duration::from_secs(30);
+/// How long an operation waits for a Job slot before looking again (plus up to a tenth).
+const JOB_SLOT_REQUEUE: Duration = Duration::from_secs(15);
 
 /// One pass over a TerraformCluster.
 pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<Action> {
@@ -98,7 +100,16 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             );
             if !deleting {
                 conds.summarize_ready(WorkloadKind::Cluster, provisioned(&status), generation, now);
-                patch_status(&api, &key, &status, conds, generation, None).await?;
+                patch_status(
+                    &api,
+                    &key,
+                    tc.status.as_ref(),
+                    &status,
+                    conds,
+                    generation,
+                    None,
+                )
+                .await?;
                 return Ok(Action::requeue(GATE_REQUEUE));
             }
             // Deleting without a valid owner: destroy from the durable inputs.
@@ -153,9 +164,36 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
 
     // Bookkeeping: every finished Job's result, read once.
     let finished = bookkeeping::collect(&client, &namespace, &jobs).await?;
+    if let Some(lost) = lost_apply(&api, &tc, &jobs).await? {
+        secrets::record_interrupted_apply(&client, &key, &lost).await?;
+        bookkeeping::release_run_lease(&client, &key, &lost).await;
+        conds.set(
+            types::APPLY_JOB_SUCCEEDED,
+            Status::False,
+            reasons::APPLY_FAILED,
+            &format!("Job {lost}: disappeared while it ran and may have applied part of its change; an apply of the current inputs is due (guarded by the destructive-plan check)"),
+            generation,
+            now,
+        );
+        publish(
+            &ctx,
+            &tc,
+            EventType::Warning,
+            captf_api::events::JOB_FAILED,
+            &format!("Job {lost} disappeared while it ran; the apply runs again"),
+        )
+        .await;
+    }
     let durable = state::durable_inputs(&client, &key).await?;
     for f in &finished {
         record(&ctx, &tc, &key, f, &mut conds, &mut status, generation, now).await?;
+        let after_interrupted = jobs
+            .iter()
+            .find(|j| j.name == f.name)
+            .and_then(|j| j.annotations.get(annotations::AFTER_INTERRUPTED_APPLY));
+        if f.op == Operation::Apply && f.succeeded && after_interrupted.is_some() {
+            secrets::clear_interrupted_apply(&client, &key).await?;
+        }
     }
 
     if paused {
@@ -166,7 +204,16 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             set_block_move(&api, &tc, false).await?;
         }
         conds.summarize_ready(WorkloadKind::Cluster, provisioned(&status), generation, now);
-        patch_status(&api, &key, &status, conds, generation, active_job(&active)).await?;
+        patch_status(
+            &api,
+            &key,
+            tc.status.as_ref(),
+            &status,
+            conds,
+            generation,
+            active_job(&active),
+        )
+        .await?;
         finish_bookkeeping(&ctx, &key, &finished).await?;
         return Ok(Action::requeue(ctx.args.sync_period));
     }
@@ -176,6 +223,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         patch_status(
             &api,
             &key,
+            tc.status.as_ref(),
             &status,
             conds,
             generation,
@@ -268,7 +316,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                 .inc();
             StateView::Unreadable
         }
-        StateRead::Found(s) => {
+        StateRead::Found(s, _) => {
             conds.set(
                 types::STATE_READABLE,
                 Status::True,
@@ -295,7 +343,60 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             }
         }
     };
-    if let StateRead::Found(s) = &state {
+    if let StateRead::Found(s, chunks) = &state
+        && status.workspace.observed_state_serial != i64::try_from(s.serial).ok()
+    {
+        // A serial not seen before: keep a copy. A failed copy fails the pass, so the serial is
+        // not recorded as observed and the next pass tries again.
+        let source_job = jobs
+            .iter()
+            .rev()
+            .find(|j| j.phase == Phase::Succeeded)
+            .map(|j| j.name.as_str());
+        let request = super::backups::Request {
+            key: &key,
+            owner: &owner_ref,
+            cluster_name: &cluster_name(&tc, cluster.as_ref()),
+            chunks,
+            state: Some(s),
+            source_job,
+            keep: usize::try_from(ctx.args.state_backups).unwrap_or(0),
+            pending_restore: annotations_of
+                .get(annotations::RESTORE_STATE)
+                .and_then(|v| v.parse().ok()),
+            deleting,
+            now,
+        };
+        let counter = |result| {
+            ctx.metrics
+                .state_backups_total
+                .get_or_create(&crate::manager::metrics::KindResult { kind: KIND, result })
+                .inc();
+        };
+        match super::backups::take(&client, &request).await {
+            Ok((outcome, sets)) => {
+                if let Some(result) = outcome.result() {
+                    counter(result);
+                }
+                match &outcome {
+                    super::backups::Outcome::Skipped(reason) => {
+                        tracing::info!(namespace = %namespace, name = %key.name(), serial = s.serial, reason = reason.as_str(), "state backup skipped");
+                    }
+                    super::backups::Outcome::Taken { name, pruned } => {
+                        tracing::info!(namespace = %namespace, name = %key.name(), serial = s.serial, backup = %name, pruned = pruned.len(), "state backed up");
+                    }
+                    super::backups::Outcome::AlreadyBackedUp { .. } => {}
+                }
+                let entries = super::backups::status_entries(&sets);
+                status.workspace.state_backups = (!entries.is_empty()).then_some(entries);
+            }
+            Err(e) => {
+                counter(super::backups::RESULT_FAILED);
+                return Err(e);
+            }
+        }
+    }
+    if let StateRead::Found(s, _) = &state {
         apply_outputs(
             &ctx,
             &api,
@@ -331,6 +432,17 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         None => None,
     };
 
+    if let Some(r) = &rendered {
+        ctx.metrics
+            .inputs_bytes
+            .get_or_create(&crate::manager::metrics::Object {
+                kind: KIND,
+                namespace: namespace.clone(),
+                name: key.name().to_owned(),
+            })
+            .set(i64::try_from(r.main_tf_json.len() + r.tfvars_json.len()).unwrap_or(i64::MAX));
+    }
+    let job_policy = EffectivePolicy::resolve(&PolicyLayers::for_cluster(&tc));
     let history = jobs::history(&jobs);
     tracing::debug!(
         jobs = ?jobs.iter().map(|j| (j.name.as_str(), j.op.as_str(), format!("{:?}", j.phase), j.finished_at.map(|t| t.to_string()))).collect::<Vec<_>>(),
@@ -348,7 +460,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         job_active: false,
         state: state_view,
         inputs_hash: rendered.as_ref().map(|r| r.inputs_hash.clone()),
-        interrupted_apply: false,
+        interrupted_apply: durable.interrupted_apply().is_some(),
         destroyed,
         restore_requested: false,
         history,
@@ -361,7 +473,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                 .as_ref()
                 .and_then(|d| d.action)
                 .unwrap_or_default(),
-            failed_history_limit: 3,
+            failed_history_limit: job_policy.failed_jobs_history_limit,
             refresh_after_apply: false,
             membership_interval: None,
             health_check_interval: None,
@@ -446,17 +558,20 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                     start,
                     rendered.as_ref(),
                     &identity,
+                    durable.interrupted_apply(),
                     &mut conds,
                     generation,
                     now,
                 )
                 .await?
                 {
-                    Some(job) => {
+                    Started::Job(job) => {
                         active_now = Some(job);
                         requeue = Some(crate::schedule::ACTIVE_JOB_REQUEUE);
                     }
-                    None => requeue = Some(requeue.unwrap_or(GATE_REQUEUE).min(GATE_REQUEUE)),
+                    Started::Waiting(after) => {
+                        requeue = Some(requeue.unwrap_or(after).min(after));
+                    }
                 }
             }
         }
@@ -477,12 +592,63 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             name: key.name().to_owned(),
         })
         .set(ready.unwrap_or(-1));
-    patch_status(&api, &key, &status, conds, generation, active_now).await?;
+    patch_status(
+        &api,
+        &key,
+        tc.status.as_ref(),
+        &status,
+        conds,
+        generation,
+        active_now,
+    )
+    .await?;
     finish_bookkeeping(&ctx, &key, &finished).await?;
+    let pruned = jobs::prune_plan(
+        &jobs,
+        job_policy.successful_jobs_history_limit,
+        job_policy.failed_jobs_history_limit,
+    );
+    jobs::prune(&client, &namespace, &pruned).await?;
     Ok(match requeue {
         Some(d) => Action::requeue(d.min(ctx.args.sync_period).max(Duration::from_secs(1))),
         None => Action::requeue(ctx.args.sync_period),
     })
+}
+
+/// The apply Job `status.activeJob` names when that Job is gone without a result: deleted
+/// from outside while it ran (spec §12.7). Confirmed against the live object, since a cached
+/// status may name a Job that finished and was pruned long ago.
+async fn lost_apply(
+    api: &Api<TerraformCluster>,
+    tc: &TerraformCluster,
+    jobs: &[jobs::ObservedJob],
+) -> Result<Option<String>> {
+    let named = |t: &TerraformCluster| {
+        t.status
+            .as_ref()
+            .and_then(|s| s.workspace.active_job.as_ref())
+            .filter(|a| a.operation == Operation::Apply)
+            .map(|a| a.name.clone())
+    };
+    let Some(name) = named(tc) else {
+        return Ok(None);
+    };
+    if jobs.iter().any(|j| j.name == name) {
+        return Ok(None);
+    }
+    let live = api
+        .get_opt(&tc.name_any())
+        .await
+        .during(|| "reading the object live".to_owned())?;
+    Ok(live.and_then(|l| named(&l)).filter(|n| *n == name))
+}
+
+/// The CAPI Cluster's name: the owner's, else the `cluster.x-k8s.io/cluster-name` label.
+fn cluster_name(tc: &TerraformCluster, cluster: Option<&capi::Cluster>) -> String {
+    cluster
+        .and_then(|c| c.metadata.name.clone())
+        .or_else(|| tc.labels().get(labels::CLUSTER_NAME).cloned())
+        .unwrap_or_default()
 }
 
 /// Conditions a fresh object shows before anything happened.
@@ -660,21 +826,7 @@ async fn record(
     now: Timestamp,
 ) -> Result<()> {
     status.workspace.last_run = Some(f.last_run());
-    let result = if f.succeeded {
-        "succeeded"
-    } else if f.deadline {
-        "deadline"
-    } else {
-        "failed"
-    };
-    ctx.metrics
-        .jobs_total
-        .get_or_create(&crate::manager::metrics::KindOpResult {
-            kind: KIND,
-            op: f.op.as_str(),
-            result,
-        })
-        .inc();
+    bookkeeping::count(&ctx.metrics, KIND, key, f);
     match (f.op, f.succeeded) {
         (Operation::Apply, true) => {
             conds.set(
@@ -707,6 +859,33 @@ async fn record(
             generation,
             now,
         ),
+        (Operation::Apply, false)
+            if f.markers
+                .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED) =>
+        {
+            let hash = &f.markers[annotations::DESTRUCTIVE_PLAN_BLOCKED];
+            let resources = f
+                .result
+                .as_ref()
+                .and_then(|r| r.error.as_ref())
+                .map(|e| e.resources.join(", "))
+                .filter(|r| !r.is_empty())
+                .unwrap_or_else(|| "some resources".into());
+            conds.set(
+                types::APPLY_JOB_SUCCEEDED,
+                Status::False,
+                reasons::DESTRUCTIVE_PLAN_BLOCKED,
+                &format!(
+                    "Job {}: the plan would delete or replace {resources}; nothing was applied. To apply it anyway: kubectl annotate terraformcluster {} -n {} {}={hash}",
+                    f.name,
+                    key.name(),
+                    key.namespace(),
+                    annotations::APPROVE_DESTRUCTIVE_PLAN
+                ),
+                generation,
+                now,
+            );
+        }
         (Operation::Apply | Operation::Plan | Operation::Destroy, false) => {
             let reason = match (f.deadline, f.op) {
                 (true, _) => reasons::JOB_DEADLINE_EXCEEDED,
@@ -959,8 +1138,15 @@ async fn apply_outputs(
     Ok(())
 }
 
-/// Starts the decided Job: policy check, leases, block-move, durable inputs, Job, per-run
-/// Secret. `None` when it had to wait (the condition says why).
+/// What [`start_job`] did.
+enum Started {
+    Job(ActiveJob),
+    /// It had to wait (a condition says why); look again after this long.
+    Waiting(Duration),
+}
+
+/// Starts the decided Job: Job slot, policy check, leases, block-move, durable inputs, Job,
+/// per-run Secret.
 #[allow(clippy::too_many_arguments)]
 async fn start_job(
     ctx: &Context,
@@ -972,12 +1158,54 @@ async fn start_job(
     start: &decide::Start,
     rendered: Option<&captf_contract::Rendered>,
     identity: &str,
+    interrupted: Option<&str>,
     conds: &mut Conditions,
     generation: Option<i64>,
     now: Timestamp,
-) -> Result<Option<ActiveJob>> {
+) -> Result<Started> {
     let client = &ctx.client;
     let ns = key.namespace();
+    let cluster_name = cluster_name(tc, cluster);
+    if let Err(full) = job_slot(ctx, ns, &cluster_name, tc.spec.max_active_jobs, start.op) {
+        let type_ = match start.op {
+            Operation::Drift | Operation::Refresh => types::DRIFT_JOB_SUCCEEDED,
+            Operation::Restore => types::RESTORE_JOB_SUCCEEDED,
+            Operation::Apply | Operation::Plan | Operation::Destroy => types::APPLY_JOB_SUCCEEDED,
+        };
+        let already_waiting = conds
+            .get(type_)
+            .is_some_and(|c| c.reason == reasons::WAITING_FOR_JOB_SLOT);
+        let message = format!("{} waits for a Job slot: {full}", start.op.as_str());
+        conds.set(
+            type_,
+            Status::Unknown,
+            reasons::WAITING_FOR_JOB_SLOT,
+            &message,
+            generation,
+            now,
+        );
+        if !already_waiting {
+            publish(
+                ctx,
+                tc,
+                EventType::Normal,
+                captf_api::events::WAITING_FOR_JOB_SLOT,
+                &message,
+            )
+            .await;
+        }
+        ctx.metrics
+            .lease_waits_total
+            .get_or_create(&crate::manager::metrics::KindReason {
+                kind: KIND,
+                reason: "job_slot",
+            })
+            .inc();
+        let uid = tc.uid().unwrap_or_default();
+        return Ok(Started::Waiting(
+            JOB_SLOT_REQUEUE + crate::schedule::jitter(&uid, JOB_SLOT_REQUEUE),
+        ));
+    }
     let policy = EffectivePolicy::resolve(&PolicyLayers::for_cluster(tc));
     if start.op != Operation::Destroy
         && let Err(e) = policy.validate()
@@ -990,7 +1218,7 @@ async fn start_job(
             generation,
             now,
         );
-        return Ok(None);
+        return Ok(Started::Waiting(GATE_REQUEUE));
     }
     // What the Job runs: the inputs rendered now, or (destroy) what the last apply rendered.
     let (main_tf, tfvars, inputs_hash) = match (start.op, rendered) {
@@ -1008,7 +1236,7 @@ async fn start_job(
                 (Some(m), Some(t)) => (m.0.clone(), t.0.clone(), String::new()),
                 _ => {
                     conds.set(types::APPLY_JOB_SUCCEEDED, Status::False, reasons::DESTROY_FAILED, "The durable inputs Secret is missing: a destroy cannot be rendered (docs/runbooks/stuck-destroy.md)", generation, now);
-                    return Ok(None);
+                    return Ok(Started::Waiting(GATE_REQUEUE));
                 }
             }
         }
@@ -1017,16 +1245,12 @@ async fn start_job(
             r.tfvars_json.clone(),
             r.inputs_hash.clone(),
         ),
-        (_, None) => return Ok(None),
+        (_, None) => return Ok(Started::Waiting(GATE_REQUEUE)),
     };
     if main_tf.len() + tfvars.len() > captf_contract::render::MAX_RENDERED_BYTES {
         conds.set(types::APPLY_JOB_SUCCEEDED, Status::False, reasons::INPUTS_TOO_LARGE, &format!("the rendered root module and tfvars are {} bytes, over the 1,000,000 a Secret can carry: shrink spec.variables or the cluster's exports", main_tf.len() + tfvars.len()), generation, now);
-        return Ok(None);
+        return Ok(Started::Waiting(GATE_REQUEUE));
     }
-    let cluster_name = cluster
-        .and_then(|c| c.metadata.name.clone())
-        .or_else(|| tc.labels().get(labels::CLUSTER_NAME).cloned())
-        .unwrap_or_default();
     let mut spec = JobSpec::new(
         key.clone(),
         tc.uid().unwrap_or_default(),
@@ -1036,7 +1260,15 @@ async fn start_job(
         ctx.args.runner_image.clone(),
         identity,
     );
-    spec.attempt = jobs::next_attempt(jobs, start.op);
+    // A Job that disappeared is not listed any more; never reuse its name (its per-run Secret
+    // may still exist, owned by the old Job and about to be collected).
+    let lost_attempt = tc
+        .status
+        .as_ref()
+        .and_then(|s| s.workspace.active_job.as_ref())
+        .filter(|a| a.operation == start.op && !jobs.iter().any(|j| j.name == a.name))
+        .map_or(0, |a| u32::try_from(a.attempt).unwrap_or(0));
+    spec.attempt = jobs::next_attempt(jobs, start.op).max(lost_attempt + 1);
     spec.inputs_hash = inputs_hash.clone();
     spec.policy = policy;
     spec.pull_policy = tc
@@ -1052,6 +1284,10 @@ async fn start_job(
     if !inputs_hash.is_empty() {
         spec.annotations
             .insert(annotations::INPUTS_HASH.into(), inputs_hash.clone());
+    }
+    if let Some(lost) = interrupted.filter(|_| start.op == Operation::Apply) {
+        spec.annotations
+            .insert(annotations::AFTER_INTERRUPTED_APPLY.into(), lost.to_owned());
     }
     let job_name = spec.job_name();
 
@@ -1071,7 +1307,7 @@ async fn start_job(
                 reason: "run_lease",
             })
             .inc();
-        return Ok(None);
+        return Ok(Started::Waiting(GATE_REQUEUE));
     }
     set_block_move(api, tc, true).await?;
     if start.op == Operation::Apply {
@@ -1128,13 +1364,6 @@ async fn start_job(
         )
         .await;
     }
-    ctx.metrics
-        .jobs_active
-        .get_or_create(&crate::manager::metrics::KindOp {
-            kind: KIND,
-            op: start.op.as_str(),
-        })
-        .inc();
     let provisioned = tc.status.as_ref().is_some_and(provisioned);
     if start.op == Operation::Apply && !provisioned {
         conds.set(
@@ -1146,12 +1375,36 @@ async fn start_job(
             now,
         );
     }
-    Ok(Some(ActiveJob {
+    Ok(Started::Job(ActiveJob {
         name: job_name,
         operation: start.op,
         attempt: i32::try_from(spec.attempt).unwrap_or(1),
         start_time: None,
     }))
+}
+
+/// Whether the caps leave room for one more `op` Job, counted from the Job cache.
+fn job_slot(
+    ctx: &Context,
+    namespace: &str,
+    cluster_name: &str,
+    spec_cap: Option<i32>,
+    op: Operation,
+) -> std::result::Result<(), crate::slots::Full> {
+    let caps = crate::slots::Caps::new(
+        ctx.args.max_active_jobs,
+        ctx.args.cluster_max_active_jobs,
+        spec_cap,
+    );
+    if caps == crate::slots::Caps::default() {
+        return Ok(());
+    }
+    let (global, cluster) = crate::cache::running_jobs(
+        &ctx.caches.jobs.state(),
+        namespace,
+        &captf_api::names::label_value(cluster_name),
+    );
+    crate::slots::check(op, crate::slots::Running { global, cluster }, caps)
 }
 
 /// Sets or clears `clusterctl.cluster.x-k8s.io/block-move`, persisted directly.
@@ -1241,21 +1494,16 @@ async fn remove_finalizer(api: &Api<TerraformCluster>, tc: &TerraformCluster) ->
 async fn finish_bookkeeping(ctx: &Context, key: &ObjectKey, finished: &[Finished]) -> Result<()> {
     for f in finished {
         bookkeeping::finish(&ctx.client, key, f).await?;
-        ctx.metrics
-            .jobs_active
-            .get_or_create(&crate::manager::metrics::KindOp {
-                kind: KIND,
-                op: f.op.as_str(),
-            })
-            .dec();
     }
     Ok(())
 }
 
-/// The one status write of a pass.
+/// The one status write of a pass, skipped when nothing changed: an object at rest costs
+/// no writes.
 async fn patch_status(
     api: &Api<TerraformCluster>,
     key: &ObjectKey,
+    before: Option<&TerraformClusterStatus>,
     status: &TerraformClusterStatus,
     conds: Conditions,
     generation: Option<i64>,
@@ -1265,6 +1513,13 @@ async fn patch_status(
     value["conditions"] = serde_json::to_value(conds.into_vec())?;
     value["observedGeneration"] = generation.map_or(serde_json::Value::Null, Into::into);
     value["activeJob"] = active.map_or(Ok(serde_json::Value::Null), serde_json::to_value)?;
+    let mut after = value.clone();
+    if let Some(fields) = after.as_object_mut() {
+        fields.retain(|_, v| !v.is_null());
+    }
+    if before.map(serde_json::to_value).transpose()? == Some(after) {
+        return Ok(());
+    }
     let patch = serde_json::json!({"status": value});
     api.patch_status(key.name(), &PatchParams::default(), &Patch::Merge(&patch))
         .await

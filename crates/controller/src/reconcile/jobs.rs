@@ -185,3 +185,196 @@ pub fn history(jobs: &[ObservedJob]) -> History {
         });
     h
 }
+
+/// Finished Jobs beyond the history limits, per operation, oldest first (pure).
+///
+/// Kept: the newest `successful_limit` successes (at least one, so the last success stays on
+/// record) and the newest `failed_limit` failures, plus the newest failure while no newer
+/// success exists (backoff and the remediation cap read it). Running Jobs and Jobs whose
+/// result is not recorded yet (`captf.io/bookkept`) are never pruned.
+pub fn prune_plan(jobs: &[ObservedJob], successful_limit: u32, failed_limit: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for op in Operation::ALL {
+        let finished: Vec<&ObservedJob> = jobs
+            .iter()
+            .filter(|j| j.op == op && j.phase != Phase::Active)
+            .collect();
+        let newest_success = finished.iter().rposition(|j| j.phase == Phase::Succeeded);
+        let newest_failure = finished.iter().rposition(|j| j.phase == Phase::Failed);
+        let successes: Vec<usize> = (0..finished.len())
+            .filter(|i| finished[*i].phase == Phase::Succeeded)
+            .collect();
+        let failures: Vec<usize> = (0..finished.len())
+            .filter(|i| finished[*i].phase == Phase::Failed)
+            .collect();
+        let keep_successes = successful_limit.max(1) as usize;
+        let keep_failures = failed_limit as usize;
+        let mut doomed: Vec<usize> = Vec::new();
+        doomed.extend(successes.iter().rev().skip(keep_successes).copied());
+        doomed.extend(
+            failures
+                .iter()
+                .rev()
+                .skip(keep_failures)
+                .copied()
+                .filter(|i| {
+                    let newest_unanswered =
+                        Some(*i) == newest_failure && newest_success.is_none_or(|s| s < *i);
+                    !newest_unanswered
+                }),
+        );
+        doomed.sort_unstable();
+        out.extend(
+            doomed
+                .into_iter()
+                .map(|i| finished[i])
+                .filter(|j| j.bookkept())
+                .map(|j| j.name.clone()),
+        );
+    }
+    out
+}
+
+/// Deletes the pruned Jobs (background propagation: their pods go too).
+pub async fn prune(client: &kube::Client, namespace: &str, names: &[String]) -> Result<()> {
+    let api: Api<Job> = Api::namespaced(client.clone(), namespace);
+    for name in names {
+        match api
+            .delete(name, &kube::api::DeleteParams::background())
+            .await
+        {
+            Ok(_) => {
+                tracing::debug!(%namespace, job = %name, "pruned Job beyond the history limits")
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                return Err(crate::Error::Kube {
+                    action: format!("pruning Job {namespace}/{name}"),
+                    source: e,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(name: &str, op: Operation, phase: Phase, bookkept: bool) -> ObservedJob {
+        let mut annotations = BTreeMap::new();
+        if bookkept {
+            annotations.insert(annotations::BOOKKEPT.to_owned(), "true".to_owned());
+        }
+        ObservedJob {
+            job: Job::default(),
+            name: name.to_owned(),
+            op,
+            attempt: 1,
+            phase,
+            finished_at: None,
+            created_at: None,
+            annotations,
+        }
+    }
+
+    use Operation::{Apply, Drift};
+    use Phase::{Active, Failed, Succeeded};
+
+    #[test]
+    fn prune_table() {
+        // (history oldest first as (name, op, phase, bookkept), limits, pruned)
+        type Row = (
+            &'static str,
+            Vec<(&'static str, Operation, Phase, bool)>,
+            (u32, u32),
+            Vec<&'static str>,
+        );
+        let rows: Vec<Row> = vec![
+            ("empty", vec![], (3, 3), vec![]),
+            (
+                "within limits",
+                vec![("s1", Apply, Succeeded, true), ("f1", Apply, Failed, true)],
+                (3, 3),
+                vec![],
+            ),
+            (
+                "oldest successes beyond the limit",
+                vec![
+                    ("s1", Apply, Succeeded, true),
+                    ("s2", Apply, Succeeded, true),
+                    ("s3", Apply, Succeeded, true),
+                    ("s4", Apply, Succeeded, true),
+                    ("s5", Apply, Succeeded, true),
+                ],
+                (3, 3),
+                vec!["s1", "s2"],
+            ),
+            (
+                "limit 0 keeps the newest success",
+                vec![
+                    ("s1", Apply, Succeeded, true),
+                    ("s2", Apply, Succeeded, true),
+                ],
+                (0, 3),
+                vec!["s1"],
+            ),
+            (
+                "failed limit 0 keeps an unanswered newest failure",
+                vec![
+                    ("f1", Apply, Failed, true),
+                    ("s1", Apply, Succeeded, true),
+                    ("f2", Apply, Failed, true),
+                ],
+                (3, 0),
+                vec!["f1"],
+            ),
+            (
+                "failed limit 0 drops a failure a success answered",
+                vec![("f1", Apply, Failed, true), ("s1", Apply, Succeeded, true)],
+                (3, 0),
+                vec!["f1"],
+            ),
+            (
+                "oldest failures beyond the limit",
+                vec![
+                    ("f1", Apply, Failed, true),
+                    ("f2", Apply, Failed, true),
+                    ("f3", Apply, Failed, true),
+                ],
+                (3, 2),
+                vec!["f1"],
+            ),
+            (
+                "per operation: drift history never evicts applies",
+                vec![
+                    ("a1", Apply, Succeeded, true),
+                    ("d1", Drift, Succeeded, true),
+                    ("d2", Drift, Succeeded, true),
+                ],
+                (1, 1),
+                vec!["d1"],
+            ),
+            (
+                "running and unrecorded Jobs stay",
+                vec![
+                    ("s1", Apply, Succeeded, false),
+                    ("s2", Apply, Succeeded, true),
+                    ("s3", Apply, Succeeded, true),
+                    ("r", Apply, Active, false),
+                ],
+                (1, 1),
+                vec!["s2"],
+            ),
+        ];
+        for (name, history, (ok, failed), want) in rows {
+            let jobs: Vec<ObservedJob> = history
+                .into_iter()
+                .map(|(n, op, phase, b)| job(n, op, phase, b))
+                .collect();
+            let got = prune_plan(&jobs, ok, failed);
+            assert_eq!(got, want, "{name}");
+        }
+    }
+}

@@ -223,3 +223,42 @@ pub async fn cleanup(client: &kube::Client, key: &ObjectKey) -> Result<()> {
     }
     Ok(())
 }
+
+/// Records on the durable inputs that apply Job `job` disappeared while it ran: an apply of the
+/// current inputs stays due until one started afterwards succeeds.
+pub async fn record_interrupted_apply(
+    client: &kube::Client,
+    key: &ObjectKey,
+    job: &str,
+) -> Result<()> {
+    set_durable_annotation(client, key, annotations::INTERRUPTED_APPLY, Some(job)).await
+}
+
+/// Clears the interrupted-apply record after an apply that followed it succeeded.
+pub async fn clear_interrupted_apply(client: &kube::Client, key: &ObjectKey) -> Result<()> {
+    set_durable_annotation(client, key, annotations::INTERRUPTED_APPLY, None).await
+}
+
+async fn set_durable_annotation(
+    client: &kube::Client,
+    key: &ObjectKey,
+    annotation: &str,
+    value: Option<&str>,
+) -> Result<()> {
+    let ns = key.namespace();
+    let name = key.durable_inputs_secret();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let patch = serde_json::json!({"metadata": {"annotations": {annotation: value}}});
+    match secrets
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        // No durable inputs: nothing applied that could be half done.
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(Error::Kube {
+            action: format!("annotating the durable inputs {ns}/{name} with {annotation}"),
+            source: e,
+        }),
+    }
+}

@@ -17,8 +17,8 @@ pub enum StateRead {
     Missing,
     /// State Secrets that cannot be read.
     Unreadable(StateError),
-    /// Readable state.
-    Found(Box<DecodedState>),
+    /// Readable state, and the chunks it was decoded from (for backups).
+    Found(Box<DecodedState>, Vec<Chunk>),
 }
 
 /// Lists the object's state Secrets live (the backend's own selector) and decodes them.
@@ -55,7 +55,7 @@ pub async fn read(client: &kube::Client, key: &ObjectKey) -> Result<StateRead> {
         .collect();
     Ok(
         match captf_state::decode(&key.state_secret(), &chunks, Limits::default()) {
-            Ok(state) => StateRead::Found(Box::new(state)),
+            Ok(state) => StateRead::Found(Box::new(state), chunks),
             Err(e) => StateRead::Unreadable(e),
         },
     )
@@ -76,6 +76,14 @@ impl DurableInputs {
             .get(annotations::APPLIED)
             .is_some_and(|v| v == "true")
             || self.annotations.contains_key(annotations::IMAGE_DIGEST)
+    }
+
+    /// The apply Job recorded as lost while it ran (`captf.io/interrupted-apply`).
+    pub fn interrupted_apply(&self) -> Option<&str> {
+        self.annotations
+            .get(annotations::INTERRUPTED_APPLY)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 
     /// The last rendered value of a boolean tfvars key.
