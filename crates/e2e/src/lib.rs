@@ -2,6 +2,8 @@
 //! the manager as a real process, and waits with deadlines.
 #![forbid(unsafe_code)]
 
+pub mod fixture;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -182,7 +184,11 @@ pub async fn manager_kubeconfig(env: &TestEnv, client: &kube::Client) -> anyhow:
     use base64::Engine as _;
     let ca = base64::engine::general_purpose::STANDARD
         .encode(std::fs::read(env.dir.join("pki/ca.crt"))?);
-    let path = env.dir.join("manager.kubeconfig");
+    // Tests in one binary run this at once: each call writes its own file, so a manager never
+    // reads one another test is still writing.
+    static WRITES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = env.dir.join(format!("manager-{n}.kubeconfig"));
     std::fs::write(
         &path,
         format!(

@@ -2,127 +2,29 @@
 //! process node, the runner and OpenTofu (and Terraform) applying the no-op module through the
 //! kubernetes backend.
 
-use std::time::Duration;
-
 use captf_api::TerraformCluster;
-use captf_e2e::{Manager, apply_file, apply_yaml, manager_kubeconfig, workspace, write_images};
-use captf_testenv::{TestEnv, wait_for};
+use captf_e2e::fixture::{TIMEOUT, condition, create_cluster, namespace_with_identity};
+use captf_e2e::{Manager, manager_kubeconfig};
+use captf_testenv::wait_for;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ListParams};
 
-const TIMEOUT: Duration = Duration::from_secs(120);
-
-async fn setup(prefix: &str) -> (TestEnv, kube::Client, String) {
-    let env = TestEnv::shared().clone();
-    let client = env.client().await.expect("client");
-    write_images(&env).expect("images");
-    apply_file(
-        &client,
-        &workspace().join("config/rbac/runner_clusterrole.yaml"),
-    )
-    .await
-    .expect("runner ClusterRole");
-    let ns = env.namespace(&client, prefix).await.expect("namespace");
-    apply_yaml(
-        &client,
-        &format!(
-            r#"
-apiVersion: v1
-kind: Namespace
-metadata: {{name: captf-system}}
----
-apiVersion: v1
-kind: Secret
-metadata: {{name: noop-credentials, namespace: captf-system}}
-stringData: {{NOOP_TOKEN: not-a-real-credential}}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
-kind: TerraformClusterIdentity
-metadata: {{name: noop-{ns}}}
-spec:
-  secretRef: {{name: noop-credentials, namespace: captf-system}}
-  allowedNamespaces: {{list: [{ns}]}}
-"#
-        ),
-    )
-    .await
-    .expect("identity");
-    (env, client, ns)
-}
-
-/// Creates a CAPI Cluster and its TerraformCluster owned by it, as CAPI would set them up.
-async fn create_cluster(client: &kube::Client, ns: &str, name: &str, image: &str) {
-    apply_yaml(
-        client,
-        &format!(
-            r#"
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: Cluster
-metadata: {{name: {name}, namespace: {ns}}}
-spec:
-  infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: TerraformCluster, name: {name}}}
-"#
-        ),
-    )
-    .await
-    .expect("Cluster");
-    let clusters: Api<kube::api::DynamicObject> =
-        Api::namespaced_with(client.clone(), ns, &captf_controller_cluster_resource());
-    let cluster = clusters.get(name).await.expect("Cluster exists");
-    let uid = cluster.metadata.uid.expect("uid");
-    apply_yaml(
-        client,
-        &format!(
-            r#"
-apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
-kind: TerraformCluster
-metadata:
-  name: {name}
-  namespace: {ns}
-  labels: {{cluster.x-k8s.io/cluster-name: {name}}}
-  ownerReferences:
-  - {{apiVersion: cluster.x-k8s.io/v1beta2, kind: Cluster, name: {name}, uid: {uid}}}
-spec:
-  source: {{image: "{image}"}}
-  identityRef: {{name: noop-{ns}}}
-"#
-        ),
-    )
-    .await
-    .expect("TerraformCluster");
-}
-
-fn captf_controller_cluster_resource() -> kube::core::ApiResource {
-    kube::core::ApiResource::from_gvk_with_plural(
-        &kube::core::GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "Cluster"),
-        "clusters",
-    )
-}
-
-fn condition(tc: &TerraformCluster, type_: &str) -> Option<(String, String, String)> {
-    tc.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
 async fn lifecycle(engine_tag: &str, prefix: &str) {
-    let (env, client, ns) = setup(prefix).await;
+    let (env, client, ns) = namespace_with_identity(prefix).await;
     // The manager runs as its ServiceAccount with exactly the RBAC of config/rbac.
     let kubeconfig = manager_kubeconfig(&env, &client)
         .await
         .expect("manager RBAC");
-    let manager = Manager::start(&env, &kubeconfig, prefix, &[]).expect("manager");
+    let manager = Manager::start(&env, &kubeconfig, prefix, &[&format!("--namespace={ns}")])
+        .expect("manager");
     let name = "demo";
     create_cluster(
         &client,
         &ns,
         name,
         &format!("captf.local/modules/noop-cluster:{engine_tag}"),
+        "",
     )
     .await;
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
