@@ -176,6 +176,8 @@ pub async fn adopt_state(
 }
 
 /// Deletes what CAPTF kept for the object: state, lock, durable inputs, plan key, leases.
+/// Backups are left to the garbage collector, which removes them with the object: until the
+/// finalizer is gone they are the last copy should anything below fail half-way.
 pub async fn cleanup(client: &kube::Client, key: &ObjectKey) -> Result<()> {
     let ns = key.namespace();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
@@ -185,16 +187,13 @@ pub async fn cleanup(client: &kube::Client, key: &ObjectKey) -> Result<()> {
         labels::TFSTATE_SECRET_SUFFIX,
         key.state_suffix()
     );
-    let backup_selector = format!("{}={}", labels::STATE_BACKUP_SUFFIX, key.state_suffix());
     // One delete per Secret: the manager's role grants delete, not deletecollection.
     let mut names = vec![key.durable_inputs_secret(), key.plan_key_secret()];
-    for selector in [state_selector, backup_selector] {
-        let list = secrets
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .during(|| format!("listing Secrets {selector} in {ns}"))?;
-        names.extend(list.items.into_iter().map(|s| s.name_any()));
-    }
+    let list = secrets
+        .list(&ListParams::default().labels(&state_selector))
+        .await
+        .during(|| format!("listing Secrets {state_selector} in {ns}"))?;
+    names.extend(list.items.into_iter().map(|s| s.name_any()));
     for name in names {
         match secrets.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
