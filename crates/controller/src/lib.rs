@@ -11,6 +11,7 @@ pub mod identity;
 pub mod inputs;
 pub mod job;
 pub mod manager;
+pub mod merge;
 pub mod reconcile;
 pub mod schedule;
 pub mod slots;

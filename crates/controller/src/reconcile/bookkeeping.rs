@@ -36,6 +36,17 @@ pub struct Finished {
     pub finished_at: Option<Timestamp>,
     /// When the `source` container started: the end of the Job's queue time.
     pub container_started_at: Option<Timestamp>,
+    /// The Job's annotations at creation (`captf.io/inputs-hash`, `captf.io/approved-plan`, ...).
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Finished {
+    /// The inputs hash the Job rendered.
+    pub fn inputs_hash(&self) -> Option<&str> {
+        self.annotations
+            .get(annotations::INPUTS_HASH)
+            .map(String::as_str)
+    }
 }
 
 impl Finished {
@@ -229,6 +240,7 @@ pub async fn collect(
                 .and_then(|s| s.start_time.as_ref())
                 .map(|t| t.0),
             finished_at: job.finished_at,
+            annotations: job.annotations.clone(),
         });
     }
     Ok(out)

@@ -23,7 +23,7 @@ use kube::{Resource, ResourceExt};
 use super::bookkeeping::{self, Finished};
 use super::jobs::{self, Phase};
 use super::state::{self, StateRead};
-use super::{Context, credentials, leases, secrets};
+use super::{Context, approvals, credentials, leases, secrets};
 use crate::capi;
 use crate::conditions::Conditions;
 use crate::decide::{self, Action as Decided, Approvals, Observed, Policy, Snapshot, StateView};
@@ -442,6 +442,10 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             })
             .set(i64::try_from(r.main_tf_json.len() + r.tfvars_json.len()).unwrap_or(i64::MAX));
     }
+    if tc.spec.apply_policy.unwrap_or_default() == captf_api::ApplyPolicy::Automatic {
+        // Back to Automatic: the apply that waited runs (guarded); the plan is moot.
+        status.plan = None;
+    }
     let job_policy = EffectivePolicy::resolve(&PolicyLayers::for_cluster(&tc));
     let history = jobs::history(&jobs);
     tracing::debug!(
@@ -484,7 +488,11 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                 .cloned(),
             plan: annotations_of.get(annotations::APPROVE_PLAN).cloned(),
         },
-        plan: None,
+        plan: status.plan.as_ref().map(|p| decide::PendingPlan {
+            inputs_hash: p.inputs_hash.clone(),
+            plan_hash: p.plan_hash.clone(),
+            empty: approvals::is_empty(&p.plan_hash),
+        }),
         observed: Observed {
             apply_health_definite: true,
             last_refresh: status.workspace.last_refresh.as_ref().map(|t| t.0),
@@ -510,6 +518,26 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     let mut active_now = None;
     let mut requeue = decision.requeue;
     match &decision.action {
+        Decided::Wait if decision.reason == decide::Reason::PlanAwaitingApproval => {
+            if let Some(plan) = &status.plan {
+                let message = approvals::awaiting_message(
+                    &namespace,
+                    key.name(),
+                    plan,
+                    annotations_of
+                        .get(annotations::APPROVE_PLAN)
+                        .map(String::as_str),
+                );
+                conds.set(
+                    types::APPLY_JOB_SUCCEEDED,
+                    Status::Unknown,
+                    reasons::PLAN_AWAITING_APPROVAL,
+                    &message,
+                    generation,
+                    now,
+                );
+            }
+        }
         Decided::Wait => {}
         Decided::RemoveFinalizer => {
             secrets::cleanup(&client, &key).await?;
@@ -838,6 +866,44 @@ async fn record(
                 now,
             );
             secrets::adopt_state(&ctx.client, key, &owner_reference(tc)?, f).await?;
+            let api: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), key.namespace());
+            if let Some(approved) = f.annotations.get(annotations::APPROVED_PLAN) {
+                status.plan = None;
+                if approvals::consume(&api, key.name(), annotations::APPROVE_PLAN, approved).await?
+                {
+                    publish(
+                        ctx,
+                        tc,
+                        EventType::Normal,
+                        captf_api::events::PLAN_APPLIED,
+                        &format!("Job {} applied the approved plan {approved}", f.name),
+                    )
+                    .await;
+                }
+            }
+            // A destructive approval names inputs, not a plan: any successful apply of those
+            // inputs uses it up, so a later remediation of the same inputs is guarded again.
+            if let Some(inputs) = f.inputs_hash()
+                && approvals::consume(
+                    &api,
+                    key.name(),
+                    annotations::APPROVE_DESTRUCTIVE_PLAN,
+                    inputs,
+                )
+                .await?
+            {
+                publish(
+                    ctx,
+                    tc,
+                    EventType::Normal,
+                    captf_api::events::DESTRUCTIVE_PLAN_APPROVAL_CONSUMED,
+                    &format!(
+                        "Job {} applied the approved inputs {inputs}; the approval is removed",
+                        f.name
+                    ),
+                )
+                .await;
+            }
             status.workspace.source = Some(SourceStatus {
                 image: Some(tc.spec.workspace.source.image.clone()),
                 image_digest: f.image_id.clone(),
@@ -849,8 +915,84 @@ async fn record(
                     .filter(|v| !v.is_empty()),
             });
         }
-        // The Manual plan flow (status.plan) is not wired yet: a plan Job only records lastRun.
-        (Operation::Plan, true) => {}
+        (Operation::Plan, true) => {
+            let plan = f.result.as_ref().and_then(|r| r.plan.as_ref());
+            match (plan, f.inputs_hash()) {
+                (Some(plan), Some(inputs)) => {
+                    let shown = approvals::plan_status(&f.name, inputs, plan, now);
+                    if !approvals::is_empty(&shown.plan_hash) {
+                        let message = approvals::awaiting_message(
+                            key.namespace(),
+                            key.name(),
+                            &shown,
+                            tc.annotations()
+                                .get(annotations::APPROVE_PLAN)
+                                .map(String::as_str),
+                        );
+                        conds.set(
+                            types::APPLY_JOB_SUCCEEDED,
+                            Status::Unknown,
+                            reasons::PLAN_AWAITING_APPROVAL,
+                            &message,
+                            generation,
+                            now,
+                        );
+                        publish(
+                            ctx,
+                            tc,
+                            EventType::Normal,
+                            captf_api::events::PLAN_READY,
+                            &message,
+                        )
+                        .await;
+                    }
+                    status.plan = Some(shown);
+                }
+                _ => {
+                    conds.set(
+                        types::APPLY_JOB_SUCCEEDED,
+                        Status::False,
+                        reasons::APPLY_FAILED,
+                        &format!("plan Job {} succeeded but left no readable plan; it is planned again after the retry delay", f.name),
+                        generation,
+                        now,
+                    );
+                }
+            }
+        }
+        (Operation::Apply, false) if f.markers.contains_key(annotations::PLAN_CHANGED) => {
+            let plan = f.result.as_ref().and_then(|r| r.plan.as_ref());
+            let mut message = format!(
+                "Job {}: the approved plan no longer matches what would be applied; nothing was applied",
+                f.name
+            );
+            if let (Some(plan), Some(inputs)) = (plan, f.inputs_hash()) {
+                let shown = approvals::plan_status(&f.name, inputs, plan, now);
+                message.push_str(&format!(
+                    ". The new plan: {}",
+                    approvals::awaiting_message(key.namespace(), key.name(), &shown, None)
+                ));
+                status.plan = Some(shown);
+            } else {
+                status.plan = None;
+            }
+            conds.set(
+                types::APPLY_JOB_SUCCEEDED,
+                Status::Unknown,
+                reasons::PLAN_CHANGED,
+                &message,
+                generation,
+                now,
+            );
+            publish(
+                ctx,
+                tc,
+                EventType::Warning,
+                captf_api::events::PLAN_CHANGED,
+                &message,
+            )
+            .await;
+        }
         (Operation::Destroy, true) => conds.set(
             types::APPLY_JOB_SUCCEEDED,
             Status::True,
@@ -864,13 +1006,29 @@ async fn record(
                 .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED) =>
         {
             let hash = &f.markers[annotations::DESTRUCTIVE_PLAN_BLOCKED];
-            let resources = f
-                .result
-                .as_ref()
-                .and_then(|r| r.error.as_ref())
-                .map(|e| e.resources.join(", "))
-                .filter(|r| !r.is_empty())
-                .unwrap_or_else(|| "some resources".into());
+            // The plan lists every change as `<address> (<actions>)`; name the destructive ones.
+            let result = f.result.as_ref();
+            let mut named: Vec<String> = result
+                .and_then(|r| r.plan.as_ref())
+                .map(|p| {
+                    p.resources
+                        .iter()
+                        .filter(|r| r.contains("delete") || r.contains("replace"))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            if named.is_empty() {
+                named = result
+                    .and_then(|r| r.error.as_ref())
+                    .map(|e| e.resources.clone())
+                    .unwrap_or_default();
+            }
+            let resources = if named.is_empty() {
+                "some resources".to_owned()
+            } else {
+                named.join(", ")
+            };
             conds.set(
                 types::APPLY_JOB_SUCCEEDED,
                 Status::False,
@@ -960,7 +1118,23 @@ async fn record(
             );
         }
     }
-    if !f.succeeded {
+    let blocked = f
+        .markers
+        .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED);
+    if blocked {
+        let message = conds
+            .get(types::APPLY_JOB_SUCCEEDED)
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        publish(
+            ctx,
+            tc,
+            EventType::Warning,
+            captf_api::events::DESTRUCTIVE_PLAN_BLOCKED,
+            &message,
+        )
+        .await;
+    } else if !f.succeeded && !f.markers.contains_key(annotations::PLAN_CHANGED) {
         publish(
             ctx,
             tc,
@@ -1364,6 +1538,20 @@ async fn start_job(
         )
         .await;
     }
+    if let Some(plan) = start
+        .expect_plan
+        .as_deref()
+        .filter(|p| !approvals::is_empty(p))
+    {
+        publish(
+            ctx,
+            tc,
+            EventType::Normal,
+            captf_api::events::PLAN_APPROVED,
+            &format!("{job_name} applies the approved plan {plan}"),
+        )
+        .await;
+    }
     let provisioned = tc.status.as_ref().is_some_and(provisioned);
     if start.op == Operation::Apply && !provisioned {
         conds.set(
@@ -1513,14 +1701,14 @@ async fn patch_status(
     value["conditions"] = serde_json::to_value(conds.into_vec())?;
     value["observedGeneration"] = generation.map_or(serde_json::Value::Null, Into::into);
     value["activeJob"] = active.map_or(Ok(serde_json::Value::Null), serde_json::to_value)?;
-    let mut after = value.clone();
-    if let Some(fields) = after.as_object_mut() {
-        fields.retain(|_, v| !v.is_null());
-    }
-    if before.map(serde_json::to_value).transpose()? == Some(after) {
+    let before = before
+        .map(serde_json::to_value)
+        .transpose()?
+        .unwrap_or_else(|| serde_json::json!({}));
+    let Some(change) = crate::merge::diff(&before, &value) else {
         return Ok(());
-    }
-    let patch = serde_json::json!({"status": value});
+    };
+    let patch = serde_json::json!({"status": change});
     api.patch_status(key.name(), &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .during(|| "patching status".to_owned())?;

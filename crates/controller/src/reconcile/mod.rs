@@ -1,6 +1,7 @@
 //! The reconcile flow shared by the workload kinds: observe a snapshot, [`crate::decide`], act,
 //! and write status once per pass.
 
+pub mod approvals;
 pub mod backups;
 pub mod bookkeeping;
 pub mod cluster;

@@ -1,0 +1,238 @@
+//! Nothing is applied that nobody approved: `applyPolicy: Manual` plans and waits for
+//! `captf.io/approve-plan=<hash>`; under Automatic a plan that deletes or replaces waits for
+//! `captf.io/approve-destructive-plan=<inputs hash>`. Both approvals are used up by the apply.
+
+use captf_api::TerraformCluster;
+use captf_e2e::fixture::{condition, create_cluster, has, namespace_with_identity, wait_until};
+use captf_e2e::{Manager, manager_kubeconfig};
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+
+const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
+
+async fn patch(api: &Api<TerraformCluster>, name: &str, value: serde_json::Value) {
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&value))
+        .await
+        .expect("patch");
+}
+
+async fn applies(client: &kube::Client, ns: &str) -> Vec<Job> {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    jobs.list(&ListParams::default())
+        .await
+        .expect("Jobs")
+        .items
+        .into_iter()
+        .filter(|j| {
+            j.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.contains("-apply-"))
+        })
+        .collect()
+}
+
+fn annotation(tc: &TerraformCluster, key: &str) -> Option<String> {
+    tc.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
+fn exports(tc: &TerraformCluster) -> String {
+    serde_json::to_string(&tc.status.as_ref().and_then(|s| s.exports.clone())).expect("json")
+}
+
+fn ready(tc: &TerraformCluster) -> bool {
+    has(tc, "Ready", "True", "Ready")
+}
+
+#[tokio::test]
+async fn manual_applies_exactly_the_approved_plan_and_consumes_the_approval() {
+    let (env, client, ns) = namespace_with_identity("manual").await;
+    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
+    let manager =
+        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let name = "manual";
+    create_cluster(
+        &client,
+        &ns,
+        name,
+        IMAGE,
+        "  applyPolicy: Manual\n  variables: {extra_exports: {token: one}}",
+    )
+    .await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    // The first apply is not gated.
+    wait_until(&api, name, "the first apply", &manager, ready).await;
+    assert_eq!(applies(&client, &ns).await.len(), 1);
+
+    patch(
+        &api,
+        name,
+        serde_json::json!({"spec": {"variables": {"extra_exports": {"token": "two"}}}}),
+    )
+    .await;
+    let waiting = wait_until(&api, name, "a plan awaiting approval", &manager, |t| {
+        has(t, "ApplyJobSucceeded", "Unknown", "PlanAwaitingApproval")
+    })
+    .await;
+    let plan = waiting
+        .status
+        .as_ref()
+        .and_then(|s| s.plan.clone())
+        .expect("status.plan");
+    assert!(plan.plan_hash.starts_with("p2:"), "{plan:?}");
+    assert_eq!((plan.add, plan.change, plan.destroy), (0, 0, 0), "{plan:?}");
+    assert_eq!(plan.output_changes, Some(1), "{plan:?}");
+    let (_, _, message) = condition(&waiting, "ApplyJobSucceeded").expect("condition");
+    assert!(
+        message.contains(&format!(
+            "kubectl annotate terraformcluster {name} -n {ns} captf.io/approve-plan={} --overwrite",
+            plan.plan_hash
+        )),
+        "{message}"
+    );
+    assert_eq!(applies(&client, &ns).await.len(), 1, "nothing applied");
+
+    // An approval of another plan does nothing, and the condition says so.
+    patch(
+        &api,
+        name,
+        serde_json::json!({"metadata": {"annotations": {"captf.io/approve-plan": "p2:not-this-one"}}}),
+    )
+    .await;
+    wait_until(
+        &api,
+        name,
+        "the wrong approval to be named",
+        &manager,
+        |t| {
+            condition(t, "ApplyJobSucceeded")
+                .is_some_and(|c| c.1 == "PlanAwaitingApproval" && c.2.contains("p2:not-this-one"))
+        },
+    )
+    .await;
+    assert_eq!(applies(&client, &ns).await.len(), 1, "nothing applied");
+
+    patch(
+        &api,
+        name,
+        serde_json::json!({"metadata": {"annotations": {"captf.io/approve-plan": plan.plan_hash}}}),
+    )
+    .await;
+    let applied = wait_until(&api, name, "the approved apply", &manager, |t| {
+        ready(t) && exports(t).contains("two")
+    })
+    .await;
+    let jobs = applies(&client, &ns).await;
+    let approved = jobs
+        .iter()
+        .find(|j| {
+            j.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("captf.io/approved-plan"))
+                == Some(&plan.plan_hash)
+        })
+        .expect("the apply ran with the approved plan");
+    assert!(approved.metadata.name.is_some());
+    let consumed = wait_until(&api, name, "the approval consumed", &manager, |t| {
+        annotation(t, "captf.io/approve-plan").is_none()
+    })
+    .await;
+    assert!(
+        consumed
+            .status
+            .as_ref()
+            .and_then(|s| s.plan.as_ref())
+            .is_none(),
+        "status.plan cleared"
+    );
+    assert!(applied.status.is_some());
+}
+
+#[tokio::test]
+async fn a_destructive_change_waits_for_its_approval_which_is_then_used_up() {
+    let (env, client, ns) = namespace_with_identity("guard").await;
+    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
+    let manager =
+        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let name = "guard";
+    create_cluster(&client, &ns, name, IMAGE, "").await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let first = wait_until(&api, name, "the first apply", &manager, ready).await;
+    let serial = first
+        .status
+        .as_ref()
+        .and_then(|s| s.workspace.observed_state_serial);
+
+    // replace_trigger replaces the "load balancer": the guard holds it.
+    patch(
+        &api,
+        name,
+        serde_json::json!({"spec": {"variables": {"replace_trigger": "one"}}}),
+    )
+    .await;
+    let blocked = wait_until(
+        &api,
+        name,
+        "the destructive plan to be held",
+        &manager,
+        |t| has(t, "ApplyJobSucceeded", "False", "DestructivePlanBlocked"),
+    )
+    .await;
+    let (_, _, message) = condition(&blocked, "ApplyJobSucceeded").expect("condition");
+    assert!(
+        message.contains("terraform_data.load_balancer"),
+        "the message names what would be replaced: {message}"
+    );
+    assert!(message.contains("nothing was applied"), "{message}");
+    let hash = message
+        .rsplit("captf.io/approve-destructive-plan=")
+        .next()
+        .expect("command")
+        .trim()
+        .to_owned();
+    assert!(hash.starts_with("h2:"), "{message}");
+    assert_eq!(
+        blocked
+            .status
+            .as_ref()
+            .and_then(|s| s.workspace.observed_state_serial),
+        serial,
+        "the state is untouched"
+    );
+
+    patch(
+        &api,
+        name,
+        serde_json::json!({"metadata": {"annotations": {"captf.io/approve-destructive-plan": hash}}}),
+    )
+    .await;
+    wait_until(&api, name, "the approved apply", &manager, |t| {
+        ready(t) && has(t, "ApplyJobSucceeded", "True", "ApplySucceeded")
+    })
+    .await;
+    wait_until(&api, name, "the approval used up", &manager, |t| {
+        annotation(t, "captf.io/approve-destructive-plan").is_none()
+    })
+    .await;
+
+    // New inputs are guarded afresh.
+    patch(
+        &api,
+        name,
+        serde_json::json!({"spec": {"variables": {"replace_trigger": "two"}}}),
+    )
+    .await;
+    let again = wait_until(
+        &api,
+        name,
+        "the next destructive plan held",
+        &manager,
+        |t| {
+            has(t, "ApplyJobSucceeded", "False", "DestructivePlanBlocked")
+                && condition(t, "ApplyJobSucceeded").is_some_and(|c| !c.2.contains(&hash))
+        },
+    )
+    .await;
+    assert!(annotation(&again, "captf.io/approve-destructive-plan").is_none());
+}

@@ -1,0 +1,140 @@
+//! Deleting a TerraformCluster: a paused object's deletion waits and says why, then destroys
+//! once unpaused; an object that never applied loses its finalizer at once, with no Job.
+
+use captf_api::TerraformCluster;
+use captf_e2e::fixture::{
+    TIMEOUT, condition, create_cluster, has, namespace_with_identity, wait_until,
+};
+use captf_e2e::{Manager, manager_kubeconfig};
+use captf_testenv::wait_for;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+
+const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
+
+async fn job_names(client: &kube::Client, ns: &str) -> Vec<String> {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    jobs.list(&ListParams::default())
+        .await
+        .expect("Jobs")
+        .items
+        .into_iter()
+        .filter_map(|j| j.metadata.name)
+        .collect()
+}
+
+async fn set_paused(api: &Api<TerraformCluster>, name: &str, paused: bool) {
+    let value = paused.then_some("");
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"metadata": {"annotations": {
+            "cluster.x-k8s.io/paused": value}}})),
+    )
+    .await
+    .expect("pause annotation");
+}
+
+#[tokio::test]
+async fn a_paused_deletion_waits_and_says_why_then_destroys_when_unpaused() {
+    let (env, client, ns) = namespace_with_identity("pausedel").await;
+    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
+    let manager =
+        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let name = "pausedel";
+    create_cluster(&client, &ns, name, IMAGE, "").await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    wait_until(&api, name, "Ready", &manager, |t| {
+        has(t, "Ready", "True", "Ready")
+    })
+    .await;
+
+    set_paused(&api, name, true).await;
+    wait_until(&api, name, "Paused", &manager, |t| {
+        has(t, "Paused", "True", "Paused")
+    })
+    .await;
+    api.delete(name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    let waiting = wait_until(&api, name, "the deletion to say it waits", &manager, |t| {
+        condition(t, "Deleting").is_some_and(|c| c.0 == "True" && c.2.contains("unpaused"))
+    })
+    .await;
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+    let (_, _, message) = condition(&waiting, "Deleting").expect("Deleting");
+    assert!(message.contains("cluster.x-k8s.io/paused"), "{message}");
+    assert!(
+        !job_names(&client, &ns)
+            .await
+            .iter()
+            .any(|j| j.contains("-destroy-")),
+        "a paused object never destroys"
+    );
+
+    set_paused(&api, name, false).await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    wait_for("a destroy Job once unpaused", TIMEOUT, || async {
+        let list = jobs.list(&ListParams::default()).await?.items;
+        Ok(list
+            .iter()
+            .any(|j| {
+                j.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.contains("-destroy-"))
+            })
+            .then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    wait_for("the TerraformCluster to be gone", TIMEOUT, || async {
+        Ok(api.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+}
+
+#[tokio::test]
+async fn an_object_that_never_applied_loses_its_finalizer_at_once() {
+    let (env, client, ns) = namespace_with_identity("neverapplied").await;
+    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
+    let manager =
+        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let name = "neverapplied";
+    // A Job policy the manager refuses (the lock timeout must be below the deadline): the apply
+    // never starts, and the object says why.
+    create_cluster(
+        &client,
+        &ns,
+        name,
+        IMAGE,
+        "  jobs: {activeDeadlineSeconds: 120, lockTimeoutSeconds: 300}",
+    )
+    .await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let held = wait_until(&api, name, "JobPolicyInvalid", &manager, |t| {
+        has(t, "ApplyJobSucceeded", "False", "JobPolicyInvalid")
+    })
+    .await;
+    assert!(
+        held.metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .contains(&"terraformcluster.infrastructure.cluster.x-k8s.io".to_owned()),
+        "the finalizer is on"
+    );
+    api.delete(name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("the TerraformCluster to be gone", TIMEOUT, || async {
+        Ok(api.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    assert!(
+        job_names(&client, &ns).await.is_empty(),
+        "no Job ran for an object that never applied"
+    );
+}
