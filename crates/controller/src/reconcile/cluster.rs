@@ -456,6 +456,8 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         .destroy
         .last_success
         .is_some_and(|d| history.apply.last_success.is_none_or(|a| d > a));
+    let drift_found = drift_found(&conds, &history);
+    let failed_remediations = jobs::failed_remediations(&jobs, history.drift.last_success);
     let snapshot = Snapshot {
         kind: WorkloadKind::Cluster,
         uid: tc.uid().unwrap_or_default(),
@@ -494,6 +496,8 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             empty: approvals::is_empty(&p.plan_hash),
         }),
         observed: Observed {
+            drift_found,
+            failed_remediations,
             apply_health_definite: true,
             last_refresh: status.workspace.last_refresh.as_ref().map(|t| t.0),
             last_drift_check: status.workspace.last_drift_check.as_ref().map(|t| t.0),
@@ -677,6 +681,16 @@ fn cluster_name(tc: &TerraformCluster, cluster: Option<&capi::Cluster>) -> Strin
         .and_then(|c| c.metadata.name.clone())
         .or_else(|| tc.labels().get(labels::CLUSTER_NAME).cloned())
         .unwrap_or_default()
+}
+
+/// The newest drift check found drift, and no apply ran since (a remediation that succeeded
+/// waits for the next check before another one).
+fn drift_found(conds: &Conditions, history: &decide::History) -> bool {
+    let detected = conds
+        .get(types::DRIFT_DETECTED)
+        .is_some_and(|c| c.status == Status::True.as_str());
+    let checked = history.drift.last_success;
+    detected && checked.is_some_and(|c| history.apply.last_success.is_none_or(|a| c > a))
 }
 
 /// Conditions a fresh object shows before anything happened.

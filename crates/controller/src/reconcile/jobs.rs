@@ -186,6 +186,32 @@ pub fn history(jobs: &[ObservedJob]) -> History {
     h
 }
 
+/// Remediation applies that failed since the last successful drift check, counted newest
+/// first until an apply succeeded (pure): remediation stops at the failed-history limit.
+pub fn failed_remediations(jobs: &[ObservedJob], last_drift_check: Option<Timestamp>) -> u32 {
+    let mut count = 0;
+    for job in jobs
+        .iter()
+        .rev()
+        .filter(|j| j.op == Operation::Apply && j.phase != Phase::Active)
+    {
+        if job.phase == Phase::Succeeded {
+            break;
+        }
+        let after_check = match (job.finished_at, last_drift_check) {
+            (Some(f), Some(c)) => f > c,
+            _ => true,
+        };
+        if job.annotations.contains_key(annotations::DRIFT_REMEDIATION)
+            && job.counts_as_failure()
+            && after_check
+        {
+            count += 1;
+        }
+    }
+    count
+}
+
 /// Finished Jobs beyond the history limits, per operation, oldest first (pure).
 ///
 /// Kept: the newest `successful_limit` successes (at least one, so the last success stays on
@@ -281,6 +307,54 @@ mod tests {
 
     use Operation::{Apply, Drift};
     use Phase::{Active, Failed, Succeeded};
+
+    #[test]
+    fn failed_remediations_count_since_the_check_until_a_success() {
+        let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).expect("time");
+        let apply = |name: &str, phase: Phase, remediation: bool, finished: i64| {
+            let mut j = job(name, Apply, phase, true);
+            j.finished_at = Some(at(finished));
+            if remediation {
+                j.annotations
+                    .insert(annotations::DRIFT_REMEDIATION.to_owned(), "true".to_owned());
+            }
+            j
+        };
+        let rows: Vec<(&str, Vec<ObservedJob>, Option<i64>, u32)> = vec![
+            ("none", vec![], Some(0), 0),
+            (
+                "two failed remediations after the check",
+                vec![apply("a", Failed, true, 10), apply("b", Failed, true, 20)],
+                Some(5),
+                2,
+            ),
+            (
+                "a failure before the check does not count",
+                vec![apply("a", Failed, true, 3), apply("b", Failed, true, 20)],
+                Some(5),
+                1,
+            ),
+            (
+                "a success ends the count",
+                vec![
+                    apply("a", Failed, true, 10),
+                    apply("b", Succeeded, true, 20),
+                    apply("c", Failed, true, 30),
+                ],
+                Some(5),
+                1,
+            ),
+            (
+                "plain failed applies are not remediations",
+                vec![apply("a", Failed, false, 10)],
+                Some(5),
+                0,
+            ),
+        ];
+        for (name, jobs, check, want) in rows {
+            assert_eq!(failed_remediations(&jobs, check.map(at)), want, "{name}");
+        }
+    }
 
     #[test]
     fn prune_table() {
