@@ -91,6 +91,7 @@ pub struct Metrics {
     pub state_bytes: Family<Object, Gauge>,
     pub inputs_bytes: Family<Object, Gauge>,
     pub state_backups_total: Family<KindResult, Counter>,
+    pub state_restores_total: Family<KindResult, Counter>,
     pub lease_waits_total: Family<KindReason, Counter>,
     pub ready: Family<Object, Gauge>,
     pub last_success_timestamp_seconds: Family<ObjectOp, Gauge>,
@@ -134,6 +135,7 @@ impl Metrics {
             state_bytes: Family::default(),
             inputs_bytes: Family::default(),
             state_backups_total: Family::default(),
+            state_restores_total: Family::default(),
             lease_waits_total: Family::default(),
             ready: Family::default(),
             last_success_timestamp_seconds: Family::default(),
@@ -196,6 +198,11 @@ impl Metrics {
             "captf_state_backups",
             "[ALPHA] State backups taken, pruned or skipped",
             m.state_backups_total.clone(),
+        );
+        r.register(
+            "captf_state_restores",
+            "[ALPHA] Restores, by result (succeeded, failed, not_found)",
+            m.state_restores_total.clone(),
         );
         r.register(
             "captf_lease_waits",

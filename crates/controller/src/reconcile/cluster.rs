@@ -456,6 +456,38 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         .destroy
         .last_success
         .is_some_and(|d| history.apply.last_success.is_none_or(|a| d > a));
+    let restore_reason = |c: &Conditions| {
+        c.get(types::RESTORE_JOB_SUCCEEDED)
+            .map(|c| (c.reason.clone(), c.message.clone()))
+    };
+    let before = restore_reason(&conds);
+    let restore = restore_request(
+        &client,
+        &key,
+        annotations_of
+            .get(annotations::RESTORE_STATE)
+            .map(String::as_str),
+        status.workspace.last_restored_serial,
+        &mut conds,
+        generation,
+        now,
+    )
+    .await?;
+    let after = restore_reason(&conds);
+    if after != before
+        && after
+            .as_ref()
+            .is_some_and(|(r, _)| r == reasons::RESTORE_BACKUP_NOT_FOUND)
+    {
+        // Counted once per refused request, not once per pass.
+        ctx.metrics
+            .state_restores_total
+            .get_or_create(&crate::manager::metrics::KindResult {
+                kind: KIND,
+                result: "not_found",
+            })
+            .inc();
+    }
     let drift_found = drift_found(&conds, &history);
     let failed_remediations = jobs::failed_remediations(&jobs, history.drift.last_success);
     let snapshot = Snapshot {
@@ -468,7 +500,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         inputs_hash: rendered.as_ref().map(|r| r.inputs_hash.clone()),
         interrupted_apply: durable.interrupted_apply().is_some(),
         destroyed,
-        restore_requested: false,
+        restore_requested: restore.is_some(),
         history,
         policy: Policy {
             apply_policy: tc.spec.apply_policy.unwrap_or_default(),
@@ -591,6 +623,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                     rendered.as_ref(),
                     &identity,
                     durable.interrupted_apply(),
+                    restore.as_ref(),
                     &mut conds,
                     generation,
                     now,
@@ -681,6 +714,44 @@ fn cluster_name(tc: &TerraformCluster, cluster: Option<&capi::Cluster>) -> Strin
         .and_then(|c| c.metadata.name.clone())
         .or_else(|| tc.labels().get(labels::CLUSTER_NAME).cloned())
         .unwrap_or_default()
+}
+
+/// The complete backup a pending `captf.io/restore-state` names, or `None` (with
+/// `RestoreJobSucceeded` saying why when the annotation cannot be honoured). A serial equal to
+/// `status.lastRestoredSerial` was consumed already.
+#[allow(clippy::too_many_arguments)]
+async fn restore_request(
+    client: &kube::Client,
+    key: &ObjectKey,
+    annotation: Option<&str>,
+    last_restored: Option<i64>,
+    conds: &mut Conditions,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Result<Option<super::backups::BackupSet>> {
+    let Some(value) = annotation else {
+        return Ok(None);
+    };
+    let Some(serial) = value.trim().parse::<u64>().ok().filter(|s| *s >= 1) else {
+        conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("captf.io/restore-state={value:?} is not a state serial: use one of status.stateBackups[].serial"), generation, now);
+        return Ok(None);
+    };
+    if i64::try_from(serial).ok() == last_restored {
+        return Ok(None);
+    }
+    let sets = super::backups::list(client, key).await?;
+    match super::backups::restorable(&sets, serial) {
+        Some(set) => Ok(Some(set.clone())),
+        None => {
+            let kept: Vec<String> = sets
+                .iter()
+                .filter(|s| s.complete())
+                .map(|s| s.serial.to_string())
+                .collect();
+            conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("no complete backup of serial {serial}; the backups kept hold serials [{}] (status.stateBackups)", kept.join(", ")), generation, now);
+            Ok(None)
+        }
+    }
 }
 
 /// The newest drift check found drift, and no apply ran since (a remediation that succeeded
@@ -1117,19 +1188,59 @@ async fn record(
             }
         }
         (Operation::Restore, ok) => {
+            // Success or failure, the serial is recorded: a failed restore is never retried for
+            // the same serial (remove the annotation, wait for this to clear, set it again).
+            let serial = f.annotations.get(annotations::RESTORE_SERIAL).cloned();
+            status.workspace.last_restored_serial = serial.as_deref().and_then(|s| s.parse().ok());
             let (s, r) = if ok {
                 (Status::True, reasons::STATE_RESTORED)
             } else {
                 (Status::False, reasons::RESTORE_FAILED)
             };
+            let message = if ok {
+                format!(
+                    "Job {} restored the state of serial {}",
+                    f.name,
+                    serial.as_deref().unwrap_or("?")
+                )
+            } else {
+                format!(
+                    "{}. The state is unchanged; this serial is not retried: to try again remove captf.io/restore-state, wait for status.lastRestoredSerial to clear, and set it again",
+                    f.summary()
+                )
+            };
             conds.set(
                 types::RESTORE_JOB_SUCCEEDED,
                 s,
                 r,
-                &f.summary(),
+                &message,
                 generation,
                 now,
             );
+            ctx.metrics
+                .state_restores_total
+                .get_or_create(&crate::manager::metrics::KindResult {
+                    kind: KIND,
+                    result: if ok { "succeeded" } else { "failed" },
+                })
+                .inc();
+            if ok {
+                secrets::adopt_state(&ctx.client, key, &owner_reference(tc)?, f).await?;
+                let api: Api<TerraformCluster> =
+                    Api::namespaced(ctx.client.clone(), key.namespace());
+                if let Some(serial) = &serial {
+                    approvals::consume(&api, key.name(), annotations::RESTORE_STATE, serial)
+                        .await?;
+                }
+                publish(
+                    ctx,
+                    tc,
+                    EventType::Normal,
+                    captf_api::events::STATE_RESTORED,
+                    &message,
+                )
+                .await;
+            }
         }
     }
     let blocked = f
@@ -1347,6 +1458,7 @@ async fn start_job(
     rendered: Option<&captf_contract::Rendered>,
     identity: &str,
     interrupted: Option<&str>,
+    restore: Option<&super::backups::BackupSet>,
     conds: &mut Conditions,
     generation: Option<i64>,
     now: Timestamp,
@@ -1395,7 +1507,7 @@ async fn start_job(
         ));
     }
     let policy = EffectivePolicy::resolve(&PolicyLayers::for_cluster(tc));
-    if start.op != Operation::Destroy
+    if !matches!(start.op, Operation::Destroy | Operation::Restore)
         && let Err(e) = policy.validate()
     {
         conds.set(
@@ -1428,6 +1540,15 @@ async fn start_job(
                 }
             }
         }
+        // A restore pushes the backup through a root that declares only the backend.
+        (Operation::Restore, _) => match restore {
+            Some(set) => (
+                captf_contract::render_restore_root(),
+                b"{}".to_vec(),
+                set.inputs_hash.clone().unwrap_or_default(),
+            ),
+            None => return Ok(Started::Waiting(GATE_REQUEUE)),
+        },
         (_, Some(r)) => (
             r.main_tf_json.clone(),
             r.tfvars_json.clone(),
@@ -1457,6 +1578,10 @@ async fn start_job(
         .filter(|a| a.operation == start.op && !jobs.iter().any(|j| j.name == a.name))
         .map_or(0, |a| u32::try_from(a.attempt).unwrap_or(0));
     spec.attempt = jobs::next_attempt(jobs, start.op).max(lost_attempt + 1);
+    if let Some(set) = restore.filter(|_| start.op == Operation::Restore) {
+        spec.restore = set.restore_source();
+        spec.tick = format!("restore/{}", set.base);
+    }
     spec.inputs_hash = inputs_hash.clone();
     spec.policy = policy;
     spec.pull_policy = tc
