@@ -145,8 +145,6 @@ pub async fn apply_yaml(client: &kube::Client, yaml: &str) -> anyhow::Result<()>
 /// Installs the manager's ServiceAccount and RBAC from `config/rbac` and writes a kubeconfig
 /// for that ServiceAccount, so the manager runs with exactly the permissions an install grants.
 pub async fn manager_kubeconfig(env: &TestEnv, client: &kube::Client) -> anyhow::Result<PathBuf> {
-    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-    use k8s_openapi::api::core::v1::ServiceAccount;
     apply_yaml(
         client,
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: captf-system}\n",
@@ -162,25 +160,7 @@ pub async fn manager_kubeconfig(env: &TestEnv, client: &kube::Client) -> anyhow:
     ] {
         apply_file(client, &rbac.join(file)).await?;
     }
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "captf-system");
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            expiration_seconds: Some(86_400),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let token: TokenRequest = sas
-        .create_subresource(
-            "token",
-            "captf-controller-manager",
-            &kube::api::PostParams::default(),
-            &request,
-        )
-        .await
-        .context("a token for captf-controller-manager")?;
-    let token = token.status.context("no token")?.token;
+    let token = service_account_token(client, "captf-system", "captf-controller-manager").await?;
     use base64::Engine as _;
     let ca = base64::engine::general_purpose::STANDARD
         .encode(std::fs::read(env.dir.join("pki/ca.crt"))?);
@@ -199,6 +179,30 @@ pub async fn manager_kubeconfig(env: &TestEnv, client: &kube::Client) -> anyhow:
     Ok(path)
 }
 
+/// A token of a ServiceAccount (TokenRequest, valid for a day, the API server's audience).
+pub async fn service_account_token(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<String> {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(86_400),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let token: TokenRequest = sas
+        .create_subresource("token", name, &kube::api::PostParams::default(), &request)
+        .await
+        .with_context(|| format!("a token for {namespace}/{name}"))?;
+    Ok(token.status.context("no token")?.token)
+}
+
 /// A `captf manager` process; killed when dropped.
 pub struct Manager {
     child: Child,
@@ -208,12 +212,35 @@ pub struct Manager {
 }
 
 impl Manager {
-    /// Starts `captf manager` with `kubeconfig` (see [`manager_kubeconfig`]) and `extra` flags.
+    /// Starts `captf manager` with `kubeconfig` (see [`manager_kubeconfig`]) and `extra` flags,
+    /// serving `/metrics` over plain HTTP without authentication (`--insecure-diagnostics`).
     pub fn start(
         env: &TestEnv,
         kubeconfig: &Path,
         name: &str,
         extra: &[&str],
+    ) -> anyhow::Result<Manager> {
+        Self::spawn(env, kubeconfig, name, extra, true)
+    }
+
+    /// Like [`Manager::start`], but `/metrics` is the secure server: HTTPS with its
+    /// self-signed certificate, behind TokenReview and SubjectAccessReview (see
+    /// [`Manager::get_https`]).
+    pub fn start_secure(
+        env: &TestEnv,
+        kubeconfig: &Path,
+        name: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Manager> {
+        Self::spawn(env, kubeconfig, name, extra, false)
+    }
+
+    fn spawn(
+        env: &TestEnv,
+        kubeconfig: &Path,
+        name: &str,
+        extra: &[&str],
+        insecure: bool,
     ) -> anyhow::Result<Manager> {
         let metrics_port = captf_testenv::process::free_port()?;
         let health_port = captf_testenv::process::free_port()?;
@@ -225,7 +252,7 @@ impl Manager {
             .arg(format!("--runner-image={RUNNER_IMAGE}"))
             .arg(format!("--diagnostics-address=127.0.0.1:{metrics_port}"))
             .arg(format!("--health-addr=127.0.0.1:{health_port}"))
-            .arg("--insecure-diagnostics")
+            .args(insecure.then_some("--insecure-diagnostics"))
             .arg("--log-level=info,captf_controller=debug")
             .args(extra)
             .env("POD_NAMESPACE", "captf-system")
@@ -238,7 +265,10 @@ impl Manager {
             .context("starting captf manager")?;
         Ok(Manager {
             child,
-            metrics: format!("http://127.0.0.1:{metrics_port}/metrics"),
+            metrics: format!(
+                "{}://127.0.0.1:{metrics_port}/metrics",
+                if insecure { "http" } else { "https" }
+            ),
             health: format!("http://127.0.0.1:{health_port}"),
             log,
         })
@@ -268,6 +298,52 @@ impl Manager {
             .unwrap_or(body))
     }
 
+    /// GETs an `https://` URL of the manager, with `Authorization: Bearer <token>` when a
+    /// token is given; `(status, body)`. Any server certificate is accepted (the manager's is
+    /// self-signed and made at start), but its handshake signatures are checked.
+    pub fn get_https(url: &str, token: Option<&str>) -> anyhow::Result<(u16, String)> {
+        use std::io::{Read, Write};
+        let rest = url.strip_prefix("https://").context("https URL")?;
+        let (host, path) = rest
+            .split_once('/')
+            .map(|(h, p)| (h, format!("/{p}")))
+            .unwrap_or((rest, "/".into()));
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?
+            .dangerous()
+            .with_custom_certificate_verifier(std::sync::Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from("localhost")?;
+        let connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name)?;
+        let tcp = std::net::TcpStream::connect(host)?;
+        tcp.set_read_timeout(Some(Duration::from_secs(15)))?;
+        tcp.set_write_timeout(Some(Duration::from_secs(15)))?;
+        let mut tls = rustls::StreamOwned::new(connection, tcp);
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        write!(tls, "GET {path} HTTP/1.0\r\nHost: {host}\r\n{auth}\r\n")?;
+        tls.flush()?;
+        let mut response = Vec::new();
+        if let Err(e) = tls.read_to_end(&mut response) {
+            // A server that closes without close_notify still sent its whole response.
+            if e.kind() != std::io::ErrorKind::UnexpectedEof || response.is_empty() {
+                return Err(e.into());
+            }
+        }
+        let response = String::from_utf8_lossy(&response).into_owned();
+        let (head, body) = response
+            .split_once("\r\n\r\n")
+            .context("no HTTP response")?;
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .with_context(|| format!("no status in {head:?}"))?;
+        Ok((status, body.to_owned()))
+    }
+
     /// Whether the process still runs.
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -278,5 +354,54 @@ impl Drop for Manager {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Accepts any server certificate (tests only), still checking the handshake signatures.
+#[derive(Debug)]
+struct AnyCertificate(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }

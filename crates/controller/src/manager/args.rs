@@ -82,12 +82,16 @@ pub struct ManagerArgs {
     #[arg(long, default_value_t = 20, help_heading = "Runner")]
     pub cluster_max_active_jobs: i64,
 
-    /// Bind address of `/metrics`.
+    /// Bind address of `/metrics`: HTTPS, each scrape authenticated by a TokenReview and
+    /// authorized by a SubjectAccessReview (`get` on the non-resource URL `/metrics`).
     #[arg(long, default_value = ":8443", help_heading = "Diagnostics")]
     pub diagnostics_address: String,
     /// Serve `/metrics` over plain HTTP without authentication (development only).
     #[arg(long, default_value_t = false, help_heading = "Diagnostics")]
     pub insecure_diagnostics: bool,
+    /// Lowest TLS version of the metrics server: `VersionTLS12` or `VersionTLS13`.
+    #[arg(long, default_value = "VersionTLS12", help_heading = "Diagnostics")]
+    pub tls_min_version: String,
 
     /// `text` or `json`.
     #[arg(long, default_value = "json", help_heading = "Logging")]
@@ -155,6 +159,9 @@ impl ManagerArgs {
                 self.logging_format
             ));
         }
+        if let Err(e) = super::diagnostics::protocol_versions(&self.tls_min_version) {
+            problems.push(e);
+        }
         if self.leader_elect && self.leader_elect_renew_deadline >= self.leader_elect_lease_duration
         {
             problems.push(
@@ -219,6 +226,14 @@ mod tests {
             (200, 20, 5)
         );
         assert_eq!(a.health_addr, ":9440");
+        assert_eq!(
+            (
+                a.diagnostics_address.as_str(),
+                a.insecure_diagnostics,
+                a.tls_min_version.as_str()
+            ),
+            (":8443", false, "VersionTLS12")
+        );
         assert!(a.runner_events && a.cluster_operation_gate && !a.leader_elect);
         assert_eq!(a.validate(), Ok(()));
     }
@@ -248,6 +263,30 @@ mod tests {
                 .expect_err("bad image")
                 .contains("--runner-image")
         );
+    }
+
+    #[test]
+    fn tls_min_versions() {
+        for ok in ["VersionTLS12", "VersionTLS13"] {
+            assert_eq!(
+                parse(&[&format!("--tls-min-version={ok}")]).validate(),
+                Ok(())
+            );
+        }
+        for (flag, says) in [
+            ("VersionTLS10", "TLS 1.0 and 1.1 are not supported"),
+            ("VersionTLS11", "TLS 1.0 and 1.1 are not supported"),
+            ("TLS12", "use VersionTLS12 or VersionTLS13"),
+            ("", "use VersionTLS12 or VersionTLS13"),
+        ] {
+            let err = parse(&[&format!("--tls-min-version={flag}")])
+                .validate()
+                .expect_err(flag);
+            assert!(
+                err.contains(&format!("--tls-min-version {flag:?}")) && err.contains(says),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! election. The reconcile logic lives in [`crate::reconcile`].
 
 pub mod args;
+pub mod diagnostics;
 pub mod metrics;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,11 +46,15 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
     let caches: Arc<OnceLock<Caches>> = Arc::new(OnceLock::new());
 
     let health = serve("health", &args.health_addr, health_router(ready.clone()));
-    let metrics_server = serve(
-        "metrics",
-        &args.diagnostics_address,
-        metrics_router(metrics.clone(), caches.clone()),
-    );
+    let metrics_router = metrics_router(metrics.clone(), caches.clone());
+    let metrics_server = async {
+        if args.insecure_diagnostics {
+            serve("metrics", &args.diagnostics_address, metrics_router).await
+        } else {
+            let (address, tls) = (&args.diagnostics_address, &args.tls_min_version);
+            diagnostics::serve(address, tls, client.clone(), metrics_router).await
+        }
+    };
     let start = Start {
         client: client.clone(),
         args: args.clone(),
