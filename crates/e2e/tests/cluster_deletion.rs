@@ -138,3 +138,110 @@ async fn an_object_that_never_applied_loses_its_finalizer_at_once() {
         "no Job ran for an object that never applied"
     );
 }
+
+#[tokio::test]
+async fn a_deletion_without_state_is_held_until_abandoned_by_uid() {
+    let (env, client, ns) = namespace_with_identity("held").await;
+    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
+    let manager =
+        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let name = "held";
+    create_cluster(&client, &ns, name, IMAGE, "").await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let ready = wait_until(&api, name, "Ready", &manager, |t| {
+        has(t, "Ready", "True", "Ready")
+    })
+    .await;
+    let uid = ready.metadata.uid.clone().expect("uid");
+    let suffix = ready
+        .status
+        .as_ref()
+        .and_then(|s| s.workspace.state_secret_suffix.clone())
+        .expect("suffix");
+
+    // The state goes missing (an operator's mistake); the object then cannot be destroyed.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    secrets
+        .delete(
+            &format!("tfstate-default-{suffix}"),
+            &DeleteParams::default(),
+        )
+        .await
+        .expect("delete the state");
+    wait_until(&api, name, "StateLost", &manager, |t| {
+        has(t, "StateReadable", "False", "StateLost")
+    })
+    .await;
+    api.delete(name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    let held = wait_until(&api, name, "the deletion held", &manager, |t| {
+        condition(t, "Deleting").is_some_and(|c| c.2.contains("deletion is held"))
+    })
+    .await;
+    let (_, _, message) = condition(&held, "Deleting").expect("Deleting");
+    assert!(
+        message.contains(&format!("captf.io/abandon-infrastructure={uid}")),
+        "the message gives the exact release command: {message}"
+    );
+
+    // A value copied from another object does nothing, and says so.
+    set_annotation(
+        &api,
+        name,
+        "captf.io/abandon-infrastructure",
+        "not-this-uid",
+    )
+    .await;
+    wait_until(&api, name, "the wrong UID named", &manager, |t| {
+        condition(t, "Deleting").is_some_and(|c| c.2.contains("not-this-uid"))
+    })
+    .await;
+    assert!(
+        !job_names(&client, &ns)
+            .await
+            .iter()
+            .any(|j| j.contains("-destroy-")),
+        "no destroy without state"
+    );
+
+    set_annotation(&api, name, "captf.io/abandon-infrastructure", &uid).await;
+    wait_for("the TerraformCluster to be released", TIMEOUT, || async {
+        Ok(api.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let abandoned = wait_for("the InfrastructureAbandoned event", TIMEOUT, || async {
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("InfrastructureAbandoned")))
+    })
+    .await
+    .expect("event");
+    let note = abandoned.note.unwrap_or_default();
+    assert!(
+        note.contains("without a destroy") && note.contains("StateLost"),
+        "{note}"
+    );
+    assert!(
+        !job_names(&client, &ns)
+            .await
+            .iter()
+            .any(|j| j.contains("-destroy-")),
+        "released without a destroy"
+    );
+}
+
+async fn set_annotation(api: &Api<TerraformCluster>, name: &str, key: &str, value: &str) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"metadata": {"annotations": {key: value}}})),
+    )
+    .await
+    .expect("annotate");
+}

@@ -45,6 +45,10 @@ pub struct Snapshot {
     /// A restore the object asked for, already checked to name a complete backup that was not
     /// consumed yet.
     pub restore_requested: bool,
+    /// `captf.io/abandon-infrastructure` names this object's UID.
+    pub abandon_requested: bool,
+    /// The newest destroy failed (a release by abandon is allowed then).
+    pub last_destroy_failed: bool,
     pub history: History,
     pub policy: Policy,
     pub approvals: Approvals,
@@ -248,6 +252,15 @@ pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
         return wait(Reason::JobActive, schedule::ACTIVE_JOB_REQUEUE);
     }
     let held = matches!(s.state, StateView::Lost | StateView::Unreadable);
+    // Abandon comes first, so a restore that cannot start or a destroy that keeps failing
+    // cannot hide it; only where no destroy could succeed.
+    if s.deleting && s.abandon_requested && (held || s.last_destroy_failed) {
+        return Decision {
+            action: Action::RemoveFinalizer,
+            reason: Reason::Abandoned,
+            requeue: None,
+        };
+    }
     if s.restore_requested && (!s.deleting || held) {
         return start(Start::op(Operation::Restore), Reason::RestoreRequested);
     }

@@ -34,6 +34,8 @@ fn base(kind: WorkloadKind) -> Snapshot {
         interrupted_apply: false,
         destroyed: false,
         restore_requested: false,
+        abandon_requested: false,
+        last_destroy_failed: false,
         history: History {
             apply: OpHistory {
                 last_success: Some(t(NOW - 60)),
@@ -113,7 +115,7 @@ enum Want {
     Run(Operation, Reason),
     Wait(Reason),
     WaitFor(Reason, Duration),
-    Release,
+    Release(Reason),
 }
 
 fn check(name: &str, s: Snapshot, want: Want) -> Decision {
@@ -135,7 +137,10 @@ fn check(name: &str, s: Snapshot, want: Want) -> Decision {
             assert_eq!(d.reason, reason, "{name}");
             assert_eq!(d.requeue, Some(requeue), "{name}");
         }
-        Want::Release => assert_eq!(d.action, Action::RemoveFinalizer, "{name}: {d:?}"),
+        Want::Release(reason) => {
+            assert_eq!(d.action, Action::RemoveFinalizer, "{name}: {d:?}");
+            assert_eq!(d.reason, reason, "{name}");
+        }
     }
     d
 }
@@ -222,7 +227,7 @@ fn decision_table() {
                 s.deleting = true;
                 s.state = StateView::NotFound
             }),
-            Release,
+            Release(Reason::DeletingWithoutState),
         ),
         (
             "deleting with state",
@@ -235,7 +240,7 @@ fn decision_table() {
                 s.deleting = true;
                 s.destroyed = true;
             }),
-            Release,
+            Release(Reason::Destroyed),
         ),
         (
             "a destroyed object whose state cleanup was interrupted still releases",
@@ -244,7 +249,7 @@ fn decision_table() {
                 s.destroyed = true;
                 s.state = StateView::Lost;
             }),
-            Release,
+            Release(Reason::Destroyed),
         ),
         (
             "a successful destroy means nothing when not deleting",
@@ -269,6 +274,52 @@ fn decision_table() {
                 s.state = StateView::Unreadable
             }),
             Wait(Reason::DeletionHeld),
+        ),
+        (
+            "held deletion released by abandon",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.state = StateView::Lost;
+                s.abandon_requested = true
+            }),
+            Release(Reason::Abandoned),
+        ),
+        (
+            "abandon wins over a pending restore",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.state = StateView::Unreadable;
+                s.restore_requested = true;
+                s.abandon_requested = true
+            }),
+            Release(Reason::Abandoned),
+        ),
+        (
+            "a failed destroy may be abandoned",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.last_destroy_failed = true;
+                s.abandon_requested = true;
+                s.history.destroy.failures = 1;
+                s.history.destroy.last_failure = Some(t(NOW - 5))
+            }),
+            Release(Reason::Abandoned),
+        ),
+        (
+            "readable state and a destroy that can run: abandon is ignored",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.abandon_requested = true
+            }),
+            Run(Destroy, Reason::Deleting),
+        ),
+        (
+            "abandon means nothing when not deleting",
+            cluster().with(|s| {
+                s.state = StateView::Lost;
+                s.abandon_requested = true
+            }),
+            WaitFor(Reason::StateLost, MIN),
         ),
         (
             "held deletion ignores destroy backoff",

@@ -281,10 +281,15 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
 
     // State, read live now that no Job runs.
     let state = state::read(&client, &key).await?;
-    let ever_applied = durable.applied() || provisioned(&status);
+    // Ever applied: the marker and digest survive a lost status and clusterctl move; a backup
+    // (looked for only when the state is missing) survives even a lost durable inputs Secret.
+    let ever_applied = durable.applied()
+        || provisioned(&status)
+        || (matches!(state, StateRead::Missing)
+            && !super::backups::list(&client, &key).await?.is_empty());
     let state_view = match &state {
         StateRead::Missing if ever_applied => {
-            conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone: restore it from a backup (docs/runbooks/state-restore.md)", generation, now);
+            conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups (docs/backups.md)", generation, now);
             StateView::Lost
         }
         StateRead::Missing => {
@@ -496,11 +501,13 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         created_at: tc.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0),
         deleting,
         job_active: false,
-        state: state_view,
+        state: state_view.clone(),
         inputs_hash: rendered.as_ref().map(|r| r.inputs_hash.clone()),
         interrupted_apply: durable.interrupted_apply().is_some(),
         destroyed,
         restore_requested: restore.is_some(),
+        abandon_requested: abandon_requested(&tc),
+        last_destroy_failed: history.destroy.failures > 0,
         history,
         policy: Policy {
             apply_policy: tc.spec.apply_policy.unwrap_or_default(),
@@ -554,6 +561,36 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     let mut active_now = None;
     let mut requeue = decision.requeue;
     match &decision.action {
+        Decided::Wait if decision.reason == decide::Reason::DeletionHeld => {
+            let uid = tc.uid().unwrap_or_default();
+            let mut message = format!(
+                "deletion is held: the state is {} (StateReadable), so a destroy cannot know what to remove. Restore a backup with captf.io/restore-state=<serial> (the destroy follows), or release the object without a destroy: kubectl annotate terraformcluster {} -n {namespace} {}={uid} (what the module created then keeps running, unmanaged)",
+                if state_view == StateView::Lost {
+                    "lost"
+                } else {
+                    "unreadable"
+                },
+                key.name(),
+                annotations::ABANDON_INFRASTRUCTURE,
+            );
+            if let Some(other) = annotations_of
+                .get(annotations::ABANDON_INFRASTRUCTURE)
+                .filter(|v| **v != uid)
+            {
+                message.push_str(&format!(
+                    "; {} names {other}, not this object's UID: ignored",
+                    annotations::ABANDON_INFRASTRUCTURE
+                ));
+            }
+            conds.set(
+                types::DELETING,
+                Status::True,
+                reasons::DELETING,
+                &message,
+                generation,
+                now,
+            );
+        }
         Decided::Wait if decision.reason == decide::Reason::PlanAwaitingApproval => {
             if let Some(plan) = &status.plan {
                 let message = approvals::awaiting_message(
@@ -580,19 +617,28 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             finish_bookkeeping(&ctx, &key, &finished).await?;
             remove_finalizer(&api, &tc).await?;
             ctx.metrics.forget(KIND, &namespace, key.name());
-            let note = if decision.reason == decide::Reason::Destroyed {
-                "Infrastructure destroyed; state and inputs removed"
-            } else {
-                "nothing to destroy: the object never applied"
+            let (type_, reason, note) = match decision.reason {
+                decide::Reason::Abandoned => (
+                    EventType::Warning,
+                    captf_api::events::INFRASTRUCTURE_ABANDONED,
+                    format!(
+                        "removed finalizer {} without a destroy ({}); captf.io/abandon-infrastructure names this object's UID. What the module created keeps running, unmanaged; the backups go with the object",
+                        WorkloadKind::Cluster.finalizer(),
+                        abandon_cause(&conds, &state_view)
+                    ),
+                ),
+                decide::Reason::Destroyed => (
+                    EventType::Normal,
+                    captf_api::events::FINALIZER_REMOVED,
+                    "Infrastructure destroyed; state and inputs removed".to_owned(),
+                ),
+                _ => (
+                    EventType::Normal,
+                    captf_api::events::FINALIZER_REMOVED,
+                    "nothing to destroy: the object never applied".to_owned(),
+                ),
             };
-            publish(
-                &ctx,
-                &tc,
-                EventType::Normal,
-                captf_api::events::FINALIZER_REMOVED,
-                note,
-            )
-            .await;
+            publish(&ctx, &tc, type_, reason, &note).await;
             return Ok(Action::await_change());
         }
         Decided::Start(start) => {
@@ -751,6 +797,35 @@ async fn restore_request(
             conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("no complete backup of serial {serial}; the backups kept hold serials [{}] (status.stateBackups)", kept.join(", ")), generation, now);
             Ok(None)
         }
+    }
+}
+
+/// `captf.io/abandon-infrastructure` names exactly this object's UID (a value copied from
+/// another object does nothing).
+fn abandon_requested(tc: &TerraformCluster) -> bool {
+    let uid = tc.uid().unwrap_or_default();
+    !uid.is_empty()
+        && tc
+            .annotations()
+            .get(annotations::ABANDON_INFRASTRUCTURE)
+            .is_some_and(|v| *v == uid)
+}
+
+/// Why an abandon was allowed, for the event.
+fn abandon_cause(conds: &Conditions, state: &StateView) -> String {
+    match state {
+        StateView::Lost | StateView::Unreadable => format!(
+            "StateReadable {}",
+            conds
+                .get(types::STATE_READABLE)
+                .map_or("False", |c| c.reason.as_str())
+        ),
+        _ => format!(
+            "the last destroy failed: ApplyJobSucceeded {}",
+            conds
+                .get(types::APPLY_JOB_SUCCEEDED)
+                .map_or("False", |c| c.reason.as_str())
+        ),
     }
 }
 
