@@ -157,3 +157,73 @@ pub fn sample(metrics: &str, series_prefix: &str) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
+
+/// A test's namespace (with its identity) and a `captf manager` scoped to it, running with the
+/// RBAC of config/rbac.
+pub struct Scene {
+    pub env: TestEnv,
+    pub client: kube::Client,
+    pub ns: String,
+    pub manager: Manager,
+}
+
+/// [`namespace_with_identity`] plus a manager with `--namespace=<ns>` and `extra` flags.
+pub async fn scene(prefix: &str, extra: &[&str]) -> Scene {
+    let (env, client, ns) = namespace_with_identity(prefix).await;
+    let kubeconfig = crate::manager_kubeconfig(&env, &client)
+        .await
+        .expect("manager RBAC");
+    let namespace = format!("--namespace={ns}");
+    let mut flags = vec![namespace.as_str()];
+    flags.extend_from_slice(extra);
+    let manager = Manager::start(&env, &kubeconfig, &ns, &flags).expect("manager");
+    Scene {
+        env,
+        client,
+        ns,
+        manager,
+    }
+}
+
+/// The names of the Jobs in `ns`.
+pub async fn job_names(client: &kube::Client, ns: &str) -> Vec<String> {
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), ns);
+    jobs.list(&kube::api::ListParams::default())
+        .await
+        .expect("Jobs")
+        .items
+        .into_iter()
+        .filter_map(|j| j.metadata.name)
+        .collect()
+}
+
+/// Sets (or with `None` removes) one annotation of a TerraformCluster.
+pub async fn annotate(api: &Api<TerraformCluster>, name: &str, key: &str, value: Option<&str>) {
+    merge_patch(
+        api,
+        name,
+        serde_json::json!({"metadata": {"annotations": {key: value}}}),
+    )
+    .await;
+}
+
+/// A JSON merge patch of a TerraformCluster.
+pub async fn merge_patch(api: &Api<TerraformCluster>, name: &str, patch: serde_json::Value) {
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .expect("patch the TerraformCluster");
+}
+
+/// `Ready=True`.
+pub fn ready(tc: &TerraformCluster) -> bool {
+    has(tc, "Ready", "True", "Ready")
+}
+
+/// `status.exports` as compact JSON (for `contains` checks).
+pub fn exports(tc: &TerraformCluster) -> String {
+    serde_json::to_string(&tc.status.as_ref().and_then(|s| s.exports.clone())).unwrap_or_default()
+}

@@ -3,18 +3,11 @@
 //! `captf.io/approve-destructive-plan=<inputs hash>`. Both approvals are used up by the apply.
 
 use captf_api::TerraformCluster;
-use captf_e2e::fixture::{condition, create_cluster, has, namespace_with_identity, wait_until};
-use captf_e2e::{Manager, manager_kubeconfig};
+use captf_e2e::fixture::*;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 
 const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
-
-async fn patch(api: &Api<TerraformCluster>, name: &str, value: serde_json::Value) {
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&value))
-        .await
-        .expect("patch");
-}
 
 async fn applies(client: &kube::Client, ns: &str) -> Vec<Job> {
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
@@ -36,20 +29,14 @@ fn annotation(tc: &TerraformCluster, key: &str) -> Option<String> {
     tc.metadata.annotations.as_ref()?.get(key).cloned()
 }
 
-fn exports(tc: &TerraformCluster) -> String {
-    serde_json::to_string(&tc.status.as_ref().and_then(|s| s.exports.clone())).expect("json")
-}
-
-fn ready(tc: &TerraformCluster) -> bool {
-    has(tc, "Ready", "True", "Ready")
-}
-
 #[tokio::test]
 async fn manual_applies_exactly_the_approved_plan_and_consumes_the_approval() {
-    let (env, client, ns) = namespace_with_identity("manual").await;
-    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
-    let manager =
-        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("manual", &[]).await;
     let name = "manual";
     create_cluster(
         &client,
@@ -64,7 +51,7 @@ async fn manual_applies_exactly_the_approved_plan_and_consumes_the_approval() {
     wait_until(&api, name, "the first apply", &manager, ready).await;
     assert_eq!(applies(&client, &ns).await.len(), 1);
 
-    patch(
+    merge_patch(
         &api,
         name,
         serde_json::json!({"spec": {"variables": {"extra_exports": {"token": "two"}}}}),
@@ -93,8 +80,7 @@ async fn manual_applies_exactly_the_approved_plan_and_consumes_the_approval() {
     assert_eq!(applies(&client, &ns).await.len(), 1, "nothing applied");
 
     // An approval of another plan does nothing, and the condition says so.
-    patch(
-        &api,
+    merge_patch(&api,
         name,
         serde_json::json!({"metadata": {"annotations": {"captf.io/approve-plan": "p2:not-this-one"}}}),
     )
@@ -112,7 +98,7 @@ async fn manual_applies_exactly_the_approved_plan_and_consumes_the_approval() {
     .await;
     assert_eq!(applies(&client, &ns).await.len(), 1, "nothing applied");
 
-    patch(
+    merge_patch(
         &api,
         name,
         serde_json::json!({"metadata": {"annotations": {"captf.io/approve-plan": plan.plan_hash}}}),
@@ -151,10 +137,12 @@ async fn manual_applies_exactly_the_approved_plan_and_consumes_the_approval() {
 
 #[tokio::test]
 async fn a_destructive_change_waits_for_its_approval_which_is_then_used_up() {
-    let (env, client, ns) = namespace_with_identity("guard").await;
-    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
-    let manager =
-        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("guard", &[]).await;
     let name = "guard";
     create_cluster(&client, &ns, name, IMAGE, "").await;
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
@@ -165,7 +153,7 @@ async fn a_destructive_change_waits_for_its_approval_which_is_then_used_up() {
         .and_then(|s| s.workspace.observed_state_serial);
 
     // replace_trigger replaces the "load balancer": the guard holds it.
-    patch(
+    merge_patch(
         &api,
         name,
         serde_json::json!({"spec": {"variables": {"replace_trigger": "one"}}}),
@@ -201,8 +189,7 @@ async fn a_destructive_change_waits_for_its_approval_which_is_then_used_up() {
         "the state is untouched"
     );
 
-    patch(
-        &api,
+    merge_patch(&api,
         name,
         serde_json::json!({"metadata": {"annotations": {"captf.io/approve-destructive-plan": hash}}}),
     )
@@ -217,7 +204,7 @@ async fn a_destructive_change_waits_for_its_approval_which_is_then_used_up() {
     .await;
 
     // New inputs are guarded afresh.
-    patch(
+    merge_patch(
         &api,
         name,
         serde_json::json!({"spec": {"variables": {"replace_trigger": "two"}}}),

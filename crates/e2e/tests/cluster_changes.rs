@@ -3,10 +3,8 @@
 //! and the Job caps hold. The real manager process, real Jobs, OpenTofu and the no-op module.
 
 use captf_api::TerraformCluster;
-use captf_e2e::fixture::{
-    TIMEOUT, condition, create_cluster, has, namespace_with_identity, sample, wait_until,
-};
-use captf_e2e::{Manager, manager_kubeconfig};
+use captf_e2e::Manager;
+use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -73,21 +71,14 @@ fn serial(tc: &TerraformCluster) -> i64 {
         .unwrap_or(0)
 }
 
-fn ready(tc: &TerraformCluster) -> bool {
-    has(tc, "Ready", "True", "Ready")
-}
-
 #[tokio::test]
 async fn a_spec_change_reapplies_backs_up_the_state_and_prunes_history() {
-    let (env, client, ns) = namespace_with_identity("changes").await;
-    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
-    let manager = Manager::start(
-        &env,
-        &kubeconfig,
-        &ns,
-        &[&format!("--namespace={ns}"), "--state-backups=2"],
-    )
-    .expect("manager");
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("changes", &["--state-backups=2"]).await;
     let name = "changes";
     create_cluster(
         &client,
@@ -235,10 +226,12 @@ async fn a_spec_change_reapplies_backs_up_the_state_and_prunes_history() {
 
 #[tokio::test]
 async fn a_failed_apply_backs_off_and_the_fixed_inputs_apply_after_the_delay() {
-    let (env, client, ns) = namespace_with_identity("backoff").await;
-    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
-    let manager =
-        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("backoff", &[]).await;
     let name = "backoff";
     create_cluster(&client, &ns, name, IMAGE, "  variables: {fail_plan: true}").await;
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
@@ -291,10 +284,12 @@ async fn a_failed_apply_backs_off_and_the_fixed_inputs_apply_after_the_delay() {
 
 #[tokio::test]
 async fn a_job_deleted_mid_apply_is_noticed_and_the_apply_runs_again() {
-    let (env, client, ns) = namespace_with_identity("lostjob").await;
-    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
-    let manager =
-        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("lostjob", &[]).await;
     let name = "lostjob";
     create_cluster(
         &client,
@@ -424,15 +419,12 @@ fn jobs_retried(tc: &TerraformCluster, lost: &str) -> bool {
 
 #[tokio::test]
 async fn the_job_cap_holds_and_the_waiting_apply_says_so() {
-    let (env, client, ns) = namespace_with_identity("caps").await;
-    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
-    let manager = Manager::start(
-        &env,
-        &kubeconfig,
-        &ns,
-        &[&format!("--namespace={ns}"), "--max-active-jobs=1"],
-    )
-    .expect("manager");
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("caps", &["--max-active-jobs=1"]).await;
     // The caps are soft (counted from the manager's cache): the second object comes once the
     // first one's Job exists, as it would in any fleet that is not created in one instant.
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);

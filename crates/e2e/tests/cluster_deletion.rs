@@ -2,45 +2,21 @@
 //! once unpaused; an object that never applied loses its finalizer at once, with no Job.
 
 use captf_api::TerraformCluster;
-use captf_e2e::fixture::{
-    TIMEOUT, condition, create_cluster, has, namespace_with_identity, wait_until,
-};
-use captf_e2e::{Manager, manager_kubeconfig};
+use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams};
 
 const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
 
-async fn job_names(client: &kube::Client, ns: &str) -> Vec<String> {
-    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    jobs.list(&ListParams::default())
-        .await
-        .expect("Jobs")
-        .items
-        .into_iter()
-        .filter_map(|j| j.metadata.name)
-        .collect()
-}
-
-async fn set_paused(api: &Api<TerraformCluster>, name: &str, paused: bool) {
-    let value = paused.then_some("");
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(&serde_json::json!({"metadata": {"annotations": {
-            "cluster.x-k8s.io/paused": value}}})),
-    )
-    .await
-    .expect("pause annotation");
-}
-
 #[tokio::test]
 async fn a_paused_deletion_waits_and_says_why_then_destroys_when_unpaused() {
-    let (env, client, ns) = namespace_with_identity("pausedel").await;
-    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
-    let manager =
-        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("pausedel", &[]).await;
     let name = "pausedel";
     create_cluster(&client, &ns, name, IMAGE, "").await;
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
@@ -49,7 +25,7 @@ async fn a_paused_deletion_waits_and_says_why_then_destroys_when_unpaused() {
     })
     .await;
 
-    set_paused(&api, name, true).await;
+    annotate(&api, name, "cluster.x-k8s.io/paused", Some("")).await;
     wait_until(&api, name, "Paused", &manager, |t| {
         has(t, "Paused", "True", "Paused")
     })
@@ -72,7 +48,7 @@ async fn a_paused_deletion_waits_and_says_why_then_destroys_when_unpaused() {
         "a paused object never destroys"
     );
 
-    set_paused(&api, name, false).await;
+    annotate(&api, name, "cluster.x-k8s.io/paused", None).await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
     wait_for("a destroy Job once unpaused", TIMEOUT, || async {
         let list = jobs.list(&ListParams::default()).await?.items;
@@ -97,10 +73,12 @@ async fn a_paused_deletion_waits_and_says_why_then_destroys_when_unpaused() {
 
 #[tokio::test]
 async fn an_object_that_never_applied_loses_its_finalizer_at_once() {
-    let (env, client, ns) = namespace_with_identity("neverapplied").await;
-    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
-    let manager =
-        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("neverapplied", &[]).await;
     let name = "neverapplied";
     // A Job policy the manager refuses (the lock timeout must be below the deadline): the apply
     // never starts, and the object says why.
@@ -141,10 +119,12 @@ async fn an_object_that_never_applied_loses_its_finalizer_at_once() {
 
 #[tokio::test]
 async fn a_deletion_without_state_is_held_until_abandoned_by_uid() {
-    let (env, client, ns) = namespace_with_identity("held").await;
-    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
-    let manager =
-        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("held", &[]).await;
     let name = "held";
     create_cluster(&client, &ns, name, IMAGE, "").await;
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
@@ -186,11 +166,11 @@ async fn a_deletion_without_state_is_held_until_abandoned_by_uid() {
     );
 
     // A value copied from another object does nothing, and says so.
-    set_annotation(
+    annotate(
         &api,
         name,
         "captf.io/abandon-infrastructure",
-        "not-this-uid",
+        Some("not-this-uid"),
     )
     .await;
     wait_until(&api, name, "the wrong UID named", &manager, |t| {
@@ -205,7 +185,7 @@ async fn a_deletion_without_state_is_held_until_abandoned_by_uid() {
         "no destroy without state"
     );
 
-    set_annotation(&api, name, "captf.io/abandon-infrastructure", &uid).await;
+    annotate(&api, name, "captf.io/abandon-infrastructure", Some(&uid)).await;
     wait_for("the TerraformCluster to be released", TIMEOUT, || async {
         Ok(api.get_opt(name).await?.is_none().then_some(()))
     })
@@ -234,14 +214,4 @@ async fn a_deletion_without_state_is_held_until_abandoned_by_uid() {
             .any(|j| j.contains("-destroy-")),
         "released without a destroy"
     );
-}
-
-async fn set_annotation(api: &Api<TerraformCluster>, name: &str, key: &str, value: &str) {
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(&serde_json::json!({"metadata": {"annotations": {key: value}}})),
-    )
-    .await
-    .expect("annotate");
 }

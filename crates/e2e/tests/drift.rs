@@ -2,10 +2,7 @@
 //! a summary, `Remediate` re-applies the same inputs (marked as a remediation).
 
 use captf_api::TerraformCluster;
-use captf_e2e::fixture::{
-    TIMEOUT, condition, create_cluster, has, namespace_with_identity, wait_until,
-};
-use captf_e2e::{Manager, manager_kubeconfig};
+use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ListParams};
@@ -14,10 +11,12 @@ const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
 
 #[tokio::test]
 async fn drift_checks_report_and_remediate_on_their_schedule() {
-    let (env, client, ns) = namespace_with_identity("drift").await;
-    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
-    let manager =
-        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("drift", &[]).await;
     // `drift: true` makes every plan update a resource in place: persistent drift.
     let objects = [
         ("clean", "  drift: {intervalSeconds: 20, action: Report}"),

@@ -3,24 +3,12 @@
 //! without a backup starts nothing and says so.
 
 use captf_api::TerraformCluster;
-use captf_e2e::fixture::{
-    condition, create_cluster, has, namespace_with_identity, sample, wait_until,
-};
-use captf_e2e::{Manager, manager_kubeconfig};
+use captf_e2e::Manager;
+use captf_e2e::fixture::*;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 
 const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
-
-async fn annotate(api: &Api<TerraformCluster>, name: &str, key: &str, value: Option<&str>) {
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(&serde_json::json!({"metadata": {"annotations": {key: value}}})),
-    )
-    .await
-    .expect("annotate");
-}
 
 async fn restore_jobs(client: &kube::Client, ns: &str) -> Vec<Job> {
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
@@ -42,16 +30,14 @@ fn serial(tc: &TerraformCluster) -> Option<i64> {
     tc.status.as_ref()?.workspace.observed_state_serial
 }
 
-fn exports(tc: &TerraformCluster) -> String {
-    serde_json::to_string(&tc.status.as_ref().and_then(|s| s.exports.clone())).expect("json")
-}
-
 #[tokio::test]
 async fn a_backup_is_restored_on_request_and_the_request_is_consumed() {
-    let (env, client, ns) = namespace_with_identity("restore").await;
-    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
-    let manager =
-        Manager::start(&env, &kubeconfig, &ns, &[&format!("--namespace={ns}")]).expect("manager");
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("restore", &[]).await;
     let name = "restore";
     create_cluster(
         &client,

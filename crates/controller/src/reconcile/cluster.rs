@@ -593,22 +593,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         }
         Decided::Wait if decision.reason == decide::Reason::PlanAwaitingApproval => {
             if let Some(plan) = &status.plan {
-                let message = approvals::awaiting_message(
-                    &namespace,
-                    key.name(),
-                    plan,
-                    annotations_of
-                        .get(annotations::APPROVE_PLAN)
-                        .map(String::as_str),
-                );
-                conds.set(
-                    types::APPLY_JOB_SUCCEEDED,
-                    Status::Unknown,
-                    reasons::PLAN_AWAITING_APPROVAL,
-                    &message,
-                    generation,
-                    now,
-                );
+                await_approval(&mut conds, &key, &tc, plan, generation, now);
             }
         }
         Decided::Wait => {}
@@ -798,6 +783,34 @@ async fn restore_request(
             Ok(None)
         }
     }
+}
+
+/// `ApplyJobSucceeded=Unknown/PlanAwaitingApproval` for `plan`, naming an approval of another
+/// plan if one is set; returns the message.
+fn await_approval(
+    conds: &mut Conditions,
+    key: &ObjectKey,
+    tc: &TerraformCluster,
+    plan: &captf_api::PlanStatus,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> String {
+    let approval = tc.annotations().get(annotations::APPROVE_PLAN);
+    let message = approvals::awaiting_message(
+        key.namespace(),
+        key.name(),
+        plan,
+        approval.map(String::as_str),
+    );
+    conds.set(
+        types::APPLY_JOB_SUCCEEDED,
+        Status::Unknown,
+        reasons::PLAN_AWAITING_APPROVAL,
+        &message,
+        generation,
+        now,
+    );
+    message
 }
 
 /// `captf.io/abandon-infrastructure` names exactly this object's UID (a value copied from
@@ -1081,22 +1094,7 @@ async fn record(
                 (Some(plan), Some(inputs)) => {
                     let shown = approvals::plan_status(&f.name, inputs, plan, now);
                     if !approvals::is_empty(&shown.plan_hash) {
-                        let message = approvals::awaiting_message(
-                            key.namespace(),
-                            key.name(),
-                            &shown,
-                            tc.annotations()
-                                .get(annotations::APPROVE_PLAN)
-                                .map(String::as_str),
-                        );
-                        conds.set(
-                            types::APPLY_JOB_SUCCEEDED,
-                            Status::Unknown,
-                            reasons::PLAN_AWAITING_APPROVAL,
-                            &message,
-                            generation,
-                            now,
-                        );
+                        let message = await_approval(conds, key, tc, &shown, generation, now);
                         publish(
                             ctx,
                             tc,
