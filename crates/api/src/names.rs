@@ -197,6 +197,37 @@ impl ObjectKey {
     }
 }
 
+impl ObjectKey {
+    /// Whether `pod` is a pod of one of this object's Jobs (any operation, any attempt):
+    /// `<job name>-<5 characters>` with the job name as [`ObjectKey::job_name`] builds it.
+    /// Used to tell a lock left by a dead runner of this object from anyone else's.
+    pub fn owns_pod_name(&self, pod: &str) -> bool {
+        let Some((job, random)) = pod.rsplit_once('-') else {
+            return false;
+        };
+        if random.len() != 5 || !random.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return false;
+        }
+        [self.name.clone(), hex16(&self.name)].iter().any(|name| {
+            let Some(rest) = job.strip_prefix(&format!("captf-{}-{name}-", self.kind.short()))
+            else {
+                return false;
+            };
+            let mut parts = rest.rsplitn(3, '-');
+            let (Some(hash6), Some(attempt), Some(op)) = (parts.next(), parts.next(), parts.next())
+            else {
+                return false;
+            };
+            hash6.len() == 6
+                && hash6.bytes().all(|b| b.is_ascii_hexdigit())
+                && attempt
+                    .strip_prefix('a')
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                && Operation::ALL.iter().any(|o| o.as_str() == op)
+        })
+    }
+}
+
 /// The base state Secret for a suffix: `tfstate-default-<suffix>`.
 pub fn state_secret(suffix: &str) -> String {
     format!("tfstate-default-{suffix}")

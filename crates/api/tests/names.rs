@@ -227,3 +227,54 @@ fn cluster_lease_and_mirror_shapes() {
         "tfstate-default-x-c-part-10"
     );
 }
+
+#[test]
+fn pods_of_the_objects_own_jobs_are_recognised() {
+    let key = ObjectKey::new("ns", WorkloadKind::Cluster, "demo").expect("key");
+    let long = ObjectKey::new("ns", WorkloadKind::Cluster, "a".repeat(60)).expect("key");
+    let job = key.job_name(Operation::Apply, 3, "h2:x", "");
+    let long_job = long.job_name(Operation::Destroy, 1, "", "");
+    let rows: Vec<(&ObjectKey, String, bool)> = vec![
+        (&key, format!("{job}-6r66d"), true),
+        (
+            &key,
+            format!("{}-abcde", key.job_name(Operation::Drift, 12, "", "t")),
+            true,
+        ),
+        (&long, format!("{long_job}-x9z8q"), true),
+        // Not a pod of a Job: no random suffix, or a wrong one.
+        (&key, job.clone(), false),
+        (&key, format!("{job}-abc"), false),
+        // Another object's Job, another kind's, a workstation.
+        (
+            &key,
+            format!(
+                "{}-6r66d",
+                ObjectKey::new("ns", WorkloadKind::Cluster, "other")
+                    .expect("key")
+                    .job_name(Operation::Apply, 1, "", "")
+            ),
+            false,
+        ),
+        (
+            &key,
+            format!(
+                "{}-6r66d",
+                ObjectKey::new("ns", WorkloadKind::Machine, "demo")
+                    .expect("key")
+                    .job_name(Operation::Apply, 1, "", "")
+            ),
+            false,
+        ),
+        (&key, "laptop".to_owned(), false),
+        (
+            &key,
+            "captf-c-demo-frobnicate-a1-abcdef-6r66d".to_owned(),
+            false,
+        ),
+        (&key, "captf-c-demo-apply-a-abcdef-6r66d".to_owned(), false),
+    ];
+    for (k, pod, want) in rows {
+        assert_eq!(k.owns_pod_name(&pod), want, "{pod}");
+    }
+}

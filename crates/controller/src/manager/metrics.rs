@@ -38,6 +38,11 @@ pub struct Decision {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Kind {
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindResult {
     pub kind: &'static str,
     pub result: &'static str,
@@ -92,6 +97,7 @@ pub struct Metrics {
     pub inputs_bytes: Family<Object, Gauge>,
     pub state_backups_total: Family<KindResult, Counter>,
     pub state_restores_total: Family<KindResult, Counter>,
+    pub lock_force_unlocks_total: Family<Kind, Counter>,
     pub lease_waits_total: Family<KindReason, Counter>,
     pub ready: Family<Object, Gauge>,
     pub last_success_timestamp_seconds: Family<ObjectOp, Gauge>,
@@ -136,6 +142,7 @@ impl Metrics {
             inputs_bytes: Family::default(),
             state_backups_total: Family::default(),
             state_restores_total: Family::default(),
+            lock_force_unlocks_total: Family::default(),
             lease_waits_total: Family::default(),
             ready: Family::default(),
             last_success_timestamp_seconds: Family::default(),
@@ -203,6 +210,11 @@ impl Metrics {
             "captf_state_restores",
             "[ALPHA] Restores, by result (succeeded, failed, not_found)",
             m.state_restores_total.clone(),
+        );
+        r.register(
+            "captf_lock_force_unlocks",
+            "[ALPHA] Stale state locks force-unlocked",
+            m.lock_force_unlocks_total.clone(),
         );
         r.register(
             "captf_lease_waits",

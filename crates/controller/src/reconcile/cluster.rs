@@ -401,6 +401,51 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             }
         }
     }
+    // The engine's lock, while no Job runs: a dead runner's is released by the next Job, anyone
+    // else's is reported and never forced.
+    let lock = super::locks::inspect(&client, &key).await?;
+    let force_unlock = match &lock {
+        super::locks::Lock::Stale { id, pod } => Some((id.clone(), pod.clone())),
+        super::locks::Lock::Foreign(holder) if matches!(state, StateRead::Found(..)) => {
+            let message = format!(
+                "the state lock is {holder}: not taken by this object's Jobs, so CAPTF never forces it. Release it where it was taken (`tofu force-unlock {}` or `terraform force-unlock {}` with the same backend); until then every Job waits lockTimeoutSeconds for it and fails",
+                holder.id, holder.id
+            );
+            let was_locked = tc
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == types::STATE_READABLE))
+                .is_some_and(|c| c.reason == reasons::STATE_LOCKED);
+            conds.set(
+                types::STATE_READABLE,
+                Status::False,
+                reasons::STATE_LOCKED,
+                &message,
+                generation,
+                now,
+            );
+            if !was_locked {
+                ctx.metrics
+                    .state_read_errors_total
+                    .get_or_create(&crate::manager::metrics::KindReason {
+                        kind: KIND,
+                        reason: "locked",
+                    })
+                    .inc();
+                publish(
+                    &ctx,
+                    &tc,
+                    EventType::Warning,
+                    captf_api::events::STATE_LOCKED,
+                    &message,
+                )
+                .await;
+            }
+            None
+        }
+        _ => None,
+    };
     if let StateRead::Found(s, _) = &state {
         apply_outputs(
             &ctx,
@@ -655,6 +700,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                     &identity,
                     durable.interrupted_apply(),
                     restore.as_ref(),
+                    force_unlock.as_ref(),
                     &mut conds,
                     generation,
                     now,
@@ -1532,6 +1578,7 @@ async fn start_job(
     identity: &str,
     interrupted: Option<&str>,
     restore: Option<&super::backups::BackupSet>,
+    force_unlock: Option<&(String, String)>,
     conds: &mut Conditions,
     generation: Option<i64>,
     now: Timestamp,
@@ -1651,6 +1698,7 @@ async fn start_job(
         .filter(|a| a.operation == start.op && !jobs.iter().any(|j| j.name == a.name))
         .map_or(0, |a| u32::try_from(a.attempt).unwrap_or(0));
     spec.attempt = jobs::next_attempt(jobs, start.op).max(lost_attempt + 1);
+    spec.force_unlock = force_unlock.map(|(id, _)| id.clone());
     if let Some(set) = restore.filter(|_| start.op == Operation::Restore) {
         spec.restore = set.restore_source();
         spec.tick = format!("restore/{}", set.base);
@@ -1747,6 +1795,22 @@ async fn start_job(
             EventType::Normal,
             captf_api::events::INPUTS_CHANGED,
             &format!("started {job_name}"),
+        )
+        .await;
+    }
+    if let Some((id, pod)) = force_unlock {
+        ctx.metrics
+            .lock_force_unlocks_total
+            .get_or_create(&crate::manager::metrics::Kind { kind: KIND })
+            .inc();
+        publish(
+            ctx,
+            tc,
+            EventType::Warning,
+            captf_api::events::FORCE_UNLOCKED,
+            &format!(
+                "{job_name} force-unlocks the state lock {id} left by pod {pod}, which is gone"
+            ),
         )
         .await;
     }

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod credentials;
 pub mod jobs;
 pub mod leases;
+pub mod locks;
 pub mod secrets;
 pub mod state;
 
