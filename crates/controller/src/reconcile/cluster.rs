@@ -401,6 +401,24 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             }
         }
     }
+    // Owner references lost in a restore or a move: re-owned here, unpaused and with no Job
+    // running (state chunks are never touched while a Job may write them).
+    let mut own_secrets = vec![key.durable_inputs_secret(), key.plan_key_secret()];
+    if let StateRead::Found(_, chunks) = &state {
+        own_secrets.extend(chunks.iter().map(|c| c.name.clone()));
+    }
+    let orphans = super::owners::to_repair(&ctx.caches, &namespace, &own_secrets, &owner_ref);
+    if !orphans.is_empty() {
+        super::owners::repair(&client, &key, &orphans, &owner_ref).await?;
+        publish(
+            &ctx,
+            &tc,
+            EventType::Normal,
+            captf_api::events::OWNER_REFERENCES_REPAIRED,
+            &format!("re-owned {}", orphans.join(", ")),
+        )
+        .await;
+    }
     // The engine's lock, while no Job runs: a dead runner's is released by the next Job, anyone
     // else's is reported and never forced.
     let lock = super::locks::inspect(&client, &key).await?;

@@ -9,6 +9,7 @@ pub mod credentials;
 pub mod jobs;
 pub mod leases;
 pub mod locks;
+pub mod owners;
 pub mod secrets;
 pub mod state;
 

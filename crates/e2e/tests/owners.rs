@@ -1,0 +1,70 @@
+//! Secrets that lost their owner references (restored from a namespace backup, say) are
+//! re-owned by the next unpaused pass, so the garbage collector removes them with the object.
+
+use captf_api::TerraformCluster;
+use captf_e2e::fixture::*;
+use captf_testenv::wait_for;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+
+const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
+
+#[tokio::test]
+async fn secrets_without_owner_references_are_re_owned() {
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("owners", &[]).await;
+    let name = "owners";
+    create_cluster(&client, &ns, name, IMAGE, "").await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let tc = wait_until(&api, name, "Ready", &manager, ready).await;
+    let uid = tc.metadata.uid.clone().expect("uid");
+    let suffix = tc
+        .status
+        .as_ref()
+        .and_then(|s| s.workspace.state_secret_suffix.clone())
+        .expect("suffix");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let names = [
+        format!("tfstate-default-{suffix}"),
+        format!("captf-inputs-c-{name}"),
+    ];
+    for secret in &names {
+        secrets
+            .patch(
+                secret,
+                &PatchParams::default(),
+                &Patch::Merge(&serde_json::json!({"metadata": {"ownerReferences": null}})),
+            )
+            .await
+            .expect("strip the owner references");
+    }
+    // Nothing wakes the object for an ownerless Secret; anything that does will repair them.
+    annotate(&api, name, "example.com/poke", Some("1")).await;
+    wait_for("the Secrets re-owned", TIMEOUT, || async {
+        let mut owned = true;
+        for secret in &names {
+            let refs = secrets.get(secret).await?.metadata.owner_references;
+            owned &= refs.unwrap_or_default().iter().any(|r| r.uid == uid);
+        }
+        Ok(owned.then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let repaired = wait_for("the OwnerReferencesRepaired event", TIMEOUT, || async {
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("OwnerReferencesRepaired")))
+    })
+    .await
+    .expect("event");
+    let note = repaired.note.unwrap_or_default();
+    assert!(names.iter().all(|n| note.contains(n)), "{note}");
+}
