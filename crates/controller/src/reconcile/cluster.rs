@@ -1106,7 +1106,10 @@ async fn record(
             let api: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), key.namespace());
             if let Some(approved) = f.annotations.get(annotations::APPROVED_PLAN) {
                 status.plan = None;
-                if approvals::consume(&api, key.name(), annotations::APPROVE_PLAN, approved).await?
+                let named = tc.annotations().get(annotations::APPROVE_PLAN) == Some(approved);
+                if named
+                    && approvals::consume(&api, key.name(), annotations::APPROVE_PLAN, approved)
+                        .await?
                 {
                     publish(
                         ctx,
@@ -1121,6 +1124,11 @@ async fn record(
             // A destructive approval names inputs, not a plan: any successful apply of those
             // inputs uses it up, so a later remediation of the same inputs is guarded again.
             if let Some(inputs) = f.inputs_hash()
+                && tc
+                    .annotations()
+                    .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
+                    .map(String::as_str)
+                    == Some(inputs)
                 && approvals::consume(
                     &api,
                     key.name(),
