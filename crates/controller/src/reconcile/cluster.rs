@@ -348,8 +348,18 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             }
         }
     };
+    // A serial not seen before, or one no listed backup holds yet (the state of an object that
+    // applied before backups were on).
+    let serial = i64::try_from(state_serial(&state)).ok();
+    let listed = status
+        .workspace
+        .state_backups
+        .as_ref()
+        .is_some_and(|b| b.iter().any(|b| Some(b.serial) == serial));
+    let backups_on = ctx.args.state_backups > 0 && serial.is_some_and(|s| s >= 1);
     if let StateRead::Found(s, chunks) = &state
-        && status.workspace.observed_state_serial != i64::try_from(s.serial).ok()
+        && (status.workspace.observed_state_serial != serial
+            || (backups_on && !listed && !deleting))
     {
         // A serial not seen before: keep a copy. A failed copy fails the pass, so the serial is
         // not recorded as observed and the next pass tries again.
@@ -801,6 +811,14 @@ async fn lost_apply(
         .await
         .during(|| "reading the object live".to_owned())?;
     Ok(live.and_then(|l| named(&l)).filter(|n| *n == name))
+}
+
+/// The serial of a readable state, else 0.
+fn state_serial(state: &StateRead) -> u64 {
+    match state {
+        StateRead::Found(s, _) => s.serial,
+        _ => 0,
+    }
 }
 
 /// The CAPI Cluster's name: the owner's, else the `cluster.x-k8s.io/cluster-name` label.
