@@ -1,5 +1,6 @@
 //! Secrets that lost their owner references (restored from a namespace backup, say) are
-//! re-owned by the next unpaused pass, so the garbage collector removes them with the object.
+//! re-owned by the next unpaused pass, so the garbage collector removes them with the object:
+//! state, durable inputs and, as a plain (non-controller) owner, backups.
 
 use captf_api::TerraformCluster;
 use captf_e2e::fixture::*;
@@ -42,6 +43,32 @@ async fn secrets_without_owner_references_are_re_owned() {
             .await
             .expect("strip the owner references");
     }
+    // A backup restored the same way, with the status that listed it gone as after a
+    // namespace restore.
+    let backup = secrets
+        .list(&ListParams::default().labels(&format!("captf.io/state-backup-suffix={suffix}")))
+        .await
+        .expect("backups")
+        .items
+        .into_iter()
+        .next()
+        .and_then(|b| b.metadata.name)
+        .expect("a backup of the first apply");
+    secrets
+        .patch(
+            &backup,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"metadata": {"ownerReferences": null}})),
+        )
+        .await
+        .expect("strip the backup's owner references");
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"status": {"stateBackups": null}})),
+    )
+    .await
+    .expect("forget status.stateBackups");
     // Nothing wakes the object for an ownerless Secret; anything that does will repair them.
     annotate(&api, name, "example.com/poke", Some("1")).await;
     wait_for("the Secrets re-owned", TIMEOUT, || async {
@@ -54,6 +81,17 @@ async fn secrets_without_owner_references_are_re_owned() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let owner = wait_for("the backup re-owned", TIMEOUT, || async {
+        let refs = secrets.get(&backup).await?.metadata.owner_references;
+        Ok(refs.unwrap_or_default().into_iter().find(|r| r.uid == uid))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    assert_ne!(
+        owner.controller,
+        Some(true),
+        "a backup is owned, not controlled"
+    );
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
     let repaired = wait_for("the OwnerReferencesRepaired event", TIMEOUT, || async {
         Ok(events

@@ -348,6 +348,8 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             }
         }
     };
+    // Secrets re-owned in this pass, for one event.
+    let mut repaired: Vec<String> = Vec::new();
     // A serial not seen before, or one no listed backup holds yet (the state of an object that
     // applied before backups were on).
     let serial = i64::try_from(state_serial(&state)).ok();
@@ -404,6 +406,21 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                 }
                 let entries = super::backups::status_entries(&sets);
                 status.workspace.state_backups = (!entries.is_empty()).then_some(entries);
+                // Backups restored without owner references (a namespace restore leaves
+                // status.stateBackups empty, so this listing runs once after it): owned by the
+                // object again, as a plain owner so they outlive a manual state deletion.
+                let names: Vec<String> = sets.iter().flat_map(|s| s.secrets.clone()).collect();
+                let backup_owner = OwnerReference {
+                    controller: None,
+                    block_owner_deletion: None,
+                    ..owner_ref.clone()
+                };
+                let orphans =
+                    super::owners::to_repair(&ctx.caches, &namespace, &names, &backup_owner);
+                if !orphans.is_empty() {
+                    super::owners::repair(&client, &key, &orphans, &backup_owner).await?;
+                    repaired.extend(orphans);
+                }
             }
             Err(e) => {
                 counter(super::backups::RESULT_FAILED);
@@ -420,12 +437,15 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     let orphans = super::owners::to_repair(&ctx.caches, &namespace, &own_secrets, &owner_ref);
     if !orphans.is_empty() {
         super::owners::repair(&client, &key, &orphans, &owner_ref).await?;
+        repaired.extend(orphans);
+    }
+    if !repaired.is_empty() {
         publish(
             &ctx,
             &tc,
             EventType::Normal,
             captf_api::events::OWNER_REFERENCES_REPAIRED,
-            &format!("re-owned {}", orphans.join(", ")),
+            &format!("re-owned {}", repaired.join(", ")),
         )
         .await;
     }

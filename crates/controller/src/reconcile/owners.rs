@@ -1,4 +1,4 @@
-//! Re-owning the object's Secrets after they were restored without owner references (a
+//! Re-owning the object's Secrets (state, durable inputs, plan key, backups) after they were restored without owner references (a
 //! namespace backup, `clusterctl move`): without them the garbage collector would never remove
 //! them, and with an old object's UID it would remove them at once.
 
