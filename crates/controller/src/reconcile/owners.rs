@@ -1,6 +1,7 @@
-//! Re-owning the object's Secrets (state, durable inputs, plan key, backups) after they were restored without owner references (a
-//! namespace backup, `clusterctl move`): without them the garbage collector would never remove
-//! them, and with an old object's UID it would remove them at once.
+//! Re-owning the object's Secrets (state, durable inputs, plan key, backups) after they were
+//! restored without owner references (a namespace backup, `clusterctl move`): without them the
+//! garbage collector would never remove them, and with an old object's UID it would remove them
+//! at once.
 
 use captf_api::names::ObjectKey;
 use k8s_openapi::api::core::v1::Secret;
