@@ -73,7 +73,8 @@ pub fn reflectors(client: &kube::Client, namespace: &str) -> Reflectors {
     }
 }
 
-fn scoped<K>(client: &kube::Client, namespace: &str) -> Api<K>
+/// An `Api` over `namespace`, or over all namespaces when it is empty (`--namespace`).
+pub fn scoped<K>(client: &kube::Client, namespace: &str) -> Api<K>
 where
     K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
 {

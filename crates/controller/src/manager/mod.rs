@@ -184,7 +184,7 @@ async fn run_controllers(start: Start) {
         tracing::error!("the Job and Secret caches stopped before they were filled");
         return;
     }
-    let clusters: Api<captf_api::TerraformCluster> = scoped(&client, &args.namespace);
+    let clusters: Api<captf_api::TerraformCluster> = crate::cache::scoped(&client, &args.namespace);
     let mut cluster_config = watcher::Config::default().any_semantic();
     if !args.watch_filter.is_empty() {
         cluster_config = cluster_config.labels(&format!(
@@ -219,17 +219,6 @@ async fn run_controllers(start: Start) {
             }
         })
         .await;
-}
-
-fn scoped<K>(client: &Client, namespace: &str) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    if namespace.is_empty() {
-        Api::all(client.clone())
-    } else {
-        Api::namespaced(client.clone(), namespace)
-    }
 }
 
 fn health_router(ready: Arc<AtomicBool>) -> Router {

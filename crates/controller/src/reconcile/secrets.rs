@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use captf_api::names::ObjectKey;
 use captf_api::{annotations, labels};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
@@ -121,13 +120,7 @@ pub async fn adopt_state(
     f: &Finished,
 ) -> Result<()> {
     let ns = key.namespace();
-    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let hash = jobs
-        .get_opt(&f.name)
-        .await
-        .during(|| format!("reading Job {ns}/{}", f.name))?
-        .and_then(|j| j.metadata.annotations)
-        .and_then(|a| a.get(annotations::INPUTS_HASH).cloned());
+    let hash = f.inputs_hash().map(str::to_owned);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let selector = format!(
         "{}=true,{}={}",
