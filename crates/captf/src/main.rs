@@ -35,6 +35,15 @@ enum Command {
         #[command(subcommand)]
         what: LintCommand,
     },
+    /// Disaster recovery: export a namespace's state, backups, durable inputs and objects;
+    /// import them paused into a rebuilt cluster; unpause them (docs/runbooks/disaster-recovery.md).
+    Dr {
+        #[command(subcommand)]
+        what: DrCommand,
+        /// The kubeconfig to use; defaults to $KUBECONFIG, ~/.kube/config or the in-cluster config.
+        #[arg(long, global = true, value_name = "FILE")]
+        kubeconfig: Option<std::path::PathBuf>,
+    },
     /// The in-Job runner: `copy DST`, `run --op=…`, `version` (see `captf runner --help`).
     #[command(disable_help_flag = true)]
     Runner(captf_runner::Invocation),
@@ -61,6 +70,38 @@ enum LintCommand {
         /// Rule ids whose warnings are accepted (repeatable, or comma-separated).
         #[arg(long = "allow-warning", value_name = "RULE")]
         allow_warning: Vec<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum DrCommand {
+    /// Write one namespace's recovery copy: its Terraform* and Cluster API objects, the
+    /// identities and variablesFrom sources they name, and the state, backup and durable inputs
+    /// Secrets without owner references. The file holds Secrets: protect it like the state.
+    Export {
+        /// The namespace to copy.
+        #[arg(long, short = 'n')]
+        namespace: String,
+        /// The file to write (mode 0600); standard output when omitted.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
+    },
+    /// Restore a copy into the same namespace, paused: Clusters get spec.paused and Terraform*
+    /// objects the cluster.x-k8s.io/paused annotation. Refuses when any restored object or
+    /// state Secret already exists.
+    Import {
+        /// The file `captf dr export` wrote.
+        #[arg(long, short = 'f', value_name = "FILE")]
+        file: std::path::PathBuf,
+    },
+    /// Unpause what `captf dr import` paused (objects paused in the copy stay paused).
+    Unpause {
+        /// The file the import read.
+        #[arg(long, short = 'f', value_name = "FILE")]
+        file: std::path::PathBuf,
+        /// Only this object (`Kind/name`, repeatable), with its Cluster.
+        #[arg(long = "object", value_name = "KIND/NAME")]
+        objects: Vec<String>,
     },
 }
 
@@ -171,6 +212,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             stdout.flush()?;
             std::process::exit(report.exit_code(&options));
         }
+        Command::Dr { what, kubeconfig } => {
+            drop(stdout);
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(dr(what, kubeconfig))?;
+        }
         Command::Runner(invocation) => {
             // The runner owns its exit codes (0 ok, 1 failure, 2 usage) and writes to stdout
             // from its own threads.
@@ -178,6 +224,73 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             std::process::exit(captf_runner::main(invocation));
         }
     }
+    Ok(())
+}
+
+async fn dr(what: DrCommand, kubeconfig: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    use captf_controller::dr;
+    let client = captf_controller::manager::connect(kubeconfig.as_deref()).await?;
+    let read = |file: &std::path::Path| -> anyhow::Result<dr::Export> {
+        let bytes =
+            std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+        dr::Export::from_json(&bytes)
+            .with_context(|| format!("{} is not a `captf dr export` document", file.display()))
+    };
+    let lines = match what {
+        DrCommand::Export { namespace, output } => {
+            let now = dr::now();
+            let (export, notes) = dr::export(&client, &namespace, &now).await?;
+            let json = export.to_json()?;
+            match &output {
+                Some(path) => write_private(path, &json)?,
+                None => std::io::stdout().lock().write_all(&json)?,
+            }
+            let mut lines = notes.0;
+            lines.push(format!(
+                "exported namespace {namespace}: {} objects, {} Cluster API objects, {} Secrets, {} identities{}",
+                export.objects.len(),
+                export.cluster_api.len(),
+                export.secrets.len(),
+                export.identities.len(),
+                output
+                    .map(|p| format!(" to {}", p.display()))
+                    .unwrap_or_default()
+            ));
+            lines
+        }
+        DrCommand::Import { file } => {
+            let export = read(&file)?;
+            let mut lines = dr::import(&client, &export).await?;
+            lines.push(format!(
+                "restored namespace {} paused; check the Secrets and status.stateSecretSuffix, then run `captf dr unpause -f {}` (or --object Kind/name for one object first)",
+                export.namespace,
+                file.display()
+            ));
+            lines
+        }
+        DrCommand::Unpause { file, objects } => {
+            let export = read(&file)?;
+            dr::unpause(&client, &export, &objects).await?
+        }
+    };
+    let mut err = std::io::stderr().lock();
+    for line in lines {
+        writeln!(err, "{line}")?;
+    }
+    Ok(())
+}
+
+/// Writes a file only its owner can read: the copy holds state and credentials.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(bytes)?;
     Ok(())
 }
 

@@ -6,6 +6,7 @@ pub mod cache;
 pub mod capi;
 pub mod conditions;
 pub mod decide;
+pub mod dr;
 mod error;
 pub mod identity;
 pub mod inputs;

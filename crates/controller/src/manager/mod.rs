@@ -82,7 +82,12 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
 }
 
 async fn client(args: &ManagerArgs) -> Result<Client, Error> {
-    let config = match &args.kubeconfig {
+    connect(args.kubeconfig.as_deref()).await
+}
+
+/// A client from `--kubeconfig`, else $KUBECONFIG, `~/.kube/config` or the in-cluster config.
+pub async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Client, Error> {
+    let config = match kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| Error::Startup(format!("--kubeconfig: {e}")))?;
