@@ -79,6 +79,22 @@ async fn manual_applies_exactly_the_approved_plan_and_consumes_the_approval() {
     );
     assert_eq!(applies(&client, &ns).await.len(), 1, "nothing applied");
 
+    // A further change while the plan waits supersedes it with a new plan.
+    merge_patch(
+        &api,
+        name,
+        serde_json::json!({"spec": {"variables": {"extra_exports": {"token": "three"}}}}),
+    )
+    .await;
+    let superseded = wait_until(&api, name, "a new plan", &manager, |t| {
+        t.status
+            .as_ref()
+            .and_then(|s| s.plan.as_ref())
+            .is_some_and(|p| p.plan_hash != plan.plan_hash)
+    })
+    .await;
+    let plan = superseded.status.and_then(|s| s.plan).expect("status.plan");
+
     // An approval of another plan does nothing, and the condition says so.
     merge_patch(&api,
         name,
@@ -105,7 +121,7 @@ async fn manual_applies_exactly_the_approved_plan_and_consumes_the_approval() {
     )
     .await;
     let applied = wait_until(&api, name, "the approved apply", &manager, |t| {
-        ready(t) && exports(t).contains("two")
+        ready(t) && exports(t).contains("three")
     })
     .await;
     let jobs = applies(&client, &ns).await;
@@ -133,6 +149,18 @@ async fn manual_applies_exactly_the_approved_plan_and_consumes_the_approval() {
         "status.plan cleared"
     );
     assert!(applied.status.is_some());
+    let metrics = captf_e2e::Manager::get(&manager.metrics).expect("metrics");
+    let approvals = |result: &str| {
+        sample(
+            &metrics,
+            &format!("captf_plan_approvals_total{{kind=\"TerraformCluster\",result=\"{result}\"}}"),
+        )
+    };
+    assert_eq!(
+        ["created", "superseded", "approved", "applied", "failed"].map(approvals),
+        [Some(2.0), Some(1.0), Some(1.0), Some(1.0), None],
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

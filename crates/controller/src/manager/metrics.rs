@@ -98,6 +98,7 @@ pub struct Metrics {
     pub state_backups_total: Family<KindResult, Counter>,
     pub state_restores_total: Family<KindResult, Counter>,
     pub lock_force_unlocks_total: Family<Kind, Counter>,
+    pub plan_approvals_total: Family<KindResult, Counter>,
     pub lease_waits_total: Family<KindReason, Counter>,
     pub ready: Family<Object, Gauge>,
     pub last_success_timestamp_seconds: Family<ObjectOp, Gauge>,
@@ -143,6 +144,7 @@ impl Metrics {
             state_backups_total: Family::default(),
             state_restores_total: Family::default(),
             lock_force_unlocks_total: Family::default(),
+            plan_approvals_total: Family::default(),
             lease_waits_total: Family::default(),
             ready: Family::default(),
             last_success_timestamp_seconds: Family::default(),
@@ -215,6 +217,11 @@ impl Metrics {
             "captf_lock_force_unlocks",
             "[ALPHA] Stale state locks force-unlocked",
             m.lock_force_unlocks_total.clone(),
+        );
+        r.register(
+            "captf_plan_approvals",
+            "[ALPHA] Manual plans by result (created, approved, applied, superseded, failed)",
+            m.plan_approvals_total.clone(),
         );
         r.register(
             "captf_lease_waits",

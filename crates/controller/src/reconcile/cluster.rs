@@ -756,6 +756,9 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                 .await?
                 {
                     Started::Job(job) => {
+                        if start.expect_plan.is_some() {
+                            count_approval(&ctx, "approved");
+                        }
                         active_now = Some(job);
                         requeue = Some(crate::schedule::ACTIVE_JOB_REQUEUE);
                     }
@@ -1143,6 +1146,7 @@ async fn record(
             secrets::adopt_state(&ctx.client, key, &owner_reference(tc)?, f).await?;
             let api: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), key.namespace());
             if let Some(approved) = f.annotations.get(annotations::APPROVED_PLAN) {
+                count_approval(ctx, "applied");
                 status.plan = None;
                 let named = tc.annotations().get(annotations::APPROVE_PLAN) == Some(approved);
                 if named
@@ -1204,6 +1208,12 @@ async fn record(
                 (Some(plan), Some(inputs)) => {
                     let shown = approvals::plan_status(&f.name, inputs, plan, now);
                     if !approvals::is_empty(&shown.plan_hash) {
+                        let pending = status.plan.as_ref().map(|p| p.plan_hash.as_str());
+                        if pending.is_some_and(|p| !approvals::is_empty(p) && p != shown.plan_hash)
+                        {
+                            count_approval(ctx, "superseded");
+                        }
+                        count_approval(ctx, "created");
                         let message = await_approval(conds, key, tc, &shown, generation, now);
                         publish(
                             ctx,
@@ -1229,6 +1239,7 @@ async fn record(
             }
         }
         (Operation::Apply, false) if f.markers.contains_key(annotations::PLAN_CHANGED) => {
+            count_approval(ctx, "superseded");
             let plan = f.result.as_ref().and_then(|r| r.plan.as_ref());
             let mut message = format!(
                 "Job {}: the approved plan no longer matches what would be applied; nothing was applied",
@@ -1443,6 +1454,9 @@ async fn record(
         )
         .await;
     } else if !f.succeeded && !f.markers.contains_key(annotations::PLAN_CHANGED) {
+        if f.op == Operation::Apply && f.annotations.contains_key(annotations::APPROVED_PLAN) {
+            count_approval(ctx, "failed");
+        }
         publish(
             ctx,
             tc,
@@ -1453,6 +1467,14 @@ async fn record(
         .await;
     }
     Ok(())
+}
+
+/// `captf_plan_approvals_total`: a Manual plan's way from created to applied (or not).
+fn count_approval(ctx: &Context, result: &'static str) {
+    ctx.metrics
+        .plan_approvals_total
+        .get_or_create(&crate::manager::metrics::KindResult { kind: KIND, result })
+        .inc();
 }
 
 /// Outputs from state into status: provisioned latch, health, endpoint write-back, exports.
