@@ -251,3 +251,87 @@ async fn a_destructive_change_waits_for_its_approval_which_is_then_used_up() {
     .await;
     assert!(annotation(&again, "captf.io/approve-destructive-plan").is_none());
 }
+
+#[tokio::test]
+async fn prevent_destroy_fails_even_an_approved_plan() {
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("protected", &[]).await;
+    let name = "protected";
+    create_cluster(
+        &client,
+        &ns,
+        name,
+        IMAGE,
+        "  variables: {protected_trigger: one}",
+    )
+    .await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let first = wait_until(&api, name, "the first apply", &manager, ready).await;
+    let serial = first
+        .status
+        .as_ref()
+        .and_then(|s| s.workspace.observed_state_serial);
+
+    // Replacing the protected resource: the engine refuses to plan it.
+    merge_patch(
+        &api,
+        name,
+        serde_json::json!({"spec": {"variables": {"protected_trigger": "two"}}}),
+    )
+    .await;
+    let refused = |t: &TerraformCluster| {
+        condition(t, "ApplyJobSucceeded").is_some_and(|c| {
+            c.0 == "False" && c.1 == "ApplyFailed" && c.2.contains("cannot be destroyed")
+        })
+    };
+    wait_until(&api, name, "the plan refused", &manager, refused).await;
+    let failed = applies(&client, &ns).await;
+    assert_eq!(failed.len(), 2, "the first apply and the refused one");
+    let first_job = first
+        .status
+        .as_ref()
+        .and_then(|s| s.workspace.last_run.as_ref())
+        .map(|r| r.job.clone());
+    let inputs = failed
+        .iter()
+        .filter(|j| j.metadata.name != first_job)
+        .find_map(|j| j.metadata.annotations.as_ref()?.get("captf.io/inputs-hash"))
+        .cloned()
+        .expect("the inputs hash of the refused apply");
+
+    // Approving those inputs changes nothing: the retry is refused the same way.
+    merge_patch(&api,
+        name,
+        serde_json::json!({"metadata": {"annotations": {"captf.io/approve-destructive-plan": inputs}}}),
+    )
+    .await;
+    let retried = wait_until(&api, name, "the approved retry refused", &manager, |t| {
+        refused(t)
+            && t.status
+                .as_ref()
+                .and_then(|s| s.workspace.last_run.as_ref())
+                .is_some_and(|r| {
+                    failed
+                        .iter()
+                        .all(|j| j.metadata.name.as_deref() != Some(r.job.as_str()))
+                })
+    })
+    .await;
+    assert_eq!(
+        retried
+            .status
+            .as_ref()
+            .and_then(|s| s.workspace.observed_state_serial),
+        serial,
+        "nothing was destroyed"
+    );
+    assert_eq!(
+        annotation(&retried, "captf.io/approve-destructive-plan").as_deref(),
+        Some(inputs.as_str()),
+        "a failed apply does not use the approval up"
+    );
+}

@@ -41,6 +41,12 @@ variable "replace_trigger" {
   default     = ""
 }
 
+variable "protected_trigger" {
+  description = "When set, adds terraform_data.protected[0] with prevent_destroy, replaced when this value changes: any change (or null again) plans a destroy the engine refuses."
+  type        = string
+  default     = null
+}
+
 variable "output_token" {
   description = "Copied to the extra output noop_token only: changing it is an output-only change."
   type        = string

@@ -56,6 +56,18 @@ resource "terraform_data" "drift" {
   input = uuid()
 }
 
+# Infrastructure that must never go: once created, replacing or removing it fails
+# the plan, approved or not.
+resource "terraform_data" "protected" {
+  count = var.protected_trigger == null ? 0 : 1
+
+  triggers_replace = var.protected_trigger
+
+  lifecycle {
+    prevent_destroy = true
+  }
+}
+
 resource "terraform_data" "load_balancer" {
   input            = local.load_balancer_input
   triggers_replace = var.replace_trigger
