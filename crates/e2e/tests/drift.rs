@@ -1,5 +1,6 @@
 //! Drift checks on their schedule: a clean check reports NoDrift, `Report` shows the drift with
-//! a summary, `Remediate` re-applies the same inputs (marked as a remediation).
+//! a summary, `Remediate` re-applies the same inputs (marked as a remediation), and an
+//! output-only change is not drift.
 
 use captf_api::TerraformCluster;
 use captf_e2e::fixture::*;
@@ -28,6 +29,11 @@ async fn drift_checks_report_and_remediate_on_their_schedule() {
             "remediated",
             "  drift: {intervalSeconds: 20, action: Remediate}\n  variables: {drift: true}",
         ),
+        // Every plan changes an output and nothing else.
+        (
+            "outputs",
+            "  drift: {intervalSeconds: 20, action: Remediate}\n  variables: {output_drift: true}",
+        ),
     ];
     for (name, spec) in objects {
         create_cluster(&client, &ns, name, IMAGE, spec).await;
@@ -47,6 +53,27 @@ async fn drift_checks_report_and_remediate_on_their_schedule() {
             .is_some(),
         "lastDriftCheck recorded"
     );
+
+    // An output-only change is not drift: the drift plan had changes (exit code 2), yet
+    // NoDrift, and nothing is remediated.
+    wait_until(
+        &api,
+        "outputs",
+        "a drift check with only output changes",
+        &manager,
+        |t| {
+            let plan_exit = t
+                .status
+                .as_ref()
+                .and_then(|s| s.workspace.last_run.as_ref())
+                .filter(|r| r.operation == captf_api::Operation::Drift)
+                .and_then(|r| r.steps.as_ref())
+                .and_then(|steps| steps.iter().find(|s| s.name == "plan"))
+                .map(|s| s.exit_code);
+            plan_exit == Some(2) && has(t, "DriftDetected", "False", "NoDrift")
+        },
+    )
+    .await;
 
     let reported = wait_until(&api, "reported", "drift reported", &manager, |t| {
         has(t, "DriftDetected", "True", "DriftReported")
@@ -72,6 +99,11 @@ async fn drift_checks_report_and_remediate_on_their_schedule() {
         applies_of(&list, "reported").len(),
         1,
         "Report never applies"
+    );
+    assert_eq!(
+        applies_of(&list, "outputs").len(),
+        1,
+        "an output-only change is never remediated"
     );
 
     // Remediate: an apply of the same inputs, marked as a remediation.

@@ -47,6 +47,12 @@ variable "protected_trigger" {
   default     = null
 }
 
+variable "output_drift" {
+  description = "When true, exports.plan_time is plantimestamp(): every plan, drift checks included, shows an output-only change."
+  type        = bool
+  default     = false
+}
+
 variable "output_token" {
   description = "Copied to the extra output noop_token only: changing it is an output-only change."
   type        = string

@@ -14,8 +14,12 @@ output "failure_domains" {
 }
 
 output "exports" {
-  description = "Values for machines and pools: backend_id (changes when the load balancer is replaced) merged with extra_exports."
-  value       = merge({ backend_id = "noop-backend-${terraform_data.load_balancer.id}" }, var.extra_exports)
+  description = "Values for machines and pools: backend_id (changes when the load balancer is replaced) merged with extra_exports, and plan_time with the output_drift knob."
+  value = merge(
+    { backend_id = "noop-backend-${terraform_data.load_balancer.id}" },
+    var.extra_exports,
+    var.output_drift ? { plan_time = plantimestamp() } : {},
+  )
 }
 
 output "health" {
