@@ -7,33 +7,34 @@ use std::time::Duration;
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::names::{ObjectKey, WorkloadKind};
 use captf_api::{
-    ActiveJob, Initialization, Operation, SourceStatus, TerraformCluster, TerraformClusterStatus,
-    annotations, labels,
+    Initialization, Operation, SourceStatus, TerraformCluster, TerraformClusterStatus, annotations,
+    labels,
 };
 use captf_contract::{Decoded, Role, RoleInputs, Variables};
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
 use super::bookkeeping::{self, Finished};
 use super::jobs::{self, Phase};
+use super::launch::{GATE_REQUEUE, Launch, Started};
+use super::object::{add_finalizer, patch_status, remove_finalizer, set_block_move};
+use super::pass::{
+    Pass, abandon_cause, abandon_requested, active_job, drift_found, finish_bookkeeping,
+    first_visit, restore_request,
+};
 use super::state::{self, StateRead};
-use super::{Context, approvals, credentials, leases, secrets};
+use super::{Context, approvals, secrets};
 use crate::capi;
 use crate::conditions::Conditions;
 use crate::decide::{self, Action as Decided, Approvals, Observed, Policy, Snapshot, StateView};
 use crate::error::{Error, KubeContext, Result};
-use crate::job::{EffectivePolicy, JobSpec, PolicyLayers, build_job, per_run_secret};
+use crate::job::{EffectivePolicy, PolicyLayers};
 
 const KIND: &str = "TerraformCluster";
-const GATE_REQUEUE: Duration = Duration::from_secs(30);
-/// How long an operation waits for a Job slot before looking again (plus up to a tenth).
-const JOB_SLOT_REQUEUE: Duration = Duration::from_secs(15);
 
 /// One pass over a TerraformCluster.
 pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<Action> {
@@ -56,7 +57,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     // Externally managed: CAPTF leaves the object alone, and only lets go of a deletion.
     if annotations_of.contains_key(annotations::MANAGED_BY) {
         if deleting && has_finalizer {
-            remove_finalizer(&api, &tc).await?;
+            remove_finalizer(&api, &tc, WorkloadKind::Cluster).await?;
             publish(
                 &ctx,
                 &tc,
@@ -117,7 +118,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         }
     };
     if !deleting && !has_finalizer {
-        add_finalizer(&api, &tc).await?;
+        add_finalizer(&api, &tc, WorkloadKind::Cluster).await?;
         return Ok(Action::requeue(Duration::from_millis(100)));
     }
     if deleting {
@@ -236,6 +237,14 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     set_block_move(&api, &tc, false).await?;
 
     // Credentials and runner RBAC, every pass of a live object.
+    let pass = Pass {
+        ctx: &ctx,
+        object: tc.as_ref(),
+        key: &key,
+        kind: KIND,
+        generation,
+        now,
+    };
     let owner_ref = owner_reference(&tc)?;
     let identity = tc
         .spec
@@ -243,257 +252,24 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         .identity_ref
         .as_ref()
         .map(|r| r.name.as_str());
-    let creds = credentials::ensure(&client, &namespace, identity, &owner_ref).await?;
-    conds.set(
-        types::IDENTITY_ALLOWED,
-        creds.identity_allowed.0,
-        creds.identity_allowed.1,
-        &creds.identity_allowed.2,
-        generation,
-        now,
-    );
-    conds.set(
-        types::CREDENTIALS_MIRRORED,
-        creds.mirrored.0,
-        creds.mirrored.1,
-        &creds.mirrored.2,
-        generation,
-        now,
-    );
-    match credentials::ensure_runner_rbac(&client, &namespace).await {
-        Ok(()) => conds.set(
-            types::RUNNER_RBAC_READY,
-            Status::True,
-            reasons::RBAC_READY,
-            "",
-            generation,
-            now,
-        ),
-        Err(e) => conds.set(
-            types::RUNNER_RBAC_READY,
-            Status::False,
-            reasons::RBAC_FAILED,
-            &e.to_string(),
-            generation,
-            now,
-        ),
-    }
-
-    // State, read live now that no Job runs.
-    let state = state::read(&client, &key).await?;
-    // Ever applied: the marker and digest survive a lost status and clusterctl move; a backup
-    // (looked for only when the state is missing) survives even a lost durable inputs Secret.
-    let ever_applied = durable.applied()
-        || provisioned(&status)
-        || (matches!(state, StateRead::Missing)
-            && !super::backups::list(&client, &key).await?.is_empty());
-    let state_view = match &state {
-        StateRead::Missing if ever_applied => {
-            conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups (docs/backups.md)", generation, now);
-            StateView::Lost
-        }
-        StateRead::Missing => {
-            conds.set(
-                types::STATE_READABLE,
-                Status::Unknown,
-                reasons::STATE_NOT_FOUND,
-                "no state yet: the first apply creates it",
-                generation,
-                now,
-            );
-            StateView::NotFound
-        }
-        StateRead::Unreadable(e) => {
-            conds.set(
-                types::STATE_READABLE,
-                Status::False,
-                e.reason(),
-                &e.to_string(),
-                generation,
-                now,
-            );
-            ctx.metrics
-                .state_read_errors_total
-                .get_or_create(&crate::manager::metrics::KindReason {
-                    kind: KIND,
-                    reason: e.category(),
-                })
-                .inc();
-            StateView::Unreadable
-        }
-        StateRead::Found(s, _) => {
-            conds.set(
-                types::STATE_READABLE,
-                Status::True,
-                reasons::STATE_READ,
-                "",
-                generation,
-                now,
-            );
-            let object = crate::manager::metrics::Object {
-                kind: KIND,
-                namespace: namespace.clone(),
-                name: key.name().to_owned(),
-            };
-            ctx.metrics
-                .state_resources
-                .get_or_create(&object)
-                .set(i64::try_from(s.managed_resources).unwrap_or(i64::MAX));
-            ctx.metrics
-                .state_bytes
-                .get_or_create(&object)
-                .set(i64::try_from(s.compressed_bytes).unwrap_or(i64::MAX));
-            StateView::Found {
-                inputs_hash: s.inputs_hash.clone(),
-            }
-        }
-    };
-    // Secrets re-owned in this pass, for one event.
-    let mut repaired: Vec<String> = Vec::new();
-    // A serial not seen before, or one no listed backup holds yet (the state of an object that
-    // applied before backups were on).
-    let serial = i64::try_from(state_serial(&state)).ok();
-    let listed = status
-        .workspace
-        .state_backups
-        .as_ref()
-        .is_some_and(|b| b.iter().any(|b| Some(b.serial) == serial));
-    let backups_on = ctx.args.state_backups > 0 && serial.is_some_and(|s| s >= 1);
-    if let StateRead::Found(s, chunks) = &state
-        && (status.workspace.observed_state_serial != serial
-            || (backups_on && !listed && !deleting))
-    {
-        // A serial not seen before: keep a copy. A failed copy fails the pass, so the serial is
-        // not recorded as observed and the next pass tries again.
-        let source_job = jobs
-            .iter()
-            .rev()
-            .find(|j| j.phase == Phase::Succeeded)
-            .map(|j| j.name.as_str());
-        let request = super::backups::Request {
-            key: &key,
-            owner: &owner_ref,
-            cluster_name: &cluster_name(&tc, cluster.as_ref()),
-            chunks,
-            state: Some(s),
-            source_job,
-            keep: usize::try_from(ctx.args.state_backups).unwrap_or(0),
-            pending_restore: annotations_of
-                .get(annotations::RESTORE_STATE)
-                .and_then(|v| v.parse().ok()),
-            deleting,
-            now,
-        };
-        let counter = |result| {
-            ctx.metrics
-                .state_backups_total
-                .get_or_create(&crate::manager::metrics::KindResult { kind: KIND, result })
-                .inc();
-        };
-        match super::backups::take(&client, &request).await {
-            Ok((outcome, sets)) => {
-                if let Some(result) = outcome.result() {
-                    counter(result);
-                }
-                match &outcome {
-                    super::backups::Outcome::Skipped(reason) => {
-                        tracing::info!(namespace = %namespace, name = %key.name(), serial = s.serial, reason = reason.as_str(), "state backup skipped");
-                    }
-                    super::backups::Outcome::Taken { name, pruned } => {
-                        tracing::info!(namespace = %namespace, name = %key.name(), serial = s.serial, backup = %name, pruned = pruned.len(), "state backed up");
-                    }
-                    super::backups::Outcome::AlreadyBackedUp { .. } => {}
-                }
-                let entries = super::backups::status_entries(&sets);
-                status.workspace.state_backups = (!entries.is_empty()).then_some(entries);
-                // Backups restored without owner references (a namespace restore leaves
-                // status.stateBackups empty, so this listing runs once after it): owned by the
-                // object again, as a plain owner so they outlive a manual state deletion.
-                let names: Vec<String> = sets.iter().flat_map(|s| s.secrets.clone()).collect();
-                let backup_owner = OwnerReference {
-                    controller: None,
-                    block_owner_deletion: None,
-                    ..owner_ref.clone()
-                };
-                let orphans =
-                    super::owners::to_repair(&ctx.caches, &namespace, &names, &backup_owner);
-                if !orphans.is_empty() {
-                    super::owners::repair(&client, &key, &orphans, &backup_owner).await?;
-                    repaired.extend(orphans);
-                }
-            }
-            Err(e) => {
-                counter(super::backups::RESULT_FAILED);
-                return Err(e);
-            }
-        }
-    }
-    // Owner references lost in a restore or a move: re-owned here, unpaused and with no Job
-    // running (state chunks are never touched while a Job may write them).
-    let mut own_secrets = vec![key.durable_inputs_secret(), key.plan_key_secret()];
-    if let StateRead::Found(_, chunks) = &state {
-        own_secrets.extend(chunks.iter().map(|c| c.name.clone()));
-    }
-    let orphans = super::owners::to_repair(&ctx.caches, &namespace, &own_secrets, &owner_ref);
-    if !orphans.is_empty() {
-        super::owners::repair(&client, &key, &orphans, &owner_ref).await?;
-        repaired.extend(orphans);
-    }
-    if !repaired.is_empty() {
-        publish(
-            &ctx,
-            &tc,
-            EventType::Normal,
-            captf_api::events::OWNER_REFERENCES_REPAIRED,
-            &format!("re-owned {}", repaired.join(", ")),
-        )
-        .await;
-    }
-    // The engine's lock, while no Job runs: a dead runner's is released by the next Job, anyone
-    // else's is reported and never forced.
-    let lock = super::locks::inspect(&client, &key).await?;
-    let force_unlock = match &lock {
-        super::locks::Lock::Stale { id, pod } => Some((id.clone(), pod.clone())),
-        super::locks::Lock::Foreign(holder) if matches!(state, StateRead::Found(..)) => {
-            let message = format!(
-                "the state lock is {holder}: not taken by this object's Jobs, so CAPTF never forces it. Release it where it was taken (`tofu force-unlock {}` or `terraform force-unlock {}` with the same backend); until then every Job waits lockTimeoutSeconds for it and fails",
-                holder.id, holder.id
-            );
-            let was_locked = tc
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|c| c.iter().find(|c| c.type_ == types::STATE_READABLE))
-                .is_some_and(|c| c.reason == reasons::STATE_LOCKED);
-            conds.set(
-                types::STATE_READABLE,
-                Status::False,
-                reasons::STATE_LOCKED,
-                &message,
-                generation,
-                now,
-            );
-            if !was_locked {
-                ctx.metrics
-                    .state_read_errors_total
-                    .get_or_create(&crate::manager::metrics::KindReason {
-                        kind: KIND,
-                        reason: "locked",
-                    })
-                    .inc();
-                publish(
-                    &ctx,
-                    &tc,
-                    EventType::Warning,
-                    captf_api::events::STATE_LOCKED,
-                    &message,
-                )
-                .await;
-            }
-            None
-        }
-        _ => None,
-    };
+    let creds = pass.credentials(identity, &owner_ref, &mut conds).await?;
+    let (state, state_view) = pass
+        .observe_state(&durable, provisioned(&status), &mut conds)
+        .await?;
+    pass.keep_state(
+        &state,
+        &jobs,
+        &mut status.workspace,
+        &owner_ref,
+        &cluster_name(&tc, cluster.as_ref()),
+        annotations_of
+            .get(annotations::RESTORE_STATE)
+            .and_then(|v| v.parse().ok()),
+        deleting,
+    )
+    .await?;
+    let previous = Conditions::from(tc.status.as_ref().and_then(|s| s.conditions.as_ref()));
+    let force_unlock = pass.inspect_lock(&state, &previous, &mut conds).await?;
     if let StateRead::Found(s, _) = &state {
         apply_outputs(
             &ctx,
@@ -599,7 +375,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         interrupted_apply: durable.interrupted_apply().is_some(),
         destroyed,
         restore_requested: restore.is_some(),
-        abandon_requested: abandon_requested(&tc),
+        abandon_requested: abandon_requested(tc.as_ref()),
         last_destroy_failed: history.destroy.failures > 0,
         history,
         policy: Policy {
@@ -693,7 +469,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         Decided::RemoveFinalizer => {
             secrets::cleanup(&client, &key).await?;
             finish_bookkeeping(&ctx, &key, &finished).await?;
-            remove_finalizer(&api, &tc).await?;
+            remove_finalizer(&api, &tc, WorkloadKind::Cluster).await?;
             ctx.metrics.forget(KIND, &namespace, key.name());
             let (type_, reason, note) = match decision.reason {
                 decide::Reason::Abandoned => (
@@ -736,24 +512,32 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                 requeue = Some(GATE_REQUEUE);
             } else {
                 let identity = creds.ready.clone().unwrap_or_default();
-                match start_job(
-                    &ctx,
-                    &api,
-                    &tc,
-                    &key,
-                    cluster.as_ref(),
-                    &jobs,
-                    start,
-                    rendered.as_ref(),
-                    &identity,
-                    durable.interrupted_apply(),
-                    restore.as_ref(),
-                    force_unlock.as_ref(),
-                    &mut conds,
-                    generation,
-                    now,
-                )
-                .await?
+                let launch = Launch {
+                    cluster_name: cluster_name(&tc, cluster.as_ref()),
+                    max_active_jobs: tc.spec.max_active_jobs,
+                    policy: EffectivePolicy::resolve(&PolicyLayers::for_cluster(&tc)),
+                    image: &tc.spec.workspace.source.image,
+                    pull_policy: tc.spec.workspace.source.image_pull_policy,
+                    owner_ref: &owner_ref,
+                    last_active: tc
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.workspace.active_job.as_ref()),
+                    provisioned: tc.status.as_ref().is_some_and(provisioned),
+                };
+                match pass
+                    .start_job(
+                        &launch,
+                        &jobs,
+                        start,
+                        rendered.as_ref(),
+                        &identity,
+                        durable.interrupted_apply(),
+                        restore.as_ref(),
+                        force_unlock.as_ref(),
+                        &mut conds,
+                    )
+                    .await?
                 {
                     Started::Job(job) => {
                         if start.expect_plan.is_some() {
@@ -836,58 +620,12 @@ async fn lost_apply(
     Ok(live.and_then(|l| named(&l)).filter(|n| *n == name))
 }
 
-/// The serial of a readable state, else 0.
-fn state_serial(state: &StateRead) -> u64 {
-    match state {
-        StateRead::Found(s, _) => s.serial,
-        _ => 0,
-    }
-}
-
 /// The CAPI Cluster's name: the owner's, else the `cluster.x-k8s.io/cluster-name` label.
 fn cluster_name(tc: &TerraformCluster, cluster: Option<&capi::Cluster>) -> String {
     cluster
         .and_then(|c| c.metadata.name.clone())
         .or_else(|| tc.labels().get(labels::CLUSTER_NAME).cloned())
         .unwrap_or_default()
-}
-
-/// The complete backup a pending `captf.io/restore-state` names, or `None` (with
-/// `RestoreJobSucceeded` saying why when the annotation cannot be honoured). A serial equal to
-/// `status.lastRestoredSerial` was consumed already.
-#[allow(clippy::too_many_arguments)]
-async fn restore_request(
-    client: &kube::Client,
-    key: &ObjectKey,
-    annotation: Option<&str>,
-    last_restored: Option<i64>,
-    conds: &mut Conditions,
-    generation: Option<i64>,
-    now: Timestamp,
-) -> Result<Option<super::backups::BackupSet>> {
-    let Some(value) = annotation else {
-        return Ok(None);
-    };
-    let Some(serial) = value.trim().parse::<u64>().ok().filter(|s| *s >= 1) else {
-        conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("captf.io/restore-state={value:?} is not a state serial: use one of status.stateBackups[].serial"), generation, now);
-        return Ok(None);
-    };
-    if i64::try_from(serial).ok() == last_restored {
-        return Ok(None);
-    }
-    let sets = super::backups::list(client, key).await?;
-    match super::backups::restorable(&sets, serial) {
-        Some(set) => Ok(Some(set.clone())),
-        None => {
-            let kept: Vec<String> = sets
-                .iter()
-                .filter(|s| s.complete())
-                .map(|s| s.serial.to_string())
-                .collect();
-            conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("no complete backup of serial {serial}; the backups kept hold serials [{}] (status.stateBackups)", kept.join(", ")), generation, now);
-            Ok(None)
-        }
-    }
 }
 
 /// `ApplyJobSucceeded=Unknown/PlanAwaitingApproval` for `plan`, naming an approval of another
@@ -918,92 +656,6 @@ fn await_approval(
     message
 }
 
-/// `captf.io/abandon-infrastructure` names exactly this object's UID (a value copied from
-/// another object does nothing).
-fn abandon_requested(tc: &TerraformCluster) -> bool {
-    let uid = tc.uid().unwrap_or_default();
-    !uid.is_empty()
-        && tc
-            .annotations()
-            .get(annotations::ABANDON_INFRASTRUCTURE)
-            .is_some_and(|v| *v == uid)
-}
-
-/// Why an abandon was allowed, for the event.
-fn abandon_cause(conds: &Conditions, state: &StateView) -> String {
-    match state {
-        StateView::Lost | StateView::Unreadable => format!(
-            "StateReadable {}",
-            conds
-                .get(types::STATE_READABLE)
-                .map_or("False", |c| c.reason.as_str())
-        ),
-        _ => format!(
-            "the last destroy failed: ApplyJobSucceeded {}",
-            conds
-                .get(types::APPLY_JOB_SUCCEEDED)
-                .map_or("False", |c| c.reason.as_str())
-        ),
-    }
-}
-
-/// The newest drift check found drift, and no apply ran since (a remediation that succeeded
-/// waits for the next check before another one).
-fn drift_found(conds: &Conditions, history: &decide::History) -> bool {
-    let detected = conds
-        .get(types::DRIFT_DETECTED)
-        .is_some_and(|c| c.status == Status::True.as_str());
-    let checked = history.drift.last_success;
-    detected && checked.is_some_and(|c| history.apply.last_success.is_none_or(|a| c > a))
-}
-
-/// Conditions a fresh object shows before anything happened.
-fn first_visit(conds: &mut Conditions, generation: Option<i64>, now: Timestamp) {
-    let defaults: [(&str, Status, &str, &str); 6] = [
-        (
-            types::DRIFT_DETECTED,
-            Status::Unknown,
-            reasons::DRIFT_NOT_CHECKED,
-            "no drift check yet",
-        ),
-        (
-            types::DRIFT_JOB_SUCCEEDED,
-            Status::Unknown,
-            reasons::DRIFT_NOT_CHECKED,
-            "no drift check yet",
-        ),
-        (
-            types::DELETION_BLOCKED,
-            Status::False,
-            reasons::NOT_BLOCKED,
-            "",
-        ),
-        (
-            types::APPLY_JOB_SUCCEEDED,
-            Status::Unknown,
-            reasons::NO_APPLY_YET,
-            "no apply has completed yet",
-        ),
-        (
-            types::OUTPUTS_VALID,
-            Status::Unknown,
-            reasons::OUTPUTS_PENDING,
-            "no outputs yet",
-        ),
-        (
-            types::INFRASTRUCTURE_HEALTHY,
-            Status::Unknown,
-            reasons::WAITING_FOR_PROVISIONING,
-            "waiting for the first apply",
-        ),
-    ];
-    for (t, s, r, m) in defaults {
-        if conds.get(t).is_none() {
-            conds.set(t, s, r, m, generation, now);
-        }
-    }
-}
-
 fn provisioned(status: &TerraformClusterStatus) -> bool {
     status
         .workspace
@@ -1011,15 +663,6 @@ fn provisioned(status: &TerraformClusterStatus) -> bool {
         .as_ref()
         .and_then(|i| i.provisioned)
         .unwrap_or(false)
-}
-
-fn active_job(job: &Option<jobs::ObservedJob>) -> Option<ActiveJob> {
-    job.as_ref().map(|j| ActiveJob {
-        name: j.name.clone(),
-        operation: j.op,
-        attempt: i32::try_from(j.attempt.max(1)).unwrap_or(1),
-        start_time: j.job.status.as_ref().and_then(|s| s.start_time.clone()),
-    })
 }
 
 fn drift_interval(tc: &TerraformCluster, ctx: &Context) -> Option<Duration> {
@@ -1642,450 +1285,6 @@ async fn apply_outputs(
     Ok(())
 }
 
-/// What [`start_job`] did.
-enum Started {
-    Job(ActiveJob),
-    /// It had to wait (a condition says why); look again after this long.
-    Waiting(Duration),
-}
-
-/// Starts the decided Job: Job slot, policy check, leases, block-move, durable inputs, Job,
-/// per-run Secret.
-#[allow(clippy::too_many_arguments)]
-async fn start_job(
-    ctx: &Context,
-    api: &Api<TerraformCluster>,
-    tc: &TerraformCluster,
-    key: &ObjectKey,
-    cluster: Option<&capi::Cluster>,
-    jobs: &[jobs::ObservedJob],
-    start: &decide::Start,
-    rendered: Option<&captf_contract::Rendered>,
-    identity: &str,
-    interrupted: Option<&str>,
-    restore: Option<&super::backups::BackupSet>,
-    force_unlock: Option<&(String, String)>,
-    conds: &mut Conditions,
-    generation: Option<i64>,
-    now: Timestamp,
-) -> Result<Started> {
-    let client = &ctx.client;
-    let ns = key.namespace();
-    let cluster_name = cluster_name(tc, cluster);
-    if let Err(full) = job_slot(ctx, ns, &cluster_name, tc.spec.max_active_jobs, start.op) {
-        let type_ = match start.op {
-            Operation::Drift | Operation::Refresh => types::DRIFT_JOB_SUCCEEDED,
-            Operation::Restore => types::RESTORE_JOB_SUCCEEDED,
-            Operation::Apply | Operation::Plan | Operation::Destroy => types::APPLY_JOB_SUCCEEDED,
-        };
-        let already_waiting = conds
-            .get(type_)
-            .is_some_and(|c| c.reason == reasons::WAITING_FOR_JOB_SLOT);
-        let message = format!("{} waits for a Job slot: {full}", start.op.as_str());
-        conds.set(
-            type_,
-            Status::Unknown,
-            reasons::WAITING_FOR_JOB_SLOT,
-            &message,
-            generation,
-            now,
-        );
-        if !already_waiting {
-            publish(
-                ctx,
-                tc,
-                EventType::Normal,
-                captf_api::events::WAITING_FOR_JOB_SLOT,
-                &message,
-            )
-            .await;
-        }
-        ctx.metrics
-            .lease_waits_total
-            .get_or_create(&crate::manager::metrics::KindReason {
-                kind: KIND,
-                reason: "job_slot",
-            })
-            .inc();
-        let uid = tc.uid().unwrap_or_default();
-        return Ok(Started::Waiting(
-            JOB_SLOT_REQUEUE + crate::schedule::jitter(&uid, JOB_SLOT_REQUEUE),
-        ));
-    }
-    let policy = EffectivePolicy::resolve(&PolicyLayers::for_cluster(tc));
-    if !matches!(start.op, Operation::Destroy | Operation::Restore)
-        && let Err(e) = policy.validate()
-    {
-        conds.set(
-            types::APPLY_JOB_SUCCEEDED,
-            Status::False,
-            reasons::JOB_POLICY_INVALID,
-            &e.to_string(),
-            generation,
-            now,
-        );
-        return Ok(Started::Waiting(GATE_REQUEUE));
-    }
-    // What the Job runs: the inputs rendered now, or (destroy) what the last apply rendered.
-    let (main_tf, tfvars, inputs_hash) = match (start.op, rendered) {
-        (Operation::Destroy, _) => {
-            let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-            let durable = secrets
-                .get_opt(&key.durable_inputs_secret())
-                .await
-                .during(|| "reading the durable inputs".to_owned())?;
-            let data = durable.and_then(|s| s.data).unwrap_or_default();
-            match (
-                data.get(captf_contract::render::MAIN_TF_FILE),
-                data.get(captf_contract::render::TFVARS_FILE),
-            ) {
-                (Some(m), Some(t)) => (m.0.clone(), t.0.clone(), String::new()),
-                _ => {
-                    conds.set(types::APPLY_JOB_SUCCEEDED, Status::False, reasons::DESTROY_FAILED, "The durable inputs Secret is missing: a destroy cannot be rendered (docs/runbooks/stuck-destroy.md)", generation, now);
-                    return Ok(Started::Waiting(GATE_REQUEUE));
-                }
-            }
-        }
-        // A restore pushes the backup through a root that declares only the backend.
-        (Operation::Restore, _) => match restore {
-            Some(set) => (
-                captf_contract::render_restore_root(),
-                b"{}".to_vec(),
-                set.inputs_hash.clone().unwrap_or_default(),
-            ),
-            None => return Ok(Started::Waiting(GATE_REQUEUE)),
-        },
-        (_, Some(r)) => (
-            r.main_tf_json.clone(),
-            r.tfvars_json.clone(),
-            r.inputs_hash.clone(),
-        ),
-        (_, None) => return Ok(Started::Waiting(GATE_REQUEUE)),
-    };
-    if main_tf.len() + tfvars.len() > captf_contract::render::MAX_RENDERED_BYTES {
-        conds.set(types::APPLY_JOB_SUCCEEDED, Status::False, reasons::INPUTS_TOO_LARGE, &format!("the rendered root module and tfvars are {} bytes, over the 1,000,000 a Secret can carry: shrink spec.variables or the cluster's exports", main_tf.len() + tfvars.len()), generation, now);
-        return Ok(Started::Waiting(GATE_REQUEUE));
-    }
-    let mut spec = JobSpec::new(
-        key.clone(),
-        tc.uid().unwrap_or_default(),
-        cluster_name,
-        start.op,
-        tc.spec.workspace.source.image.clone(),
-        ctx.args.runner_image.clone(),
-        identity,
-    );
-    // A Job that disappeared is not listed any more; never reuse its name (its per-run Secret
-    // may still exist, owned by the old Job and about to be collected).
-    let lost_attempt = tc
-        .status
-        .as_ref()
-        .and_then(|s| s.workspace.active_job.as_ref())
-        .filter(|a| a.operation == start.op && !jobs.iter().any(|j| j.name == a.name))
-        .map_or(0, |a| u32::try_from(a.attempt).unwrap_or(0));
-    spec.attempt = jobs::next_attempt(jobs, start.op).max(lost_attempt + 1);
-    spec.force_unlock = force_unlock.map(|(id, _)| id.clone());
-    if let Some(set) = restore.filter(|_| start.op == Operation::Restore) {
-        spec.restore = set.restore_source();
-        spec.tick = format!("restore/{}", set.base);
-    }
-    spec.inputs_hash = inputs_hash.clone();
-    spec.policy = policy;
-    spec.pull_policy = tc
-        .spec
-        .workspace
-        .source
-        .image_pull_policy
-        .unwrap_or(captf_api::ImagePullPolicy::IfNotPresent);
-    spec.allow_deletes_hash = start.allow_destructive.clone();
-    spec.expect_plan = start.expect_plan.clone();
-    spec.drift_remediation = start.remediation;
-    spec.runner_events = false;
-    if !inputs_hash.is_empty() {
-        spec.annotations
-            .insert(annotations::INPUTS_HASH.into(), inputs_hash.clone());
-    }
-    if let Some(lost) = interrupted.filter(|_| start.op == Operation::Apply) {
-        spec.annotations
-            .insert(annotations::AFTER_INTERRUPTED_APPLY.into(), lost.to_owned());
-    }
-    let job_name = spec.job_name();
-
-    if !leases::take_run_lease(client, key, &job_name, start.op).await? {
-        conds.set(
-            types::APPLY_JOB_SUCCEEDED,
-            Status::Unknown,
-            reasons::WAITING_FOR_RUN_LEASE,
-            "another Job of this object holds its run lease",
-            generation,
-            now,
-        );
-        ctx.metrics
-            .lease_waits_total
-            .get_or_create(&crate::manager::metrics::KindReason {
-                kind: KIND,
-                reason: "run_lease",
-            })
-            .inc();
-        return Ok(Started::Waiting(GATE_REQUEUE));
-    }
-    set_block_move(api, tc, true).await?;
-    if start.op == Operation::Apply {
-        secrets::write_durable_inputs(
-            client,
-            key,
-            &owner_reference(tc)?,
-            &tc.spec.workspace.source.image,
-            &main_tf,
-            &tfvars,
-            identity,
-        )
-        .await?;
-    }
-    if spec.needs_plan_key() {
-        secrets::ensure_plan_key(client, key, &owner_reference(tc)?).await?;
-    }
-    let job_api: Api<Job> = Api::namespaced(client.clone(), ns);
-    let job = build_job(&spec);
-    let created = match job_api.create(&PostParams::default(), &job).await {
-        Ok(j) => j,
-        Err(kube::Error::Api(e)) if e.code == 409 => job_api
-            .get(&job_name)
-            .await
-            .during(|| format!("reading Job {ns}/{job_name}"))?,
-        Err(e) => {
-            bookkeeping::release_run_lease(client, key, &job_name).await;
-            return Err(Error::Kube {
-                action: format!("creating Job {ns}/{job_name}"),
-                source: e,
-            });
-        }
-    };
-    let uid = created.metadata.uid.clone().unwrap_or_default();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let per_run = per_run_secret(ns, &job_name, &uid, &main_tf, &tfvars);
-    match secrets.create(&PostParams::default(), &per_run).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => {
-            return Err(Error::Kube {
-                action: format!("creating the per-run Secret of {job_name}"),
-                source: e,
-            });
-        }
-    }
-    if start.op == Operation::Apply {
-        publish(
-            ctx,
-            tc,
-            EventType::Normal,
-            captf_api::events::INPUTS_CHANGED,
-            &format!("started {job_name}"),
-        )
-        .await;
-    }
-    if let Some((id, pod)) = force_unlock {
-        ctx.metrics
-            .lock_force_unlocks_total
-            .get_or_create(&crate::manager::metrics::Kind { kind: KIND })
-            .inc();
-        publish(
-            ctx,
-            tc,
-            EventType::Warning,
-            captf_api::events::FORCE_UNLOCKED,
-            &format!(
-                "{job_name} force-unlocks the state lock {id} left by pod {pod}, which is gone"
-            ),
-        )
-        .await;
-    }
-    if let Some(plan) = start
-        .expect_plan
-        .as_deref()
-        .filter(|p| !approvals::is_empty(p))
-    {
-        publish(
-            ctx,
-            tc,
-            EventType::Normal,
-            captf_api::events::PLAN_APPROVED,
-            &format!("{job_name} applies the approved plan {plan}"),
-        )
-        .await;
-    }
-    let provisioned = tc.status.as_ref().is_some_and(provisioned);
-    if start.op == Operation::Apply && !provisioned {
-        conds.set(
-            types::INFRASTRUCTURE_HEALTHY,
-            Status::False,
-            reasons::PROVISIONING,
-            &format!("apply running in Job {job_name}"),
-            generation,
-            now,
-        );
-    }
-    Ok(Started::Job(ActiveJob {
-        name: job_name,
-        operation: start.op,
-        attempt: i32::try_from(spec.attempt).unwrap_or(1),
-        start_time: None,
-    }))
-}
-
-/// Whether the caps leave room for one more `op` Job, counted from the Job cache.
-fn job_slot(
-    ctx: &Context,
-    namespace: &str,
-    cluster_name: &str,
-    spec_cap: Option<i32>,
-    op: Operation,
-) -> std::result::Result<(), crate::slots::Full> {
-    let caps = crate::slots::Caps::new(
-        ctx.args.max_active_jobs,
-        ctx.args.cluster_max_active_jobs,
-        spec_cap,
-    );
-    if caps == crate::slots::Caps::default() {
-        return Ok(());
-    }
-    let (global, cluster) = crate::cache::running_jobs(
-        &ctx.caches.jobs.state(),
-        namespace,
-        &captf_api::names::label_value(cluster_name),
-    );
-    crate::slots::check(op, crate::slots::Running { global, cluster }, caps)
-}
-
-/// Sets or clears `clusterctl.cluster.x-k8s.io/block-move`, persisted directly.
-async fn set_block_move(
-    api: &Api<TerraformCluster>,
-    tc: &TerraformCluster,
-    on: bool,
-) -> Result<()> {
-    let present = tc.annotations().contains_key(annotations::BLOCK_MOVE);
-    if present == on {
-        return Ok(());
-    }
-    let value = if on {
-        serde_json::json!("true")
-    } else {
-        serde_json::Value::Null
-    };
-    let patch = serde_json::json!({"metadata": {"annotations": {annotations::BLOCK_MOVE: value}}});
-    api.patch(
-        &tc.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .during(|| "setting block-move".to_owned())?;
-    Ok(())
-}
-
-async fn add_finalizer(api: &Api<TerraformCluster>, tc: &TerraformCluster) -> Result<()> {
-    // A JSON patch that appends: no resourceVersion to go stale after this pass's other writes,
-    // and other controllers' finalizers stay.
-    let finalizer = WorkloadKind::Cluster.finalizer();
-    let ops = if tc.meta().finalizers.is_some() {
-        serde_json::json!([{"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}])
-    } else {
-        serde_json::json!([{"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}])
-    };
-    let patch: json_patch::Patch = serde_json::from_value(ops)?;
-    api.patch(
-        &tc.name_any(),
-        &PatchParams::default(),
-        &Patch::<()>::Json(patch),
-    )
-    .await
-    .during(|| "adding the finalizer".to_owned())?;
-    Ok(())
-}
-
-async fn remove_finalizer(api: &Api<TerraformCluster>, tc: &TerraformCluster) -> Result<()> {
-    // Read live and remove exactly our entry by index, guarded by a test of its value: other
-    // controllers' finalizers and concurrent metadata writes are left alone.
-    let Some(live) = api
-        .get_opt(&tc.name_any())
-        .await
-        .during(|| "reading the object".to_owned())?
-    else {
-        return Ok(());
-    };
-    let Some(index) = live
-        .finalizers()
-        .iter()
-        .position(|f| f == WorkloadKind::Cluster.finalizer())
-    else {
-        return Ok(());
-    };
-    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
-        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": WorkloadKind::Cluster.finalizer()},
-        {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
-    ]))?;
-    match api
-        .patch(
-            &tc.name_any(),
-            &PatchParams::default(),
-            &Patch::<()>::Json(patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(Error::Kube {
-            action: "removing the finalizer".into(),
-            source: e,
-        }),
-    }
-}
-
-async fn finish_bookkeeping(ctx: &Context, key: &ObjectKey, finished: &[Finished]) -> Result<()> {
-    for f in finished {
-        bookkeeping::finish(&ctx.client, key, f).await?;
-    }
-    Ok(())
-}
-
-/// The one status write of a pass, skipped when nothing changed: an object at rest costs
-/// no writes.
-async fn patch_status(
-    api: &Api<TerraformCluster>,
-    key: &ObjectKey,
-    before: Option<&TerraformClusterStatus>,
-    status: &TerraformClusterStatus,
-    conds: Conditions,
-    generation: Option<i64>,
-    active: Option<ActiveJob>,
-) -> Result<()> {
-    let mut value = serde_json::to_value(status)?;
-    value["conditions"] = serde_json::to_value(conds.into_vec())?;
-    value["observedGeneration"] = generation.map_or(serde_json::Value::Null, Into::into);
-    value["activeJob"] = active.map_or(Ok(serde_json::Value::Null), serde_json::to_value)?;
-    let before = before
-        .map(serde_json::to_value)
-        .transpose()?
-        .unwrap_or_else(|| serde_json::json!({}));
-    let Some(change) = crate::merge::diff(&before, &value) else {
-        return Ok(());
-    };
-    let patch = serde_json::json!({"status": change});
-    api.patch_status(key.name(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .during(|| "patching status".to_owned())?;
-    Ok(())
-}
-
 async fn publish(ctx: &Context, tc: &TerraformCluster, type_: EventType, reason: &str, note: &str) {
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note.chars().take(1024).collect()),
-        action: reason.into(),
-        secondary: None,
-    };
-    if let Err(error) = ctx.recorder.publish(&event, &tc.object_ref(&())).await {
-        tracing::debug!(%error, "event not published");
-    }
+    super::pass::publish(ctx, tc, type_, reason, note).await;
 }

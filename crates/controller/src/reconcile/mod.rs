@@ -7,9 +7,12 @@ pub mod bookkeeping;
 pub mod cluster;
 pub mod credentials;
 pub mod jobs;
+pub mod launch;
 pub mod leases;
 pub mod locks;
+pub mod object;
 pub mod owners;
+pub mod pass;
 pub mod secrets;
 pub mod state;
 

@@ -1,0 +1,350 @@
+//! Starting the Job a pass decided on: Job slot, policy check, what the Job runs (inputs, the
+//! last apply's inputs for a destroy, a backup for a restore), run lease, block-move, durable
+//! inputs, the Job and its per-run Secret.
+
+use std::time::Duration;
+
+use captf_api::conditions::{Status, reasons, types};
+use captf_api::{ActiveJob, Operation, annotations};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, PostParams};
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+
+use super::jobs::{self, ObservedJob};
+use super::object::{Workload, set_block_move};
+use super::pass::Pass;
+use super::{Context, approvals, bookkeeping, leases, secrets};
+use crate::conditions::Conditions;
+use crate::decide;
+use crate::error::{Error, KubeContext, Result};
+use crate::job::{EffectivePolicy, JobSpec, build_job, per_run_secret};
+
+/// Retry after a gate (credentials, policy, inputs, leases): a condition says what it waits for.
+pub const GATE_REQUEUE: Duration = Duration::from_secs(30);
+/// Look again for a Job slot after this (plus jitter).
+const JOB_SLOT_REQUEUE: Duration = Duration::from_secs(15);
+
+/// What a kind contributes to starting one of its Jobs.
+pub struct Launch<'a> {
+    /// The CAPI Cluster the object belongs to (Job labels, per-cluster Job caps).
+    pub cluster_name: String,
+    /// `spec.maxActiveJobs` of the cluster, if set.
+    pub max_active_jobs: Option<i32>,
+    /// The merged Job policy.
+    pub policy: EffectivePolicy,
+    pub image: &'a str,
+    pub pull_policy: Option<captf_api::ImagePullPolicy>,
+    pub owner_ref: &'a OwnerReference,
+    /// `status.activeJob` as the pass found it: the attempt of a Job that disappeared.
+    pub last_active: Option<&'a ActiveJob>,
+    pub provisioned: bool,
+}
+
+/// What [`Pass::start_job`] did.
+pub enum Started {
+    Job(ActiveJob),
+    /// It had to wait (a condition says why); look again after this long.
+    Waiting(Duration),
+}
+
+impl<K> Pass<'_, K>
+where
+    K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
+{
+    /// Starts the decided Job: Job slot, policy check, leases, block-move, durable inputs, Job,
+    /// per-run Secret.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start_job(
+        &self,
+        launch: &Launch<'_>,
+        jobs: &[ObservedJob],
+        start: &decide::Start,
+        rendered: Option<&captf_contract::Rendered>,
+        identity: &str,
+        interrupted: Option<&str>,
+        restore: Option<&super::backups::BackupSet>,
+        force_unlock: Option<&(String, String)>,
+        conds: &mut Conditions,
+    ) -> Result<Started> {
+        let (ctx, key, generation, now, tc) =
+            (self.ctx, self.key, self.generation, self.now, self.object);
+        let client = &ctx.client;
+        let ns = key.namespace();
+        let cluster_name = launch.cluster_name.clone();
+        if let Err(full) = job_slot(ctx, ns, &cluster_name, launch.max_active_jobs, start.op) {
+            let type_ = match start.op {
+                Operation::Drift | Operation::Refresh => types::DRIFT_JOB_SUCCEEDED,
+                Operation::Restore => types::RESTORE_JOB_SUCCEEDED,
+                Operation::Apply | Operation::Plan | Operation::Destroy => {
+                    types::APPLY_JOB_SUCCEEDED
+                }
+            };
+            let already_waiting = conds
+                .get(type_)
+                .is_some_and(|c| c.reason == reasons::WAITING_FOR_JOB_SLOT);
+            let message = format!("{} waits for a Job slot: {full}", start.op.as_str());
+            conds.set(
+                type_,
+                Status::Unknown,
+                reasons::WAITING_FOR_JOB_SLOT,
+                &message,
+                generation,
+                now,
+            );
+            if !already_waiting {
+                self.publish(
+                    EventType::Normal,
+                    captf_api::events::WAITING_FOR_JOB_SLOT,
+                    &message,
+                )
+                .await;
+            }
+            ctx.metrics
+                .lease_waits_total
+                .get_or_create(&crate::manager::metrics::KindReason {
+                    kind: self.kind,
+                    reason: "job_slot",
+                })
+                .inc();
+            let uid = tc.uid().unwrap_or_default();
+            return Ok(Started::Waiting(
+                JOB_SLOT_REQUEUE + crate::schedule::jitter(&uid, JOB_SLOT_REQUEUE),
+            ));
+        }
+        let policy = launch.policy.clone();
+        if !matches!(start.op, Operation::Destroy | Operation::Restore)
+            && let Err(e) = policy.validate()
+        {
+            conds.set(
+                types::APPLY_JOB_SUCCEEDED,
+                Status::False,
+                reasons::JOB_POLICY_INVALID,
+                &e.to_string(),
+                generation,
+                now,
+            );
+            return Ok(Started::Waiting(GATE_REQUEUE));
+        }
+        // What the Job runs: the inputs rendered now, or (destroy) what the last apply rendered.
+        let (main_tf, tfvars, inputs_hash) = match (start.op, rendered) {
+            (Operation::Destroy, _) => {
+                let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+                let durable = secrets
+                    .get_opt(&key.durable_inputs_secret())
+                    .await
+                    .during(|| "reading the durable inputs".to_owned())?;
+                let data = durable.and_then(|s| s.data).unwrap_or_default();
+                match (
+                    data.get(captf_contract::render::MAIN_TF_FILE),
+                    data.get(captf_contract::render::TFVARS_FILE),
+                ) {
+                    (Some(m), Some(t)) => (m.0.clone(), t.0.clone(), String::new()),
+                    _ => {
+                        conds.set(types::APPLY_JOB_SUCCEEDED, Status::False, reasons::DESTROY_FAILED, "The durable inputs Secret is missing: a destroy cannot be rendered (docs/runbooks/stuck-destroy.md)", generation, now);
+                        return Ok(Started::Waiting(GATE_REQUEUE));
+                    }
+                }
+            }
+            // A restore pushes the backup through a root that declares only the backend.
+            (Operation::Restore, _) => match restore {
+                Some(set) => (
+                    captf_contract::render_restore_root(),
+                    b"{}".to_vec(),
+                    set.inputs_hash.clone().unwrap_or_default(),
+                ),
+                None => return Ok(Started::Waiting(GATE_REQUEUE)),
+            },
+            (_, Some(r)) => (
+                r.main_tf_json.clone(),
+                r.tfvars_json.clone(),
+                r.inputs_hash.clone(),
+            ),
+            (_, None) => return Ok(Started::Waiting(GATE_REQUEUE)),
+        };
+        if main_tf.len() + tfvars.len() > captf_contract::render::MAX_RENDERED_BYTES {
+            conds.set(types::APPLY_JOB_SUCCEEDED, Status::False, reasons::INPUTS_TOO_LARGE, &format!("the rendered root module and tfvars are {} bytes, over the 1,000,000 a Secret can carry: shrink spec.variables or the cluster's exports", main_tf.len() + tfvars.len()), generation, now);
+            return Ok(Started::Waiting(GATE_REQUEUE));
+        }
+        let mut spec = JobSpec::new(
+            key.clone(),
+            tc.uid().unwrap_or_default(),
+            cluster_name,
+            start.op,
+            launch.image.to_owned(),
+            ctx.args.runner_image.clone(),
+            identity,
+        );
+        // A Job that disappeared is not listed any more; never reuse its name (its per-run Secret
+        // may still exist, owned by the old Job and about to be collected).
+        let lost_attempt = launch
+            .last_active
+            .filter(|a| a.operation == start.op && !jobs.iter().any(|j| j.name == a.name))
+            .map_or(0, |a| u32::try_from(a.attempt).unwrap_or(0));
+        spec.attempt = jobs::next_attempt(jobs, start.op).max(lost_attempt + 1);
+        spec.force_unlock = force_unlock.map(|(id, _)| id.clone());
+        if let Some(set) = restore.filter(|_| start.op == Operation::Restore) {
+            spec.restore = set.restore_source();
+            spec.tick = format!("restore/{}", set.base);
+        }
+        spec.inputs_hash = inputs_hash.clone();
+        spec.policy = policy;
+        spec.pull_policy = launch
+            .pull_policy
+            .unwrap_or(captf_api::ImagePullPolicy::IfNotPresent);
+        spec.allow_deletes_hash = start.allow_destructive.clone();
+        spec.expect_plan = start.expect_plan.clone();
+        spec.drift_remediation = start.remediation;
+        spec.runner_events = false;
+        if !inputs_hash.is_empty() {
+            spec.annotations
+                .insert(annotations::INPUTS_HASH.into(), inputs_hash.clone());
+        }
+        if let Some(lost) = interrupted.filter(|_| start.op == Operation::Apply) {
+            spec.annotations
+                .insert(annotations::AFTER_INTERRUPTED_APPLY.into(), lost.to_owned());
+        }
+        let job_name = spec.job_name();
+
+        if !leases::take_run_lease(client, key, &job_name, start.op).await? {
+            conds.set(
+                types::APPLY_JOB_SUCCEEDED,
+                Status::Unknown,
+                reasons::WAITING_FOR_RUN_LEASE,
+                "another Job of this object holds its run lease",
+                generation,
+                now,
+            );
+            ctx.metrics
+                .lease_waits_total
+                .get_or_create(&crate::manager::metrics::KindReason {
+                    kind: self.kind,
+                    reason: "run_lease",
+                })
+                .inc();
+            return Ok(Started::Waiting(GATE_REQUEUE));
+        }
+        let api: Api<K> = Api::namespaced(client.clone(), ns);
+        set_block_move(&api, tc, true).await?;
+        if start.op == Operation::Apply {
+            secrets::write_durable_inputs(
+                client,
+                key,
+                launch.owner_ref,
+                launch.image,
+                &main_tf,
+                &tfvars,
+                identity,
+            )
+            .await?;
+        }
+        if spec.needs_plan_key() {
+            secrets::ensure_plan_key(client, key, launch.owner_ref).await?;
+        }
+        let job_api: Api<Job> = Api::namespaced(client.clone(), ns);
+        let job = build_job(&spec);
+        let created = match job_api.create(&PostParams::default(), &job).await {
+            Ok(j) => j,
+            Err(kube::Error::Api(e)) if e.code == 409 => job_api
+                .get(&job_name)
+                .await
+                .during(|| format!("reading Job {ns}/{job_name}"))?,
+            Err(e) => {
+                bookkeeping::release_run_lease(client, key, &job_name).await;
+                return Err(Error::Kube {
+                    action: format!("creating Job {ns}/{job_name}"),
+                    source: e,
+                });
+            }
+        };
+        let uid = created.metadata.uid.clone().unwrap_or_default();
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+        let per_run = per_run_secret(ns, &job_name, &uid, &main_tf, &tfvars);
+        match secrets.create(&PostParams::default(), &per_run).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => {
+                return Err(Error::Kube {
+                    action: format!("creating the per-run Secret of {job_name}"),
+                    source: e,
+                });
+            }
+        }
+        if start.op == Operation::Apply {
+            self.publish(
+                EventType::Normal,
+                captf_api::events::INPUTS_CHANGED,
+                &format!("started {job_name}"),
+            )
+            .await;
+        }
+        if let Some((id, pod)) = force_unlock {
+            ctx.metrics
+                .lock_force_unlocks_total
+                .get_or_create(&crate::manager::metrics::Kind { kind: self.kind })
+                .inc();
+            self.publish(
+                EventType::Warning,
+                captf_api::events::FORCE_UNLOCKED,
+                &format!(
+                    "{job_name} force-unlocks the state lock {id} left by pod {pod}, which is gone"
+                ),
+            )
+            .await;
+        }
+        if let Some(plan) = start
+            .expect_plan
+            .as_deref()
+            .filter(|p| !approvals::is_empty(p))
+        {
+            self.publish(
+                EventType::Normal,
+                captf_api::events::PLAN_APPROVED,
+                &format!("{job_name} applies the approved plan {plan}"),
+            )
+            .await;
+        }
+        if start.op == Operation::Apply && !launch.provisioned {
+            conds.set(
+                types::INFRASTRUCTURE_HEALTHY,
+                Status::False,
+                reasons::PROVISIONING,
+                &format!("apply running in Job {job_name}"),
+                generation,
+                now,
+            );
+        }
+        Ok(Started::Job(ActiveJob {
+            name: job_name,
+            operation: start.op,
+            attempt: i32::try_from(spec.attempt).unwrap_or(1),
+            start_time: None,
+        }))
+    }
+}
+
+/// Whether the caps leave room for one more `op` Job, counted from the Job cache.
+pub fn job_slot(
+    ctx: &Context,
+    namespace: &str,
+    cluster_name: &str,
+    spec_cap: Option<i32>,
+    op: Operation,
+) -> std::result::Result<(), crate::slots::Full> {
+    let caps = crate::slots::Caps::new(
+        ctx.args.max_active_jobs,
+        ctx.args.cluster_max_active_jobs,
+        spec_cap,
+    );
+    if caps == crate::slots::Caps::default() {
+        return Ok(());
+    }
+    let (global, cluster) = crate::cache::running_jobs(
+        &ctx.caches.jobs.state(),
+        namespace,
+        &captf_api::names::label_value(cluster_name),
+    );
+    crate::slots::check(op, crate::slots::Running { global, cluster }, caps)
+}

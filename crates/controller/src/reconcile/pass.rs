@@ -1,0 +1,522 @@
+//! The steps of a pass that every workload kind shares. Each works on the object's key, its
+//! conditions and the shared part of its status, so a kind's own pass (the cluster's now,
+//! machines and pools next) holds only what is its own.
+
+use captf_api::conditions::{Status, reasons, types};
+use captf_api::names::ObjectKey;
+use captf_api::{ActiveJob, WorkspaceStatus, annotations};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::runtime::events::{Event, EventType};
+
+use super::bookkeeping::{self, Finished};
+use super::jobs::{self, ObservedJob, Phase};
+use super::state::{DurableInputs, StateRead};
+use super::{Context, credentials};
+use crate::conditions::Conditions;
+use crate::decide::{self, StateView};
+use crate::error::Result;
+
+/// One pass over one object: who it is and when the pass runs.
+pub struct Pass<'a, K> {
+    pub ctx: &'a Context,
+    pub object: &'a K,
+    pub key: &'a ObjectKey,
+    /// The kind, as metrics label it.
+    pub kind: &'static str,
+    pub generation: Option<i64>,
+    pub now: Timestamp,
+}
+
+impl<K> Pass<'_, K>
+where
+    K: super::object::Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
+{
+    /// Credentials and runner RBAC, every pass of a live object: IdentityAllowed,
+    /// CredentialsMirrored, RunnerRBACReady.
+    pub async fn credentials(
+        &self,
+        identity: Option<&str>,
+        owner_ref: &OwnerReference,
+        conds: &mut Conditions,
+    ) -> Result<credentials::Outcome> {
+        let creds =
+            credentials::ensure(&self.ctx.client, self.key.namespace(), identity, owner_ref)
+                .await?;
+        conds.set(
+            types::IDENTITY_ALLOWED,
+            creds.identity_allowed.0,
+            creds.identity_allowed.1,
+            &creds.identity_allowed.2,
+            self.generation,
+            self.now,
+        );
+        conds.set(
+            types::CREDENTIALS_MIRRORED,
+            creds.mirrored.0,
+            creds.mirrored.1,
+            &creds.mirrored.2,
+            self.generation,
+            self.now,
+        );
+        match credentials::ensure_runner_rbac(&self.ctx.client, self.key.namespace()).await {
+            Ok(()) => conds.set(
+                types::RUNNER_RBAC_READY,
+                Status::True,
+                reasons::RBAC_READY,
+                "",
+                self.generation,
+                self.now,
+            ),
+            Err(e) => conds.set(
+                types::RUNNER_RBAC_READY,
+                Status::False,
+                reasons::RBAC_FAILED,
+                &e.to_string(),
+                self.generation,
+                self.now,
+            ),
+        }
+        Ok(creds)
+    }
+
+    /// The state, read live (only while no Job runs), and StateReadable. A missing state of an
+    /// object that ever applied (the marker or digest on the durable inputs, `provisioned`, or
+    /// any backup) is lost, not "not yet".
+    pub async fn observe_state(
+        &self,
+        durable: &DurableInputs,
+        provisioned: bool,
+        conds: &mut Conditions,
+    ) -> Result<(StateRead, StateView)> {
+        let state = super::state::read(&self.ctx.client, self.key).await?;
+        // Ever applied: the marker and digest survive a lost status and clusterctl move; a backup
+        // (looked for only when the state is missing) survives even a lost durable inputs Secret.
+        let ever_applied = durable.applied()
+            || provisioned
+            || (matches!(state, StateRead::Missing)
+                && !super::backups::list(&self.ctx.client, self.key)
+                    .await?
+                    .is_empty());
+        let view = match &state {
+            StateRead::Missing if ever_applied => {
+                conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups (docs/backups.md)", self.generation, self.now);
+                StateView::Lost
+            }
+            StateRead::Missing => {
+                conds.set(
+                    types::STATE_READABLE,
+                    Status::Unknown,
+                    reasons::STATE_NOT_FOUND,
+                    "no state yet: the first apply creates it",
+                    self.generation,
+                    self.now,
+                );
+                StateView::NotFound
+            }
+            StateRead::Unreadable(e) => {
+                conds.set(
+                    types::STATE_READABLE,
+                    Status::False,
+                    e.reason(),
+                    &e.to_string(),
+                    self.generation,
+                    self.now,
+                );
+                self.ctx
+                    .metrics
+                    .state_read_errors_total
+                    .get_or_create(&crate::manager::metrics::KindReason {
+                        kind: self.kind,
+                        reason: e.category(),
+                    })
+                    .inc();
+                StateView::Unreadable
+            }
+            StateRead::Found(s, _) => {
+                conds.set(
+                    types::STATE_READABLE,
+                    Status::True,
+                    reasons::STATE_READ,
+                    "",
+                    self.generation,
+                    self.now,
+                );
+                let object = crate::manager::metrics::Object {
+                    kind: self.kind,
+                    namespace: self.key.namespace().to_owned(),
+                    name: self.key.name().to_owned(),
+                };
+                self.ctx
+                    .metrics
+                    .state_resources
+                    .get_or_create(&object)
+                    .set(i64::try_from(s.managed_resources).unwrap_or(i64::MAX));
+                self.ctx
+                    .metrics
+                    .state_bytes
+                    .get_or_create(&object)
+                    .set(i64::try_from(s.compressed_bytes).unwrap_or(i64::MAX));
+                StateView::Found {
+                    inputs_hash: s.inputs_hash.clone(),
+                }
+            }
+        };
+        Ok((state, view))
+    }
+
+    /// A backup of each new serial (`status.stateBackups`), and the owner references of the
+    /// object's Secrets repaired (one OwnerReferencesRepaired event).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn keep_state(
+        &self,
+        state: &StateRead,
+        jobs: &[ObservedJob],
+        workspace: &mut WorkspaceStatus,
+        owner_ref: &OwnerReference,
+        cluster_name: &str,
+        pending_restore: Option<u64>,
+        deleting: bool,
+    ) -> Result<()> {
+        // Secrets re-owned in this pass, for one event.
+        let mut repaired: Vec<String> = Vec::new();
+        // A serial not seen before, or one no listed backup holds yet (the state of an object that
+        // applied before backups were on).
+        let serial = i64::try_from(state_serial(state)).ok();
+        let listed = workspace
+            .state_backups
+            .as_ref()
+            .is_some_and(|b| b.iter().any(|b| Some(b.serial) == serial));
+        let backups_on = self.ctx.args.state_backups > 0 && serial.is_some_and(|s| s >= 1);
+        if let StateRead::Found(s, chunks) = state
+            && (workspace.observed_state_serial != serial || (backups_on && !listed && !deleting))
+        {
+            // A serial not seen before: keep a copy. A failed copy fails the pass, so the serial is
+            // not recorded as observed and the next pass tries again.
+            let source_job = jobs
+                .iter()
+                .rev()
+                .find(|j| j.phase == Phase::Succeeded)
+                .map(|j| j.name.as_str());
+            let request = super::backups::Request {
+                key: self.key,
+                owner: owner_ref,
+                cluster_name,
+                chunks,
+                state: Some(s),
+                source_job,
+                keep: usize::try_from(self.ctx.args.state_backups).unwrap_or(0),
+                pending_restore,
+                deleting,
+                now: self.now,
+            };
+            let counter = |result| {
+                self.ctx
+                    .metrics
+                    .state_backups_total
+                    .get_or_create(&crate::manager::metrics::KindResult {
+                        kind: self.kind,
+                        result,
+                    })
+                    .inc();
+            };
+            match super::backups::take(&self.ctx.client, &request).await {
+                Ok((outcome, sets)) => {
+                    if let Some(result) = outcome.result() {
+                        counter(result);
+                    }
+                    match &outcome {
+                        super::backups::Outcome::Skipped(reason) => {
+                            tracing::info!(namespace = %self.key.namespace(), name = %self.key.name(), serial = s.serial, reason = reason.as_str(), "state backup skipped");
+                        }
+                        super::backups::Outcome::Taken { name, pruned } => {
+                            tracing::info!(namespace = %self.key.namespace(), name = %self.key.name(), serial = s.serial, backup = %name, pruned = pruned.len(), "state backed up");
+                        }
+                        super::backups::Outcome::AlreadyBackedUp { .. } => {}
+                    }
+                    let entries = super::backups::status_entries(&sets);
+                    workspace.state_backups = (!entries.is_empty()).then_some(entries);
+                    // Backups restored without owner references (a namespace restore leaves
+                    // status.stateBackups empty, so this listing runs once after it): owned by the
+                    // object again, as a plain owner so they outlive a manual state deletion.
+                    let names: Vec<String> = sets.iter().flat_map(|s| s.secrets.clone()).collect();
+                    let backup_owner = OwnerReference {
+                        controller: None,
+                        block_owner_deletion: None,
+                        ..owner_ref.clone()
+                    };
+                    let orphans = super::owners::to_repair(
+                        &self.ctx.caches,
+                        self.key.namespace(),
+                        &names,
+                        &backup_owner,
+                    );
+                    if !orphans.is_empty() {
+                        super::owners::repair(&self.ctx.client, self.key, &orphans, &backup_owner)
+                            .await?;
+                        repaired.extend(orphans);
+                    }
+                }
+                Err(e) => {
+                    counter(super::backups::RESULT_FAILED);
+                    return Err(e);
+                }
+            }
+        }
+        // Owner references lost in a restore or a move: re-owned here, unpaused and with no Job
+        // running (state chunks are never touched while a Job may write them).
+        let mut own_secrets = vec![self.key.durable_inputs_secret(), self.key.plan_key_secret()];
+        if let StateRead::Found(_, chunks) = state {
+            own_secrets.extend(chunks.iter().map(|c| c.name.clone()));
+        }
+        let orphans = super::owners::to_repair(
+            &self.ctx.caches,
+            self.key.namespace(),
+            &own_secrets,
+            owner_ref,
+        );
+        if !orphans.is_empty() {
+            super::owners::repair(&self.ctx.client, self.key, &orphans, owner_ref).await?;
+            repaired.extend(orphans);
+        }
+        if !repaired.is_empty() {
+            self.publish(
+                EventType::Normal,
+                captf_api::events::OWNER_REFERENCES_REPAIRED,
+                &format!("re-owned {}", repaired.join(", ")),
+            )
+            .await;
+        }
+        Ok(())
+    }
+
+    /// The engine's lock, while no Job runs: a dead runner's is handed to the next Job to
+    /// release (`Some((lock id, pod))`), anyone else's is reported as StateLocked and never
+    /// forced. `previous` are the conditions the pass started from (one event per lock).
+    pub async fn inspect_lock(
+        &self,
+        state: &StateRead,
+        previous: &Conditions,
+        conds: &mut Conditions,
+    ) -> Result<Option<(String, String)>> {
+        // The engine's lock, while no Job runs: a dead runner's is released by the next Job, anyone
+        // else's is reported and never forced.
+        let lock = super::locks::inspect(&self.ctx.client, self.key).await?;
+        Ok(match &lock {
+            super::locks::Lock::Stale { id, pod } => Some((id.clone(), pod.clone())),
+            super::locks::Lock::Foreign(holder) if matches!(state, StateRead::Found(..)) => {
+                let message = format!(
+                    "the state lock is {holder}: not taken by this object's Jobs, so CAPTF never forces it. Release it where it was taken (`tofu force-unlock {}` or `terraform force-unlock {}` with the same backend); until then every Job waits lockTimeoutSeconds for it and fails",
+                    holder.id, holder.id
+                );
+                let was_locked = previous
+                    .get(types::STATE_READABLE)
+                    .is_some_and(|c| c.reason == reasons::STATE_LOCKED);
+                conds.set(
+                    types::STATE_READABLE,
+                    Status::False,
+                    reasons::STATE_LOCKED,
+                    &message,
+                    self.generation,
+                    self.now,
+                );
+                if !was_locked {
+                    self.ctx
+                        .metrics
+                        .state_read_errors_total
+                        .get_or_create(&crate::manager::metrics::KindReason {
+                            kind: self.kind,
+                            reason: "locked",
+                        })
+                        .inc();
+                    self.publish(
+                        EventType::Warning,
+                        captf_api::events::STATE_LOCKED,
+                        &message,
+                    )
+                    .await;
+                }
+                None
+            }
+            _ => None,
+        })
+    }
+
+    /// An event about the object.
+    pub async fn publish(&self, type_: EventType, reason: &str, note: &str) {
+        publish(self.ctx, self.object, type_, reason, note).await;
+    }
+}
+
+/// An event about `object` (best effort: a lost event never fails the pass).
+pub async fn publish<K: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    object: &K,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note.chars().take(1024).collect()),
+        action: reason.into(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &object.object_ref(&())).await {
+        tracing::debug!(%error, "event not published");
+    }
+}
+
+/// The serial of a state, 0 when there is none.
+pub fn state_serial(state: &StateRead) -> u64 {
+    match state {
+        StateRead::Found(s, _) => s.serial,
+        _ => 0,
+    }
+}
+/// The complete backup a pending `captf.io/restore-state` names, or `None` (with
+/// `RestoreJobSucceeded` saying why when the annotation cannot be honoured). A serial equal to
+/// `status.lastRestoredSerial` was consumed already.
+#[allow(clippy::too_many_arguments)]
+pub async fn restore_request(
+    client: &kube::Client,
+    key: &ObjectKey,
+    annotation: Option<&str>,
+    last_restored: Option<i64>,
+    conds: &mut Conditions,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Result<Option<super::backups::BackupSet>> {
+    let Some(value) = annotation else {
+        return Ok(None);
+    };
+    let Some(serial) = value.trim().parse::<u64>().ok().filter(|s| *s >= 1) else {
+        conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("captf.io/restore-state={value:?} is not a state serial: use one of status.stateBackups[].serial"), generation, now);
+        return Ok(None);
+    };
+    if i64::try_from(serial).ok() == last_restored {
+        return Ok(None);
+    }
+    let sets = super::backups::list(client, key).await?;
+    match super::backups::restorable(&sets, serial) {
+        Some(set) => Ok(Some(set.clone())),
+        None => {
+            let kept: Vec<String> = sets
+                .iter()
+                .filter(|s| s.complete())
+                .map(|s| s.serial.to_string())
+                .collect();
+            conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("no complete backup of serial {serial}; the backups kept hold serials [{}] (status.stateBackups)", kept.join(", ")), generation, now);
+            Ok(None)
+        }
+    }
+}
+
+/// Conditions a fresh object shows before anything happened.
+pub fn first_visit(conds: &mut Conditions, generation: Option<i64>, now: Timestamp) {
+    let defaults: [(&str, Status, &str, &str); 6] = [
+        (
+            types::DRIFT_DETECTED,
+            Status::Unknown,
+            reasons::DRIFT_NOT_CHECKED,
+            "no drift check yet",
+        ),
+        (
+            types::DRIFT_JOB_SUCCEEDED,
+            Status::Unknown,
+            reasons::DRIFT_NOT_CHECKED,
+            "no drift check yet",
+        ),
+        (
+            types::DELETION_BLOCKED,
+            Status::False,
+            reasons::NOT_BLOCKED,
+            "",
+        ),
+        (
+            types::APPLY_JOB_SUCCEEDED,
+            Status::Unknown,
+            reasons::NO_APPLY_YET,
+            "no apply has completed yet",
+        ),
+        (
+            types::OUTPUTS_VALID,
+            Status::Unknown,
+            reasons::OUTPUTS_PENDING,
+            "no outputs yet",
+        ),
+        (
+            types::INFRASTRUCTURE_HEALTHY,
+            Status::Unknown,
+            reasons::WAITING_FOR_PROVISIONING,
+            "waiting for the first apply",
+        ),
+    ];
+    for (t, s, r, m) in defaults {
+        if conds.get(t).is_none() {
+            conds.set(t, s, r, m, generation, now);
+        }
+    }
+}
+
+/// The newest drift check found drift, and no apply ran since (a remediation that succeeded
+/// waits for the next check before another one).
+pub fn drift_found(conds: &Conditions, history: &decide::History) -> bool {
+    let detected = conds
+        .get(types::DRIFT_DETECTED)
+        .is_some_and(|c| c.status == Status::True.as_str());
+    let checked = history.drift.last_success;
+    detected && checked.is_some_and(|c| history.apply.last_success.is_none_or(|a| c > a))
+}
+
+pub fn active_job(job: &Option<jobs::ObservedJob>) -> Option<ActiveJob> {
+    job.as_ref().map(|j| ActiveJob {
+        name: j.name.clone(),
+        operation: j.op,
+        attempt: i32::try_from(j.attempt.max(1)).unwrap_or(1),
+        start_time: j.job.status.as_ref().and_then(|s| s.start_time.clone()),
+    })
+}
+
+/// Why an abandon was allowed, for the event.
+pub fn abandon_cause(conds: &Conditions, state: &StateView) -> String {
+    match state {
+        StateView::Lost | StateView::Unreadable => format!(
+            "StateReadable {}",
+            conds
+                .get(types::STATE_READABLE)
+                .map_or("False", |c| c.reason.as_str())
+        ),
+        _ => format!(
+            "the last destroy failed: ApplyJobSucceeded {}",
+            conds
+                .get(types::APPLY_JOB_SUCCEEDED)
+                .map_or("False", |c| c.reason.as_str())
+        ),
+    }
+}
+
+/// `captf.io/abandon-infrastructure` names exactly this object's UID (a value copied from
+/// another object does nothing).
+pub fn abandon_requested<K: kube::ResourceExt>(tc: &K) -> bool {
+    let uid = tc.uid().unwrap_or_default();
+    !uid.is_empty()
+        && tc
+            .annotations()
+            .get(annotations::ABANDON_INFRASTRUCTURE)
+            .is_some_and(|v| *v == uid)
+}
+
+/// Sets or clears `clusterctl.cluster.x-k8s.io/block-move`, persisted directly.
+pub async fn finish_bookkeeping(
+    ctx: &Context,
+    key: &ObjectKey,
+    finished: &[Finished],
+) -> Result<()> {
+    for f in finished {
+        bookkeeping::finish(&ctx.client, key, f).await?;
+    }
+    Ok(())
+}
