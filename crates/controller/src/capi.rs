@@ -143,3 +143,54 @@ pub fn infrastructure_ref_of(
     let namespace = cluster.metadata.namespace.as_deref()?;
     Some(kube::runtime::reflector::ObjectRef::new(name).within(namespace))
 }
+
+/// `Machine`, as far as CAPTF reads it.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Machine {
+    pub metadata: kube::api::ObjectMeta,
+    #[serde(default)]
+    pub spec: MachineSpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineSpec {
+    #[serde(default)]
+    pub cluster_name: String,
+    #[serde(default)]
+    pub bootstrap: MachineBootstrap,
+    #[serde(default)]
+    pub infrastructure_ref: Option<ContractReference>,
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub failure_domain: Option<String>,
+    #[serde(default, rename = "providerID")]
+    pub provider_id: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineBootstrap {
+    /// The Secret holding the bootstrap data, once the bootstrap provider wrote it.
+    #[serde(default)]
+    pub data_secret_name: Option<String>,
+}
+
+impl Machine {
+    /// A control-plane Machine carries `cluster.x-k8s.io/control-plane`.
+    pub fn control_plane(&self) -> bool {
+        self.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(captf_api::labels::CONTROL_PLANE))
+    }
+}
+
+/// The `ApiResource` of CAPI `Machine`, for untyped access.
+pub fn machine_resource() -> kube::core::ApiResource {
+    kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(GROUP, VERSION, "Machine"),
+        "machines",
+    )
+}

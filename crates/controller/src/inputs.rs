@@ -1,7 +1,8 @@
 //! Module inputs from the CAPI objects and the Terraform* object: pure functions.
 
-use captf_api::TerraformCluster;
-use captf_contract::{ClusterInputs, ClusterNetwork, CommonInputs, Endpoint, Role};
+use base64::Engine as _;
+use captf_api::{TerraformCluster, TerraformMachine};
+use captf_contract::{ClusterInputs, ClusterNetwork, CommonInputs, Endpoint, MachineInputs, Role};
 
 use crate::capi;
 
@@ -89,6 +90,56 @@ pub fn cluster_inputs(
         control_plane_initialized: cluster.control_plane_initialized()
             || history.control_plane_initialized,
         cluster_network: network,
+    }
+}
+
+/// The bootstrap Secret's data, as the bootstrap provider wrote it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Bootstrap {
+    /// The raw bytes of the `value` key (a gzip payload is not UTF-8).
+    pub value: Vec<u8>,
+    /// The `format` key, if present.
+    pub format: Option<String>,
+}
+
+/// The default `bootstrap_format` when the Secret has no `format` key.
+pub const DEFAULT_BOOTSTRAP_FORMAT: &str = "cloud-config";
+
+/// The machine role's inputs: the Machine's facts, its bootstrap data (always base64, padded
+/// standard alphabet) and the cluster module's `exports` (`{}` when the cluster is managed
+/// elsewhere).
+pub fn machine_inputs(
+    tm: &TerraformMachine,
+    machine: &capi::Machine,
+    bootstrap: &Bootstrap,
+    cluster_outputs: serde_json::Value,
+) -> MachineInputs {
+    let namespace = tm.metadata.namespace.clone().unwrap_or_default();
+    let cluster_namespace = machine
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| namespace.clone());
+    MachineInputs {
+        common: CommonInputs::new(
+            &machine.spec.cluster_name,
+            &cluster_namespace,
+            Role::Machine,
+            tm.metadata.name.as_deref().unwrap_or_default(),
+            &namespace,
+            &template_tag(&tm.metadata),
+        ),
+        captf_cluster_outputs: cluster_outputs,
+        machine_name: machine.metadata.name.clone().unwrap_or_default(),
+        bootstrap_data: base64::engine::general_purpose::STANDARD.encode(&bootstrap.value),
+        bootstrap_format: bootstrap
+            .format
+            .clone()
+            .filter(|f| !f.is_empty())
+            .unwrap_or_else(|| DEFAULT_BOOTSTRAP_FORMAT.to_owned()),
+        failure_domain: machine.spec.failure_domain.clone(),
+        kubernetes_version: machine.spec.version.clone(),
+        control_plane: machine.control_plane(),
     }
 }
 
@@ -184,5 +235,75 @@ mod tests {
             cluster_inputs(&t2, &half, &ClusterHistory::default()).control_plane_endpoint,
             None
         );
+    }
+
+    #[test]
+    fn machine_inputs_follow_the_machine_and_its_bootstrap_secret() {
+        let tm: TerraformMachine = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachine",
+            "metadata": {"name": "md-0-abc", "namespace": "team-a",
+                         "annotations": {"cluster.x-k8s.io/cloned-from-name": "md-0-tpl"}},
+            "spec": {"source": {"image": "x"}},
+        }))
+        .expect("terraformmachine");
+        let machine = |labels: serde_json::Value, spec: serde_json::Value| -> capi::Machine {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "md-0-xyz", "namespace": "team-a", "labels": labels},
+                "spec": spec,
+            }))
+            .expect("machine")
+        };
+        let gzip_bytes = vec![0x1f, 0x8b, 0x08, 0x00, 0xff];
+        let exports = serde_json::json!({"subnet": "s-1"});
+        // (machine labels, machine spec, bootstrap, want: failure domain, version, control
+        // plane, format, data)
+        let rows = [
+            (
+                serde_json::json!({"cluster.x-k8s.io/control-plane": ""}),
+                serde_json::json!({"clusterName": "prod", "failureDomain": "fd1", "version": "v1.34.2+rke2r1"}),
+                Bootstrap {
+                    value: b"#cloud-config\n".to_vec(),
+                    format: None,
+                },
+                (
+                    Some("fd1"),
+                    Some("v1.34.2+rke2r1"),
+                    true,
+                    "cloud-config",
+                    "I2Nsb3VkLWNvbmZpZwo=",
+                ),
+            ),
+            (
+                serde_json::json!({}),
+                serde_json::json!({"clusterName": "prod"}),
+                Bootstrap {
+                    value: gzip_bytes.clone(),
+                    format: Some("ignition".into()),
+                },
+                (None, None, false, "ignition", "H4sIAP8="),
+            ),
+            (
+                serde_json::json!({}),
+                serde_json::json!({"clusterName": "prod"}),
+                Bootstrap {
+                    value: b"ab".to_vec(),
+                    format: Some(String::new()),
+                },
+                (None, None, false, "cloud-config", "YWI="),
+            ),
+        ];
+        for (labels, spec, bootstrap, (fd, version, cp, format, data)) in rows {
+            let m = machine(labels, spec);
+            let inputs = machine_inputs(&tm, &m, &bootstrap, exports.clone());
+            assert_eq!(inputs.common.cluster.name, "prod");
+            assert_eq!(inputs.common.tags["captf.io/template"], "md-0-tpl");
+            assert_eq!(inputs.machine_name, "md-0-xyz");
+            assert_eq!(inputs.captf_cluster_outputs, exports);
+            assert_eq!(inputs.failure_domain.as_deref(), fd);
+            assert_eq!(inputs.kubernetes_version.as_deref(), version);
+            assert_eq!(inputs.control_plane, cp);
+            assert_eq!(inputs.bootstrap_format, format);
+            assert_eq!(inputs.bootstrap_data, data);
+        }
     }
 }
