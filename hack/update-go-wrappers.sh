@@ -2,7 +2,7 @@
 # Regenerate the Go wrapper modules hack/go/<component>/{go.mod,go.sum}
 # from the pins in hack/versions.env. Needs the Go module proxy.
 #
-#   hack/update-go-wrappers.sh            # all: kube etcd tofu
+#   hack/update-go-wrappers.sh            # all: kube etcd tofu capi
 #   hack/update-go-wrappers.sh kube       # just one
 #
 # Each wrapper requires one upstream module, copies the upstream go.mod's
@@ -42,7 +42,7 @@ regen() { # COMPONENT UPSTREAM_MODULE VERSION TOOL_PKG...
 }
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(kube etcd tofu)
+[ ${#components[@]} -gt 0 ] || components=(kube etcd tofu capi)
 for c in "${components[@]}"; do
 	case "$c" in
 	kube) regen kube k8s.io/kubernetes "$KUBERNETES_VERSION" \
@@ -50,6 +50,8 @@ for c in "${components[@]}"; do
 		k8s.io/kubernetes/cmd/kubectl ;;
 	etcd) regen etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 ;;
 	tofu) regen tofu github.com/opentofu/opentofu "$OPENTOFU_VERSION" github.com/opentofu/opentofu/cmd/tofu ;;
-	*) log "unknown component: $c (kube|etcd|tofu)"; exit 2 ;;
+	capi) regen capi sigs.k8s.io/cluster-api "$CLUSTER_API_VERSION" \
+		sigs.k8s.io/cluster-api/core sigs.k8s.io/cluster-api/bootstrap/kubeadm ;;
+	*) log "unknown component: $c (kube|etcd|tofu|capi)"; exit 2 ;;
 	esac
 done

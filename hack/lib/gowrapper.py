@@ -12,6 +12,10 @@ the directives of the upstream go.mod that only apply in a main module:
 * `replace X => ./staging/src/X` (k8s.io/kubernetes) becomes
   `replace X => X v0.<minor>.<patch>` (the published staging tag that
   matches VERSION v1.<minor>.<patch>);
+* `replace UPSTREAM_MODULE/X => ./X` (a nested module of the same repository,
+  e.g. cluster-api's `sigs.k8s.io/cluster-api/api => ./api`) becomes
+  `replace UPSTREAM_MODULE/X => UPSTREAM_MODULE/X VERSION` (its tag `X/VERSION`,
+  published with the same release; the module zip does not contain ./X);
 * other local-path replaces (etcd's `=> ../api`, FORBIDDEN_DEPENDENCY) are
   dropped: those modules are required at real published versions.
 
@@ -79,6 +83,9 @@ def main(argv):
                     raise SystemExit(f"staging replace but {version} is not v1.X.Y")
                 staged = target[len("./staging/src/"):]
                 replaces.append(f"{left} => {staged} {staging_version}")
+            elif (target.startswith("./")
+                  and left == f"{upstream_mod}/{target[2:].rstrip('/')}"):
+                replaces.append(f"{left} => {left} {version}")
             elif target.startswith(".") or target.startswith("/"):
                 dropped.append(body)
             else:
