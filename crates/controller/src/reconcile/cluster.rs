@@ -7,11 +7,10 @@ use std::time::Duration;
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::names::{ObjectKey, WorkloadKind};
 use captf_api::{
-    Initialization, Operation, SourceStatus, TerraformCluster, TerraformClusterStatus, annotations,
-    labels,
+    Initialization, Operation, TerraformCluster, TerraformClusterStatus, annotations, labels,
 };
 use captf_contract::{Decoded, Role, RoleInputs, Variables};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -53,6 +52,14 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         .iter()
         .any(|f| f == WorkloadKind::Cluster.finalizer());
     let annotations_of = tc.annotations().clone();
+    let pass = Pass {
+        ctx: &ctx,
+        object: tc.as_ref(),
+        key: &key,
+        kind: KIND,
+        generation,
+        now,
+    };
 
     // Externally managed: CAPTF leaves the object alone, and only lets go of a deletion.
     if annotations_of.contains_key(annotations::MANAGED_BY) {
@@ -187,7 +194,15 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     }
     let durable = state::durable_inputs(&client, &key).await?;
     for f in &finished {
-        record(&ctx, &tc, &key, f, &mut conds, &mut status, generation, now).await?;
+        pass.record(
+            f,
+            &mut conds,
+            &mut status.workspace,
+            &owner_reference(&tc)?,
+            &tc.spec.workspace.source.image,
+        )
+        .await?;
+        record_plan(&ctx, &tc, &key, f, &mut conds, &mut status, generation, now).await?;
         let after_interrupted = jobs
             .iter()
             .find(|j| j.name == f.name)
@@ -237,14 +252,6 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     set_block_move(&api, &tc, false).await?;
 
     // Credentials and runner RBAC, every pass of a live object.
-    let pass = Pass {
-        ctx: &ctx,
-        object: tc.as_ref(),
-        key: &key,
-        kind: KIND,
-        generation,
-        now,
-    };
     let owner_ref = owner_reference(&tc)?;
     let identity = tc
         .spec
@@ -762,9 +769,10 @@ fn owner_reference(tc: &TerraformCluster) -> Result<OwnerReference> {
         .ok_or_else(|| Error::InvalidObject("TerraformCluster without a UID".into()))
 }
 
-/// Records a finished Job in status and conditions.
+/// The Manual plan side of a finished Job (clusters only): a plan to approve, an approved plan
+/// applied or superseded, and `captf_plan_approvals_total`.
 #[allow(clippy::too_many_arguments)]
-async fn record(
+async fn record_plan(
     ctx: &Context,
     tc: &TerraformCluster,
     key: &ObjectKey,
@@ -774,19 +782,8 @@ async fn record(
     generation: Option<i64>,
     now: Timestamp,
 ) -> Result<()> {
-    status.workspace.last_run = Some(f.last_run());
-    bookkeeping::count(&ctx.metrics, KIND, key, f);
     match (f.op, f.succeeded) {
         (Operation::Apply, true) => {
-            conds.set(
-                types::APPLY_JOB_SUCCEEDED,
-                Status::True,
-                reasons::APPLY_SUCCEEDED,
-                &f.summary(),
-                generation,
-                now,
-            );
-            secrets::adopt_state(&ctx.client, key, &owner_reference(tc)?, f).await?;
             let api: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), key.namespace());
             if let Some(approved) = f.annotations.get(annotations::APPROVED_PLAN) {
                 count_approval(ctx, "applied");
@@ -806,44 +803,6 @@ async fn record(
                     .await;
                 }
             }
-            // A destructive approval names inputs, not a plan: any successful apply of those
-            // inputs uses it up, so a later remediation of the same inputs is guarded again.
-            if let Some(inputs) = f.inputs_hash()
-                && tc
-                    .annotations()
-                    .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
-                    .map(String::as_str)
-                    == Some(inputs)
-                && approvals::consume(
-                    &api,
-                    key.name(),
-                    annotations::APPROVE_DESTRUCTIVE_PLAN,
-                    inputs,
-                )
-                .await?
-            {
-                publish(
-                    ctx,
-                    tc,
-                    EventType::Normal,
-                    captf_api::events::DESTRUCTIVE_PLAN_APPROVAL_CONSUMED,
-                    &format!(
-                        "Job {} applied the approved inputs {inputs}; the approval is removed",
-                        f.name
-                    ),
-                )
-                .await;
-            }
-            status.workspace.source = Some(SourceStatus {
-                image: Some(tc.spec.workspace.source.image.clone()),
-                image_digest: f.image_id.clone(),
-                runtime_version: f
-                    .result
-                    .as_ref()
-                    .and_then(|r| r.runtime.as_ref())
-                    .map(|r| r.version.clone())
-                    .filter(|v| !v.is_empty()),
-            });
         }
         (Operation::Plan, true) => {
             let plan = f.result.as_ref().and_then(|r| r.plan.as_ref());
@@ -915,199 +874,10 @@ async fn record(
             )
             .await;
         }
-        (Operation::Destroy, true) => conds.set(
-            types::APPLY_JOB_SUCCEEDED,
-            Status::True,
-            reasons::DESTROY_SUCCEEDED,
-            &f.summary(),
-            generation,
-            now,
-        ),
-        (Operation::Apply, false)
-            if f.markers
-                .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED) =>
-        {
-            let hash = &f.markers[annotations::DESTRUCTIVE_PLAN_BLOCKED];
-            // The plan lists every change as `<address> (<actions>)`; name the destructive ones.
-            let result = f.result.as_ref();
-            let mut named: Vec<String> = result
-                .and_then(|r| r.plan.as_ref())
-                .map(|p| {
-                    p.resources
-                        .iter()
-                        .filter(|r| r.contains("delete") || r.contains("replace"))
-                        .cloned()
-                        .collect()
-                })
-                .unwrap_or_default();
-            if named.is_empty() {
-                named = result
-                    .and_then(|r| r.error.as_ref())
-                    .map(|e| e.resources.clone())
-                    .unwrap_or_default();
-            }
-            let resources = if named.is_empty() {
-                "some resources".to_owned()
-            } else {
-                named.join(", ")
-            };
-            conds.set(
-                types::APPLY_JOB_SUCCEEDED,
-                Status::False,
-                reasons::DESTRUCTIVE_PLAN_BLOCKED,
-                &format!(
-                    "Job {}: the plan would delete or replace {resources}; nothing was applied. To apply it anyway: kubectl annotate terraformcluster {} -n {} {}={hash}",
-                    f.name,
-                    key.name(),
-                    key.namespace(),
-                    annotations::APPROVE_DESTRUCTIVE_PLAN
-                ),
-                generation,
-                now,
-            );
-        }
-        (Operation::Apply | Operation::Plan | Operation::Destroy, false) => {
-            let reason = match (f.deadline, f.op) {
-                (true, _) => reasons::JOB_DEADLINE_EXCEEDED,
-                (false, Operation::Destroy) => reasons::DESTROY_FAILED,
-                (false, _) => reasons::APPLY_FAILED,
-            };
-            conds.set(
-                types::APPLY_JOB_SUCCEEDED,
-                Status::False,
-                reason,
-                &f.summary(),
-                generation,
-                now,
-            );
-        }
-        (Operation::Drift | Operation::Refresh, ok) => {
-            let (s, r) = if ok {
-                (Status::True, reasons::DRIFT_CHECKED)
-            } else {
-                (Status::False, reasons::DRIFT_JOB_FAILED)
-            };
-            conds.set(
-                types::DRIFT_JOB_SUCCEEDED,
-                s,
-                r,
-                &f.summary(),
-                generation,
-                now,
-            );
-            if ok {
-                status.workspace.last_refresh = Some(Time(now));
-                if f.op == Operation::Drift {
-                    status.workspace.last_drift_check = Some(Time(now));
-                    let drift = f.result.as_ref().and_then(|r| r.drift.as_ref());
-                    match drift {
-                        Some(d) if d.detected => conds.set(
-                            types::DRIFT_DETECTED,
-                            Status::True,
-                            reasons::DRIFT_REPORTED,
-                            &format!(
-                                "drift: {} to create, {} to update, {} to replace, {} to delete",
-                                d.create, d.update, d.replace, d.delete
-                            ),
-                            generation,
-                            now,
-                        ),
-                        _ => conds.set(
-                            types::DRIFT_DETECTED,
-                            Status::False,
-                            reasons::NO_DRIFT,
-                            "",
-                            generation,
-                            now,
-                        ),
-                    }
-                }
-            }
-        }
-        (Operation::Restore, ok) => {
-            // Success or failure, the serial is recorded: a failed restore is never retried for
-            // the same serial (remove the annotation, wait for this to clear, set it again).
-            let serial = f.annotations.get(annotations::RESTORE_SERIAL).cloned();
-            status.workspace.last_restored_serial = serial.as_deref().and_then(|s| s.parse().ok());
-            let (s, r) = if ok {
-                (Status::True, reasons::STATE_RESTORED)
-            } else {
-                (Status::False, reasons::RESTORE_FAILED)
-            };
-            let message = if ok {
-                format!(
-                    "Job {} restored the state of serial {}",
-                    f.name,
-                    serial.as_deref().unwrap_or("?")
-                )
-            } else {
-                format!(
-                    "{}. The state is unchanged; this serial is not retried: to try again remove captf.io/restore-state, wait for status.lastRestoredSerial to clear, and set it again",
-                    f.summary()
-                )
-            };
-            conds.set(
-                types::RESTORE_JOB_SUCCEEDED,
-                s,
-                r,
-                &message,
-                generation,
-                now,
-            );
-            ctx.metrics
-                .state_restores_total
-                .get_or_create(&crate::manager::metrics::KindResult {
-                    kind: KIND,
-                    result: if ok { "succeeded" } else { "failed" },
-                })
-                .inc();
-            if ok {
-                secrets::adopt_state(&ctx.client, key, &owner_reference(tc)?, f).await?;
-                let api: Api<TerraformCluster> =
-                    Api::namespaced(ctx.client.clone(), key.namespace());
-                if let Some(serial) = &serial {
-                    approvals::consume(&api, key.name(), annotations::RESTORE_STATE, serial)
-                        .await?;
-                }
-                publish(
-                    ctx,
-                    tc,
-                    EventType::Normal,
-                    captf_api::events::STATE_RESTORED,
-                    &message,
-                )
-                .await;
-            }
-        }
-    }
-    let blocked = f
-        .markers
-        .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED);
-    if blocked {
-        let message = conds
-            .get(types::APPLY_JOB_SUCCEEDED)
-            .map(|c| c.message.clone())
-            .unwrap_or_default();
-        publish(
-            ctx,
-            tc,
-            EventType::Warning,
-            captf_api::events::DESTRUCTIVE_PLAN_BLOCKED,
-            &message,
-        )
-        .await;
-    } else if !f.succeeded && !f.markers.contains_key(annotations::PLAN_CHANGED) {
-        if f.op == Operation::Apply && f.annotations.contains_key(annotations::APPROVED_PLAN) {
+        (Operation::Apply, false) if f.annotations.contains_key(annotations::APPROVED_PLAN) => {
             count_approval(ctx, "failed");
         }
-        publish(
-            ctx,
-            tc,
-            EventType::Warning,
-            captf_api::events::JOB_FAILED,
-            &f.summary(),
-        )
-        .await;
+        _ => {}
     }
     Ok(())
 }

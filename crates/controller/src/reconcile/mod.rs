@@ -13,6 +13,7 @@ pub mod locks;
 pub mod object;
 pub mod owners;
 pub mod pass;
+pub mod record;
 pub mod secrets;
 pub mod state;
 

@@ -1,0 +1,275 @@
+//! Recording a finished Job in the object's status: what every kind records alike.
+
+use captf_api::conditions::{Status, reasons, types};
+use captf_api::{Operation, SourceStatus, WorkspaceStatus, annotations};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::api::Api;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+
+use super::bookkeeping::{self, Finished};
+use super::object::Workload;
+use super::pass::Pass;
+use super::{approvals, secrets};
+use crate::conditions::Conditions;
+use crate::error::Result;
+
+impl<K> Pass<'_, K>
+where
+    K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
+{
+    /// Records one finished Job: `status.lastRun`, the Job counters, the condition of its
+    /// operation, what a success leaves behind (state adopted, source pinned, approvals and
+    /// restore requests used up) and an event for a failure. Manual plans are left to the kind.
+    pub async fn record(
+        &self,
+        f: &Finished,
+        conds: &mut Conditions,
+        workspace: &mut WorkspaceStatus,
+        owner_ref: &OwnerReference,
+        image: &str,
+    ) -> Result<()> {
+        let (ctx, key, generation, now, tc) =
+            (self.ctx, self.key, self.generation, self.now, self.object);
+        workspace.last_run = Some(f.last_run());
+        bookkeeping::count(&ctx.metrics, self.kind, key, f);
+        match (f.op, f.succeeded) {
+            (Operation::Apply, true) => {
+                conds.set(
+                    types::APPLY_JOB_SUCCEEDED,
+                    Status::True,
+                    reasons::APPLY_SUCCEEDED,
+                    &f.summary(),
+                    generation,
+                    now,
+                );
+                secrets::adopt_state(&ctx.client, key, owner_ref, f).await?;
+                let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
+                // A destructive approval names inputs, not a plan: any successful apply of those
+                // inputs uses it up, so a later remediation of the same inputs is guarded again.
+                if let Some(inputs) = f.inputs_hash()
+                    && tc
+                        .annotations()
+                        .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
+                        .map(String::as_str)
+                        == Some(inputs)
+                    && approvals::consume(
+                        &api,
+                        key.name(),
+                        annotations::APPROVE_DESTRUCTIVE_PLAN,
+                        inputs,
+                    )
+                    .await?
+                {
+                    self.publish(
+                        EventType::Normal,
+                        captf_api::events::DESTRUCTIVE_PLAN_APPROVAL_CONSUMED,
+                        &format!(
+                            "Job {} applied the approved inputs {inputs}; the approval is removed",
+                            f.name
+                        ),
+                    )
+                    .await;
+                }
+                workspace.source = Some(SourceStatus {
+                    image: Some(image.to_owned()),
+                    image_digest: f.image_id.clone(),
+                    runtime_version: f
+                        .result
+                        .as_ref()
+                        .and_then(|r| r.runtime.as_ref())
+                        .map(|r| r.version.clone())
+                        .filter(|v| !v.is_empty()),
+                });
+            }
+            // Manual plans are the kind's own (only clusters have them).
+            (Operation::Plan, true) => {}
+            (Operation::Apply, false) if f.markers.contains_key(annotations::PLAN_CHANGED) => {}
+            (Operation::Destroy, true) => conds.set(
+                types::APPLY_JOB_SUCCEEDED,
+                Status::True,
+                reasons::DESTROY_SUCCEEDED,
+                &f.summary(),
+                generation,
+                now,
+            ),
+            (Operation::Apply, false)
+                if f.markers
+                    .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED) =>
+            {
+                let hash = &f.markers[annotations::DESTRUCTIVE_PLAN_BLOCKED];
+                // The plan lists every change as `<address> (<actions>)`; name the destructive ones.
+                let result = f.result.as_ref();
+                let mut named: Vec<String> = result
+                    .and_then(|r| r.plan.as_ref())
+                    .map(|p| {
+                        p.resources
+                            .iter()
+                            .filter(|r| r.contains("delete") || r.contains("replace"))
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if named.is_empty() {
+                    named = result
+                        .and_then(|r| r.error.as_ref())
+                        .map(|e| e.resources.clone())
+                        .unwrap_or_default();
+                }
+                let resources = if named.is_empty() {
+                    "some resources".to_owned()
+                } else {
+                    named.join(", ")
+                };
+                conds.set(
+                    types::APPLY_JOB_SUCCEEDED,
+                    Status::False,
+                    reasons::DESTRUCTIVE_PLAN_BLOCKED,
+                    &format!(
+                        "Job {}: the plan would delete or replace {resources}; nothing was applied. To apply it anyway: kubectl annotate {} {} -n {} {}={hash}",
+                        f.name,
+                        self.kind.to_lowercase(),
+                        key.name(),
+                        key.namespace(),
+                        annotations::APPROVE_DESTRUCTIVE_PLAN
+                    ),
+                    generation,
+                    now,
+                );
+            }
+            (Operation::Apply | Operation::Plan | Operation::Destroy, false) => {
+                let reason = match (f.deadline, f.op) {
+                    (true, _) => reasons::JOB_DEADLINE_EXCEEDED,
+                    (false, Operation::Destroy) => reasons::DESTROY_FAILED,
+                    (false, _) => reasons::APPLY_FAILED,
+                };
+                conds.set(
+                    types::APPLY_JOB_SUCCEEDED,
+                    Status::False,
+                    reason,
+                    &f.summary(),
+                    generation,
+                    now,
+                );
+            }
+            (Operation::Drift | Operation::Refresh, ok) => {
+                let (s, r) = if ok {
+                    (Status::True, reasons::DRIFT_CHECKED)
+                } else {
+                    (Status::False, reasons::DRIFT_JOB_FAILED)
+                };
+                conds.set(
+                    types::DRIFT_JOB_SUCCEEDED,
+                    s,
+                    r,
+                    &f.summary(),
+                    generation,
+                    now,
+                );
+                if ok {
+                    workspace.last_refresh = Some(Time(now));
+                    if f.op == Operation::Drift {
+                        workspace.last_drift_check = Some(Time(now));
+                        let drift = f.result.as_ref().and_then(|r| r.drift.as_ref());
+                        match drift {
+                            Some(d) if d.detected => conds.set(
+                                types::DRIFT_DETECTED,
+                                Status::True,
+                                reasons::DRIFT_REPORTED,
+                                &format!(
+                                    "drift: {} to create, {} to update, {} to replace, {} to delete",
+                                    d.create, d.update, d.replace, d.delete
+                                ),
+                                generation,
+                                now,
+                            ),
+                            _ => conds.set(
+                                types::DRIFT_DETECTED,
+                                Status::False,
+                                reasons::NO_DRIFT,
+                                "",
+                                generation,
+                                now,
+                            ),
+                        }
+                    }
+                }
+            }
+            (Operation::Restore, ok) => {
+                // Success or failure, the serial is recorded: a failed restore is never retried for
+                // the same serial (remove the annotation, wait for this to clear, set it again).
+                let serial = f.annotations.get(annotations::RESTORE_SERIAL).cloned();
+                workspace.last_restored_serial = serial.as_deref().and_then(|s| s.parse().ok());
+                let (s, r) = if ok {
+                    (Status::True, reasons::STATE_RESTORED)
+                } else {
+                    (Status::False, reasons::RESTORE_FAILED)
+                };
+                let message = if ok {
+                    format!(
+                        "Job {} restored the state of serial {}",
+                        f.name,
+                        serial.as_deref().unwrap_or("?")
+                    )
+                } else {
+                    format!(
+                        "{}. The state is unchanged; this serial is not retried: to try again remove captf.io/restore-state, wait for status.lastRestoredSerial to clear, and set it again",
+                        f.summary()
+                    )
+                };
+                conds.set(
+                    types::RESTORE_JOB_SUCCEEDED,
+                    s,
+                    r,
+                    &message,
+                    generation,
+                    now,
+                );
+                ctx.metrics
+                    .state_restores_total
+                    .get_or_create(&crate::manager::metrics::KindResult {
+                        kind: self.kind,
+                        result: if ok { "succeeded" } else { "failed" },
+                    })
+                    .inc();
+                if ok {
+                    secrets::adopt_state(&ctx.client, key, owner_ref, f).await?;
+                    let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
+                    if let Some(serial) = &serial {
+                        approvals::consume(&api, key.name(), annotations::RESTORE_STATE, serial)
+                            .await?;
+                    }
+                    self.publish(
+                        EventType::Normal,
+                        captf_api::events::STATE_RESTORED,
+                        &message,
+                    )
+                    .await;
+                }
+            }
+        }
+        let blocked = f
+            .markers
+            .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED);
+        if blocked {
+            let message = conds
+                .get(types::APPLY_JOB_SUCCEEDED)
+                .map(|c| c.message.clone())
+                .unwrap_or_default();
+            self.publish(
+                EventType::Warning,
+                captf_api::events::DESTRUCTIVE_PLAN_BLOCKED,
+                &message,
+            )
+            .await;
+        } else if !f.succeeded && !f.markers.contains_key(annotations::PLAN_CHANGED) {
+            self.publish(
+                EventType::Warning,
+                captf_api::events::JOB_FAILED,
+                &f.summary(),
+            )
+            .await;
+        }
+        Ok(())
+    }
+}
