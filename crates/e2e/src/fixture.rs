@@ -227,3 +227,22 @@ pub fn ready(tc: &TerraformCluster) -> bool {
 pub fn exports(tc: &TerraformCluster) -> String {
     serde_json::to_string(&tc.status.as_ref().and_then(|s| s.exports.clone())).unwrap_or_default()
 }
+
+/// Waits for the first event with `reason` in `ns` and returns it.
+pub async fn event(
+    client: &kube::Client,
+    ns: &str,
+    reason: &str,
+) -> k8s_openapi::api::events::v1::Event {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    wait_for(&format!("a {reason} event"), TIMEOUT, || async {
+        Ok(events
+            .list(&kube::api::ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some(reason)))
+    })
+    .await
+    .expect("event")
+}

@@ -44,6 +44,15 @@ fn dr(env: &TestEnv, args: &[&str]) -> String {
     stderr
 }
 
+/// `captf dr export` of `ns` into a file: the file and what it holds.
+fn export(env: &TestEnv, ns: &str) -> (PathBuf, Value) {
+    let file = export_file(ns);
+    let path = file.to_str().expect("path");
+    dr(env, &["export", "--namespace", ns, "--output", path]);
+    let export = read_export(&file);
+    (file, export)
+}
+
 fn export_file(ns: &str) -> PathBuf {
     std::env::temp_dir().join(format!("captf-dr-{ns}.json"))
 }
@@ -129,18 +138,7 @@ async fn recovery_drill_restores_without_an_apply() {
         .expect("suffix");
 
     // Back up.
-    let file = export_file(&ns);
-    dr(
-        &env,
-        &[
-            "export",
-            "--namespace",
-            &ns,
-            "--output",
-            file.to_str().expect("path"),
-        ],
-    );
-    let export = read_export(&file);
+    let (file, export) = export(&env, &ns);
     let secrets = names(&export["secrets"]);
     let state = format!("tfstate-default-{suffix}");
     assert!(secrets.contains(&state), "{secrets:?}");
@@ -268,17 +266,7 @@ async fn recovery_drill_restores_without_an_apply() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
-    wait_for("OwnerReferencesRepaired", TIMEOUT, || async {
-        Ok(events
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("OwnerReferencesRepaired")))
-    })
-    .await
-    .expect("event");
+    event(&client, &ns, "OwnerReferencesRepaired").await;
 
     // A drift check on the fresh control plane, and still no apply.
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
@@ -320,18 +308,7 @@ async fn breaking_the_restore_on_purpose_fails_safely() {
     for name in clusters {
         wait_until(&api, name, "Ready", &manager, ready).await;
     }
-    let file = export_file(&ns);
-    dr(
-        &env,
-        &[
-            "export",
-            "--namespace",
-            &ns,
-            "--output",
-            file.to_str().expect("path"),
-        ],
-    );
-    let export = read_export(&file);
+    let (file, export) = export(&env, &ns);
     // What a backup that keeps owner references (a plain `kubectl get -o json`) holds.
     let raw: Vec<Secret> = Api::<Secret>::namespaced(client.clone(), &ns)
         .list(&ListParams::default())

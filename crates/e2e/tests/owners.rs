@@ -92,17 +92,7 @@ async fn secrets_without_owner_references_are_re_owned() {
         Some(true),
         "a backup is owned, not controlled"
     );
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
-    let repaired = wait_for("the OwnerReferencesRepaired event", TIMEOUT, || async {
-        Ok(events
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("OwnerReferencesRepaired")))
-    })
-    .await
-    .expect("event");
+    let repaired = event(&client, &ns, "OwnerReferencesRepaired").await;
     let note = repaired.note.unwrap_or_default();
     assert!(names.iter().all(|n| note.contains(n)), "{note}");
 }

@@ -26,32 +26,8 @@ pub async fn export(client: &kube::Client, namespace: &str, now: &str) -> Result
         .during(|| format!("reading namespace {namespace}"))?
         .ok_or_else(|| Error::InvalidObject(format!("namespace {namespace} does not exist")))?;
 
-    let mut objects = Vec::new();
-    for kind in kinds::TERRAFORM {
-        objects.extend(
-            list(
-                client,
-                Some(namespace),
-                kind,
-                &ListParams::default(),
-                &mut notes,
-            )
-            .await?,
-        );
-    }
-    let mut cluster_api = Vec::new();
-    for kind in kinds::CLUSTER_API {
-        cluster_api.extend(
-            list(
-                client,
-                Some(namespace),
-                kind,
-                &ListParams::default(),
-                &mut notes,
-            )
-            .await?,
-        );
-    }
+    let mut objects = list_kinds(client, namespace, &kinds::TERRAFORM, &mut notes).await?;
+    let mut cluster_api = list_kinds(client, namespace, &kinds::CLUSTER_API, &mut notes).await?;
     for object in objects.iter().chain(&cluster_api) {
         if object.pointer("/metadata/deletionTimestamp").is_some() {
             notes.0.push(format!(
@@ -215,6 +191,29 @@ async fn warn_running_jobs(
         ));
     }
     Ok(())
+}
+
+/// Every object of `kinds` in `namespace`, kind by kind.
+async fn list_kinds(
+    client: &kube::Client,
+    namespace: &str,
+    kinds: &[Kind],
+    notes: &mut Notes,
+) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for kind in kinds {
+        out.extend(
+            list(
+                client,
+                Some(namespace),
+                *kind,
+                &ListParams::default(),
+                notes,
+            )
+            .await?,
+        );
+    }
+    Ok(out)
 }
 
 /// Lists one kind; a kind the API does not serve (Cluster API not installed, another
