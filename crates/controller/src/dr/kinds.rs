@@ -44,23 +44,8 @@ pub const TERRAFORM: [Kind; 6] = [
     Kind::TerraformMachine,
 ];
 
-const ALL: [Kind; 15] = [
-    Kind::Identity,
-    Kind::Secret,
-    Kind::ConfigMap,
-    Kind::CapiCluster,
-    Kind::ClusterClass,
-    Kind::MachineDeployment,
-    Kind::MachineSet,
-    Kind::MachinePool,
-    Kind::Machine,
-    Kind::TerraformCluster,
-    Kind::TerraformClusterTemplate,
-    Kind::TerraformMachineTemplate,
-    Kind::TerraformMachinePoolTemplate,
-    Kind::TerraformMachinePool,
-    Kind::TerraformMachine,
-];
+/// The kinds outside both lists: identities and the Secrets and ConfigMaps they carry.
+const OTHERS: [Kind; 3] = [Kind::Identity, Kind::Secret, Kind::ConfigMap];
 
 impl Kind {
     /// `(group, version, kind, plural)`.
@@ -136,8 +121,12 @@ pub fn of(object: &Value) -> Option<Kind> {
         .rsplit_once('/')
         .map(|(g, _)| g)
         .unwrap_or_default();
-    ALL.into_iter().find(|k| {
-        let (g, _, name, _) = k.parts();
-        g == group && name == kind
-    })
+    OTHERS
+        .into_iter()
+        .chain(CLUSTER_API)
+        .chain(TERRAFORM)
+        .find(|k| {
+            let (g, _, name, _) = k.parts();
+            g == group && name == kind
+        })
 }
