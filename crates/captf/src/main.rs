@@ -236,48 +236,59 @@ async fn dr(what: DrCommand, kubeconfig: Option<std::path::PathBuf>) -> anyhow::
         dr::Export::from_json(&bytes)
             .with_context(|| format!("{} is not a `captf dr export` document", file.display()))
     };
-    let lines = match what {
+    // Lines are printed even when the command fails midway: they say what was done.
+    let mut lines = Vec::new();
+    let outcome = match what {
         DrCommand::Export { namespace, output } => {
-            let now = dr::now();
-            let (export, notes) = dr::export(&client, &namespace, &now).await?;
-            let json = export.to_json()?;
-            match &output {
-                Some(path) => write_private(path, &json)?,
-                None => std::io::stdout().lock().write_all(&json)?,
-            }
-            let mut lines = notes.0;
-            lines.push(format!(
-                "exported namespace {namespace}: {} objects, {} Cluster API objects, {} Secrets, {} identities{}",
-                export.objects.len(),
-                export.cluster_api.len(),
-                export.secrets.len(),
-                export.identities.len(),
-                output
-                    .map(|p| format!(" to {}", p.display()))
-                    .unwrap_or_default()
-            ));
-            lines
+            dr::export(&client, &namespace, &dr::now())
+                .await
+                .map_err(anyhow::Error::from)
+                .and_then(|(export, notes)| {
+                    let json = export.to_json()?;
+                    match &output {
+                        Some(path) => write_private(path, &json)?,
+                        None => std::io::stdout().lock().write_all(&json)?,
+                    }
+                    lines = notes.0;
+                    lines.push(format!(
+                        "exported namespace {namespace}: {} objects, {} Cluster API objects, {} Secrets, {} identities{}",
+                        export.objects.len(),
+                        export.cluster_api.len(),
+                        export.secrets.len(),
+                        export.identities.len(),
+                        output
+                            .map(|p| format!(" to {}", p.display()))
+                            .unwrap_or_default()
+                    ));
+                    Ok(())
+                })
         }
         DrCommand::Import { file } => {
             let export = read(&file)?;
-            let mut lines = dr::import(&client, &export).await?;
-            lines.push(format!(
-                "restored namespace {} paused; check the Secrets and status.stateSecretSuffix, then run `captf dr unpause -f {}` (or --object Kind/name for one object first)",
-                export.namespace,
-                file.display()
-            ));
-            lines
+            let done = dr::import(&client, &export, &mut lines).await;
+            if done.is_ok() {
+                lines.push(format!(
+                    "restored namespace {} paused; check the Secrets and status.stateSecretSuffix, then run `captf dr unpause -f {}` (or --object Kind/name for one object first)",
+                    export.namespace,
+                    file.display()
+                ));
+            } else if !lines.is_empty() {
+                lines.push("the import stopped midway: delete what it created (above) before running it again".into());
+            }
+            done.map_err(anyhow::Error::from)
         }
         DrCommand::Unpause { file, objects } => {
             let export = read(&file)?;
-            dr::unpause(&client, &export, &objects).await?
+            dr::unpause(&client, &export, &objects, &mut lines)
+                .await
+                .map_err(anyhow::Error::from)
         }
     };
     let mut err = std::io::stderr().lock();
     for line in lines {
         writeln!(err, "{line}")?;
     }
-    Ok(())
+    outcome
 }
 
 /// Writes a file only its owner can read: the copy holds state and credentials.

@@ -14,14 +14,18 @@ use crate::{Error, Result};
 /// Restores `export`: namespace, identities and their Secrets, `variablesFrom` sources (each
 /// kept when it already exists), then the Cluster API objects with their Clusters paused, the
 /// Secrets without owner references, and the `Terraform*` objects paused, owner references
-/// pointed at the new UIDs and statuses restored. Returns one line per thing done.
+/// pointed at the new UIDs and statuses restored. Adds one line to `report` per thing done, so
+/// a failure midway still says what was created.
 ///
 /// Refuses before writing anything when any Cluster API object, state Secret, backup, durable
 /// inputs Secret or `Terraform*` object already exists: an import never writes over live state.
-pub async fn import(client: &kube::Client, export: &Export) -> Result<Vec<String>> {
+pub async fn import(
+    client: &kube::Client,
+    export: &Export,
+    report: &mut Vec<String>,
+) -> Result<()> {
     document::validate(export).map_err(Error::InvalidObject)?;
     let ns = export.namespace.as_str();
-    let mut report = Vec::new();
 
     let mut existing = Vec::new();
     for item in export
@@ -46,21 +50,21 @@ pub async fn import(client: &kube::Client, export: &Export) -> Result<Vec<String
         )));
     }
 
-    ensure_namespace(client, ns, &export.namespace_metadata, &mut report).await?;
+    ensure_namespace(client, ns, &export.namespace_metadata, report).await?;
     for identity in &export.identities {
-        create_if_absent(client, identity, &mut report).await?;
+        create_if_absent(client, identity, report).await?;
     }
     for secret in &export.identity_secrets {
         if let Some(secret_ns) = secret
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
         {
-            ensure_namespace(client, secret_ns, &Value::Null, &mut report).await?;
+            ensure_namespace(client, secret_ns, &Value::Null, report).await?;
         }
-        create_if_absent(client, secret, &mut report).await?;
+        create_if_absent(client, secret, report).await?;
     }
     for source in &export.variable_sources {
-        create_if_absent(client, source, &mut report).await?;
+        create_if_absent(client, source, report).await?;
     }
 
     let mut new_uids: BTreeMap<OwnerKey, String> = BTreeMap::new();
@@ -74,12 +78,12 @@ pub async fn import(client: &kube::Client, export: &Export) -> Result<Vec<String
                 document::display(&object)
             ));
         }
-        restore(client, object, &mut new_uids, &mut report).await?;
+        restore(client, object, &mut new_uids, report).await?;
     }
     for secret in &export.secrets {
         let mut secret = secret.clone();
         document::strip(&mut secret, false);
-        restore(client, secret, &mut new_uids, &mut report).await?;
+        restore(client, secret, &mut new_uids, report).await?;
     }
     let mut objects = export.objects.clone();
     objects.sort_by_key(kinds::of);
@@ -91,19 +95,20 @@ pub async fn import(client: &kube::Client, export: &Export) -> Result<Vec<String
                 document::display(&object)
             ));
         }
-        restore(client, object, &mut new_uids, &mut report).await?;
+        restore(client, object, &mut new_uids, report).await?;
     }
-    Ok(report)
+    Ok(())
 }
 
-/// Unpauses the objects the import paused (see [`document::to_unpause`]), Clusters first.
+/// Unpauses the objects the import paused (see [`document::to_unpause`]), Clusters first, one
+/// line in `report` each.
 pub async fn unpause(
     client: &kube::Client,
     export: &Export,
     only: &[String],
-) -> Result<Vec<String>> {
+    report: &mut Vec<String>,
+) -> Result<()> {
     document::validate(export).map_err(Error::InvalidObject)?;
-    let mut report = Vec::new();
     for object in document::to_unpause(export, only).map_err(Error::InvalidObject)? {
         let name = document::name_of(object);
         api_for(client, object)?
@@ -116,7 +121,7 @@ pub async fn unpause(
             .during(|| format!("unpausing {}", document::display(object)))?;
         report.push(format!("unpaused {}", document::display(object)));
     }
-    Ok(report)
+    Ok(())
 }
 
 /// Creates one object with its owner references pointed at the restored owners, then
