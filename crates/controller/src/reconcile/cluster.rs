@@ -22,8 +22,8 @@ use super::jobs::{self, Phase};
 use super::launch::{GATE_REQUEUE, Launch, Started};
 use super::object::{add_finalizer, patch_status, remove_finalizer, set_block_move};
 use super::pass::{
-    Pass, abandon_cause, abandon_requested, active_job, drift_found, finish_bookkeeping,
-    first_visit, restore_request,
+    Pass, abandon_cause, abandon_requested, drift_found, finish_bookkeeping, first_visit,
+    restore_request,
 };
 use super::state::{self, StateRead};
 use super::{Context, approvals, secrets};
@@ -212,42 +212,19 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         }
     }
 
-    if paused {
-        if deleting {
-            conds.set(types::DELETING, Status::True, reasons::DELETING, "Deletion waits until the object is unpaused (Cluster spec.paused or the cluster.x-k8s.io/paused annotation); a paused object never runs a destroy", generation, now);
-        }
-        if active.is_none() {
-            set_block_move(&api, &tc, false).await?;
-        }
-        conds.summarize_ready(WorkloadKind::Cluster, provisioned(&status), generation, now);
-        patch_status(
-            &api,
-            &key,
-            tc.status.as_ref(),
-            &status,
-            conds,
-            generation,
-            active_job(&active),
-        )
-        .await?;
-        finish_bookkeeping(&ctx, &key, &finished).await?;
-        return Ok(Action::requeue(ctx.args.sync_period));
-    }
-    if let Some(job) = &active {
-        set_block_move(&api, &tc, true).await?;
-        conds.summarize_ready(WorkloadKind::Cluster, provisioned(&status), generation, now);
-        patch_status(
-            &api,
-            &key,
-            tc.status.as_ref(),
-            &status,
-            conds,
-            generation,
-            active_job(&Some(job.clone())),
-        )
-        .await?;
-        finish_bookkeeping(&ctx, &key, &finished).await?;
-        return Ok(Action::requeue(crate::schedule::ACTIVE_JOB_REQUEUE));
+    if paused || active.is_some() {
+        return pass
+            .hold(
+                tc.status.as_ref(),
+                &status,
+                conds,
+                provisioned(&status),
+                active.as_ref(),
+                &finished,
+                paused,
+                deleting,
+            )
+            .await;
     }
     set_block_move(&api, &tc, false).await?;
 

@@ -8,10 +8,13 @@ use captf_api::{ActiveJob, WorkspaceStatus, annotations};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
+use kube::api::Api;
+use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 
 use super::bookkeeping::{self, Finished};
 use super::jobs::{self, ObservedJob, Phase};
+use super::object::{patch_status, set_block_move};
 use super::state::{DurableInputs, StateRead};
 use super::{Context, credentials};
 use crate::conditions::Conditions;
@@ -341,6 +344,51 @@ where
             }
             _ => None,
         })
+    }
+
+    /// A pass that cannot go on: paused (bookkeeping only; a deletion waits, said in Deleting)
+    /// or a Job running (block-move stays set). Writes status once and finishes the
+    /// bookkeeping, then says when to look again.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn hold<S: serde::Serialize>(
+        &self,
+        before: Option<&S>,
+        status: &S,
+        mut conds: Conditions,
+        provisioned: bool,
+        active: Option<&ObservedJob>,
+        finished: &[Finished],
+        paused: bool,
+        deleting: bool,
+    ) -> Result<Action> {
+        let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
+        if paused {
+            if deleting {
+                conds.set(types::DELETING, Status::True, reasons::DELETING, "Deletion waits until the object is unpaused (Cluster spec.paused or the cluster.x-k8s.io/paused annotation); a paused object never runs a destroy", self.generation, self.now);
+            }
+            if active.is_none() {
+                set_block_move(&api, self.object, false).await?;
+            }
+        } else {
+            set_block_move(&api, self.object, true).await?;
+        }
+        conds.summarize_ready(self.key.kind(), provisioned, self.generation, self.now);
+        patch_status(
+            &api,
+            self.key,
+            before,
+            status,
+            conds,
+            self.generation,
+            active_job(&active.cloned()),
+        )
+        .await?;
+        finish_bookkeeping(self.ctx, self.key, finished).await?;
+        Ok(Action::requeue(if paused {
+            self.ctx.args.sync_period
+        } else {
+            crate::schedule::ACTIVE_JOB_REQUEUE
+        }))
     }
 
     /// An event about the object.
