@@ -301,6 +301,9 @@ fn write_private(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
         .mode(0o600)
         .open(path)
         .with_context(|| format!("cannot write {}", path.display()))?;
+    // `mode` applies only to a new file: an existing one is narrowed before the copy goes in.
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     file.write_all(bytes)?;
     Ok(())
 }

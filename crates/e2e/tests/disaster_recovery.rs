@@ -46,9 +46,22 @@ fn dr(env: &TestEnv, args: &[&str]) -> String {
 
 /// `captf dr export` of `ns` into a file: the file and what it holds.
 fn export(env: &TestEnv, ns: &str) -> (PathBuf, Value) {
+    use std::os::unix::fs::PermissionsExt;
     let file = export_file(ns);
+    // A file left readable by others is narrowed: the copy holds the state and credentials.
+    std::fs::write(&file, b"old").expect("an old file");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     let path = file.to_str().expect("path");
     dr(env, &["export", "--namespace", ns, "--output", path]);
+    let mode = std::fs::metadata(&file)
+        .expect("export file")
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o777,
+        0o600,
+        "the export is readable by its owner only"
+    );
     let export = read_export(&file);
     (file, export)
 }
