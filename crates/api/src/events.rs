@@ -66,3 +66,7 @@ pub const STEP_STARTED: &str = "StepStarted";
 pub const STEP_FINISHED: &str = "StepFinished";
 /// Runner: the run finished.
 pub const RUN_FINISHED: &str = "RunFinished";
+/// Warning: CAPTF set `cluster.x-k8s.io/remediate-machine` on a Machine.
+pub const REMEDIATION_REQUESTED: &str = "RemediationRequested";
+/// CAPTF took back its remediation request from a Machine that is healthy again.
+pub const REMEDIATION_WITHDRAWN: &str = "RemediationWithdrawn";

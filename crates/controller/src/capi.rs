@@ -125,22 +125,23 @@ pub fn cluster_resource() -> kube::core::ApiResource {
     )
 }
 
-/// The TerraformCluster a CAPI Cluster points at through `spec.infrastructureRef`, for mapping
-/// Cluster events (pause, endpoint, initialization) to the object to reconcile.
-pub fn infrastructure_ref_of(
-    cluster: &kube::api::DynamicObject,
-) -> Option<kube::runtime::reflector::ObjectRef<captf_api::TerraformCluster>> {
-    let reference = cluster.data.get("spec")?.get("infrastructureRef")?;
+/// The CAPTF object of kind `K` a CAPI object points at through `spec.infrastructureRef`
+/// (a Cluster's TerraformCluster, a Machine's TerraformMachine), for mapping the CAPI object's
+/// events (pause, endpoint, bootstrap data) to the object to reconcile.
+pub fn infrastructure_ref_of<K: kube::Resource<DynamicType = ()>>(
+    object: &kube::api::DynamicObject,
+) -> Option<kube::runtime::reflector::ObjectRef<K>> {
+    let reference = object.data.get("spec")?.get("infrastructureRef")?;
     let kind = reference.get("kind")?.as_str()?;
     let group = reference
         .get("apiGroup")
         .and_then(|g| g.as_str())
         .unwrap_or(captf_api::GROUP);
-    if kind != "TerraformCluster" || group != captf_api::GROUP {
+    if kind != K::kind(&()) || group != captf_api::GROUP {
         return None;
     }
     let name = reference.get("name")?.as_str()?;
-    let namespace = cluster.metadata.namespace.as_deref()?;
+    let namespace = object.metadata.namespace.as_deref()?;
     Some(kube::runtime::reflector::ObjectRef::new(name).within(namespace))
 }
 
@@ -193,4 +194,47 @@ pub fn machine_resource() -> kube::core::ApiResource {
         &kube::core::GroupVersionKind::gvk(GROUP, VERSION, "Machine"),
         "machines",
     )
+}
+
+/// A CAPI object that owns an infrastructure object and names it back (§3.3).
+pub trait Owner: serde::de::DeserializeOwned {
+    const KIND: &'static str;
+    fn resource() -> kube::core::ApiResource;
+    fn meta(&self) -> &kube::api::ObjectMeta;
+    /// The reference that must name the infrastructure object.
+    fn infrastructure_ref(&self) -> Option<&ContractReference>;
+    /// What the infrastructure object's `cluster.x-k8s.io/cluster-name` label must say.
+    fn cluster_name(&self) -> Option<&str>;
+}
+
+impl Owner for Cluster {
+    const KIND: &'static str = "Cluster";
+    fn resource() -> kube::core::ApiResource {
+        cluster_resource()
+    }
+    fn meta(&self) -> &kube::api::ObjectMeta {
+        &self.metadata
+    }
+    fn infrastructure_ref(&self) -> Option<&ContractReference> {
+        self.spec.infrastructure_ref.as_ref()
+    }
+    fn cluster_name(&self) -> Option<&str> {
+        self.metadata.name.as_deref()
+    }
+}
+
+impl Owner for Machine {
+    const KIND: &'static str = "Machine";
+    fn resource() -> kube::core::ApiResource {
+        machine_resource()
+    }
+    fn meta(&self) -> &kube::api::ObjectMeta {
+        &self.metadata
+    }
+    fn infrastructure_ref(&self) -> Option<&ContractReference> {
+        self.spec.infrastructure_ref.as_ref()
+    }
+    fn cluster_name(&self) -> Option<&str> {
+        Some(self.spec.cluster_name.as_str()).filter(|n| !n.is_empty())
+    }
 }

@@ -11,6 +11,7 @@ mod error;
 pub mod identity;
 pub mod inputs;
 pub mod job;
+pub mod machine;
 pub mod manager;
 pub mod merge;
 pub mod reconcile;

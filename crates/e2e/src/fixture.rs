@@ -112,38 +112,59 @@ spec:
     .expect("TerraformCluster");
 }
 
+/// A workload kind whose conditions the tests read.
+pub trait Conditioned {
+    fn conditions(&self)
+    -> Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>;
+}
+
+impl Conditioned for TerraformCluster {
+    fn conditions(
+        &self,
+    ) -> Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> {
+        self.status.as_ref()?.conditions.as_ref()
+    }
+}
+
+impl Conditioned for captf_api::TerraformMachine {
+    fn conditions(
+        &self,
+    ) -> Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> {
+        self.status.as_ref()?.conditions.as_ref()
+    }
+}
+
 /// `(status, reason, message)` of a condition.
-pub fn condition(tc: &TerraformCluster, type_: &str) -> Option<(String, String, String)> {
-    tc.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
+pub fn condition<K: Conditioned>(object: &K, type_: &str) -> Option<(String, String, String)> {
+    object
+        .conditions()?
         .iter()
         .find(|c| c.type_ == type_)
         .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
-/// Waits until `check` holds for the TerraformCluster; panics with the manager's log tail.
-pub async fn wait_until<F>(
-    api: &Api<TerraformCluster>,
+/// Waits until `check` holds for the object; panics with the manager's log tail.
+pub async fn wait_until<K, F>(
+    api: &Api<K>,
     name: &str,
     what: &str,
     manager: &Manager,
     check: F,
-) -> TerraformCluster
+) -> K
 where
-    F: Fn(&TerraformCluster) -> bool,
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    F: Fn(&K) -> bool,
 {
     wait_for(what, TIMEOUT, || async {
-        let tc = api.get(name).await?;
-        Ok(check(&tc).then_some(tc))
+        let object = api.get(name).await?;
+        Ok(check(&object).then_some(object))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()))
 }
 
 /// Whether a condition has this status and reason.
-pub fn has(tc: &TerraformCluster, type_: &str, status: &str, reason: &str) -> bool {
+pub fn has<K: Conditioned>(tc: &K, type_: &str, status: &str, reason: &str) -> bool {
     condition(tc, type_).is_some_and(|c| c.0 == status && c.1 == reason)
 }
 
@@ -219,7 +240,7 @@ pub async fn merge_patch(api: &Api<TerraformCluster>, name: &str, patch: serde_j
 }
 
 /// `Ready=True`.
-pub fn ready(tc: &TerraformCluster) -> bool {
+pub fn ready<K: Conditioned>(tc: &K) -> bool {
     has(tc, "Ready", "True", "Ready")
 }
 
@@ -245,4 +266,88 @@ pub async fn event(
     })
     .await
     .expect("event")
+}
+
+/// The CAPI Machine resource (v1beta2).
+pub fn capi_machine_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "Machine"),
+        "machines",
+    )
+}
+
+/// What a bootstrap provider would have written for machine `name`: the Secret
+/// `<name>-bootstrap` with `value` and `format`.
+pub const BOOTSTRAP_DATA: &str = "#cloud-config\nruncmd: [\"echo <hello & welcome>\"]\n";
+
+/// Creates, as CAPI would for one Machine of cluster `cluster`: the bootstrap Secret, the
+/// Machine (with `machine_spec_extra` YAML appended under its `spec:`, indented two spaces)
+/// and the TerraformMachine it owns on `image` (`spec_extra` likewise).
+pub async fn create_machine(
+    client: &kube::Client,
+    ns: &str,
+    cluster: &str,
+    name: &str,
+    image: &str,
+    machine_spec_extra: &str,
+    spec_extra: &str,
+) {
+    let data = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": format!("{name}-bootstrap"), "namespace": ns},
+        "stringData": {"value": BOOTSTRAP_DATA, "format": "cloud-config"},
+    });
+    apply_yaml(client, &serde_json::to_string(&data).expect("json"))
+        .await
+        .expect("bootstrap Secret");
+    apply_yaml(
+        client,
+        &format!(
+            r#"
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Machine
+metadata:
+  name: {name}
+  namespace: {ns}
+  labels: {{cluster.x-k8s.io/cluster-name: {cluster}}}
+spec:
+  clusterName: {cluster}
+  bootstrap: {{dataSecretName: {name}-bootstrap}}
+  infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: TerraformMachine, name: {name}}}
+{machine_spec_extra}
+"#
+        ),
+    )
+    .await
+    .expect("Machine");
+    let machines: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &capi_machine_resource());
+    let uid = machines
+        .get(name)
+        .await
+        .expect("Machine exists")
+        .metadata
+        .uid
+        .expect("uid");
+    apply_yaml(
+        client,
+        &format!(
+            r#"
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: TerraformMachine
+metadata:
+  name: {name}
+  namespace: {ns}
+  labels: {{cluster.x-k8s.io/cluster-name: {cluster}}}
+  ownerReferences:
+  - {{apiVersion: cluster.x-k8s.io/v1beta2, kind: Machine, name: {name}, uid: {uid}}}
+spec:
+  source: {{image: "{image}"}}
+{spec_extra}
+"#
+        ),
+    )
+    .await
+    .expect("TerraformMachine");
 }

@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 use axum::Router;
 use axum::routing::get;
 use futures::StreamExt;
+use kube::ResourceExt;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -189,41 +190,110 @@ async fn run_controllers(start: Start) {
         tracing::error!("the Job and Secret caches stopped before they were filled");
         return;
     }
-    let clusters: Api<captf_api::TerraformCluster> = crate::cache::scoped(&client, &args.namespace);
-    let mut cluster_config = watcher::Config::default().any_semantic();
+    let mut filtered = watcher::Config::default().any_semantic();
     if !args.watch_filter.is_empty() {
-        cluster_config = cluster_config.labels(&format!(
+        filtered = filtered.labels(&format!(
             "cluster.x-k8s.io/watch-filter={}",
             args.watch_filter
         ));
     }
-    let capi_clusters: Api<kube::api::DynamicObject> = match args.namespace.as_str() {
-        "" => Api::all_with(client.clone(), &crate::capi::cluster_resource()),
-        ns => Api::namespaced_with(client.clone(), ns, &crate::capi::cluster_resource()),
+    let capi = |resource: &kube::core::ApiResource| -> Api<kube::api::DynamicObject> {
+        match args.namespace.as_str() {
+            "" => Api::all_with(client.clone(), resource),
+            ns => Api::namespaced_with(client.clone(), ns, resource),
+        }
     };
+
     // Jobs and Secrets wake the object they are owned by (state chunks and backups included).
-    Controller::new(clusters, cluster_config)
+    let clusters = Controller::new(
+        crate::cache::scoped::<captf_api::TerraformCluster>(&client, &args.namespace),
+        filtered.clone(),
+    )
+    .owns_shared_stream(reflectors.jobs_events.clone())
+    .owns_shared_stream(reflectors.secrets_events.clone())
+    .watches_with(
+        capi(&crate::capi::cluster_resource()),
+        crate::capi::cluster_resource(),
+        watcher::Config::default(),
+        |cluster| crate::capi::infrastructure_ref_of(&cluster),
+    )
+    .with_config(controller::Config::default().concurrency(args.terraformcluster_concurrency))
+    .shutdown_on_signal()
+    .run(
+        reconcile::cluster::reconcile,
+        reconcile::error_policy,
+        ctx.clone(),
+    )
+    .for_each(report);
+
+    // Machines also wake for their Machine (bootstrap data, deletion), and for their Cluster
+    // and TerraformCluster (pause, provisioning, inherited policy): every machine of the
+    // cluster, found in the controller's own cache by the cluster-name label.
+    let machines = Controller::new(
+        crate::cache::scoped::<captf_api::TerraformMachine>(&client, &args.namespace),
+        filtered,
+    );
+    let of_cluster = |store: kube::runtime::reflector::Store<captf_api::TerraformMachine>| {
+        move |namespace: Option<String>, cluster: Option<String>| {
+            store
+                .state()
+                .into_iter()
+                .filter(|m| {
+                    m.metadata.namespace == namespace
+                        && cluster.is_some()
+                        && m.labels().get(captf_api::labels::CLUSTER_NAME) == cluster.as_ref()
+                })
+                .map(|m| kube::runtime::reflector::ObjectRef::from_obj(m.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let by_cluster = of_cluster(machines.store());
+    let by_infra = of_cluster(machines.store());
+    let machines = machines
         .owns_shared_stream(reflectors.jobs_events)
         .owns_shared_stream(reflectors.secrets_events)
         .watches_with(
-            capi_clusters,
+            capi(&crate::capi::machine_resource()),
+            crate::capi::machine_resource(),
+            watcher::Config::default(),
+            |machine| crate::capi::infrastructure_ref_of(&machine),
+        )
+        .watches_with(
+            capi(&crate::capi::cluster_resource()),
             crate::capi::cluster_resource(),
             watcher::Config::default(),
-            |cluster| crate::capi::infrastructure_ref_of(&cluster),
+            move |cluster| {
+                by_cluster(
+                    cluster.metadata.namespace.clone(),
+                    cluster.metadata.name.clone(),
+                )
+            },
         )
-        .with_config(controller::Config::default().concurrency(args.terraformcluster_concurrency))
+        .watches(
+            crate::cache::scoped::<captf_api::TerraformCluster>(&client, &args.namespace),
+            watcher::Config::default(),
+            move |tc| {
+                by_infra(
+                    tc.metadata.namespace.clone(),
+                    tc.labels().get(captf_api::labels::CLUSTER_NAME).cloned(),
+                )
+            },
+        )
+        .with_config(controller::Config::default().concurrency(args.terraformmachine_concurrency))
         .shutdown_on_signal()
         .run(
-            reconcile::cluster::reconcile,
+            reconcile::machine::reconcile,
             reconcile::error_policy,
             ctx.clone(),
         )
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "reconcile stream");
-            }
-        })
-        .await;
+        .for_each(report);
+    futures::join!(clusters, machines);
+}
+
+async fn report<T, E: std::fmt::Display>(result: Result<T, E>) {
+    if let Err(error) = result {
+        tracing::debug!(%error, "reconcile stream");
+    }
 }
 
 fn health_router(ready: Arc<AtomicBool>) -> Router {

@@ -9,7 +9,7 @@ use captf_api::names::{ObjectKey, WorkloadKind};
 use captf_api::{
     Initialization, Operation, TerraformCluster, TerraformClusterStatus, annotations, labels,
 };
-use captf_contract::{Decoded, Role, RoleInputs, Variables};
+use captf_contract::{Role, RoleInputs};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
@@ -17,19 +17,17 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
+use super::act::Acted;
 use super::bookkeeping::{self, Finished};
 use super::jobs::{self, Phase};
-use super::launch::{GATE_REQUEUE, Launch, Started};
-use super::object::{add_finalizer, patch_status, remove_finalizer, set_block_move};
-use super::pass::{
-    Pass, abandon_cause, abandon_requested, drift_found, finish_bookkeeping, first_visit,
-    restore_request,
-};
+use super::launch::Launch;
+use super::object::{add_finalizer, set_block_move};
+use super::pass::{Pass, abandon_requested, drift_found, first_visit, restore_request, variables};
 use super::state::{self, StateRead};
-use super::{Context, approvals, secrets};
+use super::{Context, approvals, outputs, secrets, verify_owner};
 use crate::capi;
 use crate::conditions::Conditions;
-use crate::decide::{self, Action as Decided, Approvals, Observed, Policy, Snapshot, StateView};
+use crate::decide::{self, Action as Decided, Approvals, Observed, Policy, Snapshot};
 use crate::error::{Error, KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
 
@@ -61,20 +59,8 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         now,
     };
 
-    // Externally managed: CAPTF leaves the object alone, and only lets go of a deletion.
-    if annotations_of.contains_key(annotations::MANAGED_BY) {
-        if deleting && has_finalizer {
-            remove_finalizer(&api, &tc, WorkloadKind::Cluster).await?;
-            publish(
-                &ctx,
-                &tc,
-                EventType::Normal,
-                captf_api::events::EXTERNALLY_MANAGED_RELEASED,
-                "released without a destroy: the cluster is managed externally",
-            )
-            .await;
-        }
-        return Ok(Action::await_change());
+    if let Some(done) = pass.externally_managed(deleting).await? {
+        return Ok(done);
     }
 
     let mut conds = Conditions::from(tc.status.as_ref().and_then(|s| s.conditions.as_ref()));
@@ -84,91 +70,26 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     let active = jobs.iter().find(|j| j.phase == Phase::Active).cloned();
 
     // Owner: the CAPI Cluster that references this object back.
-    let owner = owner_cluster(&ctx, &tc, &namespace).await?;
-    let cluster = match owner {
-        Ok(cluster) => {
-            conds.set(
-                types::DEPENDENCIES_READY,
-                Status::True,
-                reasons::DEPENDENCIES_READY,
-                "",
-                generation,
-                now,
-            );
-            Some(cluster)
+    let owner =
+        verify_owner::owner::<capi::Cluster, _>(&ctx, tc.as_ref(), reasons::WAITING_FOR_OWNER)
+            .await?;
+    let cluster = match pass.dependencies(owner, &mut conds) {
+        Some(cluster) => Some(cluster),
+        None if !deleting => {
+            return pass
+                .gate(tc.status.as_ref(), &status, conds, provisioned(&status))
+                .await;
         }
-        Err((status_, reason, message)) => {
-            conds.set(
-                types::DEPENDENCIES_READY,
-                status_,
-                reason,
-                &message,
-                generation,
-                now,
-            );
-            if !deleting {
-                conds.summarize_ready(WorkloadKind::Cluster, provisioned(&status), generation, now);
-                patch_status(
-                    &api,
-                    &key,
-                    tc.status.as_ref(),
-                    &status,
-                    conds,
-                    generation,
-                    None,
-                )
-                .await?;
-                return Ok(Action::requeue(GATE_REQUEUE));
-            }
-            // Deleting without a valid owner: destroy from the durable inputs.
-            None
-        }
+        // Deleting without a valid owner: destroy from the durable inputs.
+        None => None,
     };
     if !deleting && !has_finalizer {
         add_finalizer(&api, &tc, WorkloadKind::Cluster).await?;
         return Ok(Action::requeue(Duration::from_millis(100)));
     }
-    if deleting {
-        conds.set(
-            types::DELETING,
-            Status::True,
-            reasons::DELETING,
-            "deleting: the infrastructure is destroyed first",
-            generation,
-            now,
-        );
-    } else {
-        conds.set(
-            types::DELETING,
-            Status::False,
-            reasons::NOT_DELETING,
-            "",
-            generation,
-            now,
-        );
-    }
-
     let paused = annotations_of.contains_key(annotations::PAUSED)
         || cluster.as_ref().is_some_and(capi::Cluster::paused);
-    if paused {
-        conds.set(
-            types::PAUSED,
-            Status::True,
-            reasons::PAUSED,
-            "paused by the cluster.x-k8s.io/paused annotation or the Cluster's spec.paused",
-            generation,
-            now,
-        );
-    } else {
-        conds.set(
-            types::PAUSED,
-            Status::False,
-            reasons::NOT_PAUSED,
-            "",
-            generation,
-            now,
-        );
-    }
+    pass.lifecycle(&mut conds, deleting, paused);
 
     // Bookkeeping: every finished Job's result, read once.
     let finished = bookkeeping::collect(&client, &namespace, &jobs).await?;
@@ -279,7 +200,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                     .is_some_and(|v| v == annotations::ENDPOINT_SOURCE_MODULE),
             };
             let inputs = RoleInputs::Cluster(crate::inputs::cluster_inputs(&tc, cluster, &history));
-            let variables = variables(&tc)?;
+            let variables = variables(Role::Cluster, &tc.spec.workspace)?;
             Some(captf_contract::render(
                 Role::Cluster,
                 &tc.spec.workspace.source.image,
@@ -397,185 +318,76 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         },
     };
     let decision = decide::decide(&snapshot, now);
-    let op_label = match &decision.action {
-        Decided::Start(s) => s.op.as_str(),
-        _ => "none",
-    };
-    ctx.metrics
-        .decisions_total
-        .get_or_create(&crate::manager::metrics::Decision {
-            kind: KIND,
-            op: op_label,
-            reason: decision.reason.as_str(),
-        })
-        .inc();
-    tracing::info!(namespace = %namespace, name = %key.name(), reason = %decision.reason, op = op_label, "decided");
+    pass.count_decision(&decision);
 
-    let mut active_now = None;
-    let mut requeue = decision.requeue;
-    match &decision.action {
+    let acted = match &decision.action {
         Decided::Wait if decision.reason == decide::Reason::DeletionHeld => {
-            let uid = tc.uid().unwrap_or_default();
-            let mut message = format!(
-                "deletion is held: the state is {} (StateReadable), so a destroy cannot know what to remove. Restore a backup with captf.io/restore-state=<serial> (the destroy follows), or release the object without a destroy: kubectl annotate terraformcluster {} -n {namespace} {}={uid} (what the module created then keeps running, unmanaged)",
-                if state_view == StateView::Lost {
-                    "lost"
-                } else {
-                    "unreadable"
-                },
-                key.name(),
-                annotations::ABANDON_INFRASTRUCTURE,
-            );
-            if let Some(other) = annotations_of
-                .get(annotations::ABANDON_INFRASTRUCTURE)
-                .filter(|v| **v != uid)
-            {
-                message.push_str(&format!(
-                    "; {} names {other}, not this object's UID: ignored",
-                    annotations::ABANDON_INFRASTRUCTURE
-                ));
-            }
-            conds.set(
-                types::DELETING,
-                Status::True,
-                reasons::DELETING,
-                &message,
-                generation,
-                now,
-            );
+            pass.hold_deletion(&mut conds, &state_view);
+            Acted::default()
         }
         Decided::Wait if decision.reason == decide::Reason::PlanAwaitingApproval => {
             if let Some(plan) = &status.plan {
                 await_approval(&mut conds, &key, &tc, plan, generation, now);
             }
+            Acted::default()
         }
-        Decided::Wait => {}
+        Decided::Wait => Acted::default(),
         Decided::RemoveFinalizer => {
-            secrets::cleanup(&client, &key).await?;
-            finish_bookkeeping(&ctx, &key, &finished).await?;
-            remove_finalizer(&api, &tc, WorkloadKind::Cluster).await?;
-            ctx.metrics.forget(KIND, &namespace, key.name());
-            let (type_, reason, note) = match decision.reason {
-                decide::Reason::Abandoned => (
-                    EventType::Warning,
-                    captf_api::events::INFRASTRUCTURE_ABANDONED,
-                    format!(
-                        "removed finalizer {} without a destroy ({}); captf.io/abandon-infrastructure names this object's UID. What the module created keeps running, unmanaged; the backups go with the object",
-                        WorkloadKind::Cluster.finalizer(),
-                        abandon_cause(&conds, &state_view)
-                    ),
-                ),
-                decide::Reason::Destroyed => (
-                    EventType::Normal,
-                    captf_api::events::FINALIZER_REMOVED,
-                    "Infrastructure destroyed; state and inputs removed".to_owned(),
-                ),
-                _ => (
-                    EventType::Normal,
-                    captf_api::events::FINALIZER_REMOVED,
-                    "nothing to destroy: the object never applied".to_owned(),
-                ),
-            };
-            publish(&ctx, &tc, type_, reason, &note).await;
-            return Ok(Action::await_change());
+            return pass
+                .release(decision.reason, &conds, &state_view, &finished)
+                .await;
         }
         Decided::Start(start) => {
-            let blocked = creds.ready.is_none().then(|| {
-                "credentials are not ready (see IdentityAllowed and CredentialsMirrored)".to_owned()
-            });
-            if let Some(why) = blocked {
-                let reason = reasons::IDENTITY_NOT_ALLOWED;
-                conds.set(
-                    types::APPLY_JOB_SUCCEEDED,
-                    Status::False,
-                    reason,
-                    &why,
-                    generation,
-                    now,
-                );
-                requeue = Some(GATE_REQUEUE);
-            } else {
-                let identity = creds.ready.clone().unwrap_or_default();
-                let launch = Launch {
-                    cluster_name: cluster_name(&tc, cluster.as_ref()),
-                    max_active_jobs: tc.spec.max_active_jobs,
-                    policy: EffectivePolicy::resolve(&PolicyLayers::for_cluster(&tc)),
-                    image: &tc.spec.workspace.source.image,
-                    pull_policy: tc.spec.workspace.source.image_pull_policy,
-                    owner_ref: &owner_ref,
-                    last_active: tc
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.workspace.active_job.as_ref()),
-                    provisioned: tc.status.as_ref().is_some_and(provisioned),
-                };
-                match pass
-                    .start_job(
-                        &launch,
-                        &jobs,
-                        start,
-                        rendered.as_ref(),
-                        &identity,
-                        durable.interrupted_apply(),
-                        restore.as_ref(),
-                        force_unlock.as_ref(),
-                        &mut conds,
-                    )
-                    .await?
-                {
-                    Started::Job(job) => {
-                        if start.expect_plan.is_some() {
-                            count_approval(&ctx, "approved");
-                        }
-                        active_now = Some(job);
-                        requeue = Some(crate::schedule::ACTIVE_JOB_REQUEUE);
-                    }
-                    Started::Waiting(after) => {
-                        requeue = Some(requeue.unwrap_or(after).min(after));
-                    }
-                }
+            let launch = Launch {
+                cluster_name: cluster_name(&tc, cluster.as_ref()),
+                max_active_jobs: tc.spec.max_active_jobs,
+                policy: job_policy.clone(),
+                image: &tc.spec.workspace.source.image,
+                pull_policy: tc.spec.workspace.source.image_pull_policy,
+                owner_ref: &owner_ref,
+                last_active: tc
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.workspace.active_job.as_ref()),
+                provisioned: tc.status.as_ref().is_some_and(provisioned),
+            };
+            let acted = pass
+                .launch(
+                    decision.requeue,
+                    &creds,
+                    &launch,
+                    &jobs,
+                    start,
+                    rendered.as_ref(),
+                    durable.interrupted_apply(),
+                    restore.as_ref(),
+                    force_unlock.as_ref(),
+                    &mut conds,
+                )
+                .await?;
+            if acted.active.is_some() && start.expect_plan.is_some() {
+                count_approval(&ctx, "approved");
             }
+            acted
         }
-    }
-
+    };
+    let acted = Acted {
+        requeue: acted.requeue.or(decision.requeue),
+        ..acted
+    };
     status.workspace.state_secret_suffix = Some(key.state_suffix());
-    conds.summarize_ready(WorkloadKind::Cluster, provisioned(&status), generation, now);
-    let ready = conds.get(types::READY).map(|c| match c.status.as_str() {
-        "True" => 1,
-        "False" => 0,
-        _ => -1,
-    });
-    ctx.metrics
-        .ready
-        .get_or_create(&crate::manager::metrics::Object {
-            kind: KIND,
-            namespace: namespace.clone(),
-            name: key.name().to_owned(),
-        })
-        .set(ready.unwrap_or(-1));
-    patch_status(
-        &api,
-        &key,
+    pass.finish(
         tc.status.as_ref(),
         &status,
         conds,
-        generation,
-        active_now,
-    )
-    .await?;
-    finish_bookkeeping(&ctx, &key, &finished).await?;
-    let pruned = jobs::prune_plan(
+        provisioned(&status),
+        acted,
+        &finished,
         &jobs,
-        job_policy.successful_jobs_history_limit,
-        job_policy.failed_jobs_history_limit,
-    );
-    jobs::prune(&client, &namespace, &pruned).await?;
-    Ok(match requeue {
-        Some(d) => Action::requeue(d.min(ctx.args.sync_period).max(Duration::from_secs(1))),
-        None => Action::requeue(ctx.args.sync_period),
-    })
+        &job_policy,
+    )
+    .await
 }
-
 /// The apply Job `status.activeJob` names when that Job is gone without a result: deleted
 /// from outside while it ran (spec §12.7). Confirmed against the live object, since a cached
 /// status may name a Job that finished and was pruned long ago.
@@ -655,90 +467,6 @@ fn drift_interval(tc: &TerraformCluster, ctx: &Context) -> Option<Duration> {
         Some(s) => Some(Duration::from_secs(u64::try_from(s).unwrap_or(0))),
         None => Some(ctx.args.drift_default_interval),
     }
-}
-
-fn variables(tc: &TerraformCluster) -> Result<Variables> {
-    let mut out = Variables::new();
-    for (name, value) in tc.spec.workspace.variables.clone().unwrap_or_default() {
-        captf_contract::validate_variable_name(Role::Cluster, &name)?;
-        out.insert(
-            name,
-            captf_contract::Variable {
-                value,
-                sensitive: false,
-            },
-        );
-    }
-    Ok(out)
-}
-
-/// The CAPI Cluster that owns `tc` and references it back, or the condition saying why not.
-async fn owner_cluster(
-    ctx: &Context,
-    tc: &TerraformCluster,
-    namespace: &str,
-) -> Result<std::result::Result<capi::Cluster, (Status, &'static str, String)>> {
-    let owner = tc
-        .owner_references()
-        .iter()
-        .find(|o| o.kind == "Cluster" && o.api_version.starts_with(&format!("{}/", capi::GROUP)))
-        .cloned();
-    let Some(owner) = owner else {
-        return Ok(Err((
-            Status::Unknown,
-            reasons::WAITING_FOR_OWNER,
-            "waiting for a CAPI Cluster to reference this TerraformCluster in spec.infrastructureRef (CAPI then sets the owner reference)".into(),
-        )));
-    };
-    let api: Api<kube::api::DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), namespace, &capi::cluster_resource());
-    let Some(object) = api
-        .get_opt(&owner.name)
-        .await
-        .during(|| format!("reading Cluster {namespace}/{}", owner.name))?
-    else {
-        return Ok(Err((
-            Status::False,
-            reasons::OWNER_NOT_FOUND,
-            format!("the owner Cluster {} does not exist", owner.name),
-        )));
-    };
-    let cluster: capi::Cluster = serde_json::from_value(serde_json::to_value(&object)?)?;
-    let reference = cluster.spec.infrastructure_ref.clone().unwrap_or_default();
-    let problem = if reference.kind != KIND
-        || reference.name != tc.name_any()
-        || (!reference.api_group.is_empty() && reference.api_group != captf_api::GROUP)
-    {
-        Some(format!(
-            "Cluster {} spec.infrastructureRef does not name this TerraformCluster",
-            owner.name
-        ))
-    } else if cluster
-        .metadata
-        .uid
-        .as_deref()
-        .is_some_and(|uid| uid != owner.uid)
-    {
-        Some(format!(
-            "the owner reference's UID does not match Cluster {}",
-            owner.name
-        ))
-    } else if tc
-        .labels()
-        .get(labels::CLUSTER_NAME)
-        .is_some_and(|l| *l != owner.name)
-    {
-        Some(format!(
-            "the cluster.x-k8s.io/cluster-name label does not name Cluster {}",
-            owner.name
-        ))
-    } else {
-        None
-    };
-    Ok(match problem {
-        Some(p) => Err((Status::False, reasons::OWNER_MISMATCH, p)),
-        None => Ok(cluster),
-    })
 }
 
 fn owner_reference(tc: &TerraformCluster) -> Result<OwnerReference> {
@@ -881,78 +609,12 @@ async fn apply_outputs(
     now: Timestamp,
 ) -> Result<()> {
     status.workspace.observed_state_serial = i64::try_from(state.serial).ok().filter(|s| *s >= 1);
-    // The engines drop null root outputs from the state; the generated root declares every
-    // contract output, so an absent one is null, not undeclared.
-    let mut outputs = state.outputs.clone();
-    for name in captf_contract::required_outputs(Role::Cluster) {
-        outputs
-            .entry((*name).to_owned())
-            .or_insert(serde_json::Value::Null);
-    }
-    let decoded = captf_contract::decode_outputs(Role::Cluster, &outputs);
-    let cluster_outputs = match decoded {
-        Decoded::Valid(captf_contract::RoleOutputs::Cluster(c)) => {
-            conds.set(
-                types::OUTPUTS_VALID,
-                Status::True,
-                reasons::OUTPUTS_VALID,
-                "",
-                generation,
-                now,
-            );
-            Some(c)
-        }
-        Decoded::Valid(_) => None,
-        Decoded::Pending(names) => {
-            conds.set(
-                types::OUTPUTS_VALID,
-                Status::Unknown,
-                reasons::OUTPUTS_PENDING,
-                &format!("outputs not known yet: {}", names.join(", ")),
-                generation,
-                now,
-            );
-            None
-        }
-        Decoded::Missing(names) => {
-            conds.set(
-                types::OUTPUTS_VALID,
-                Status::False,
-                reasons::OUTPUTS_MISSING,
-                &format!("the module does not declare {}", names.join(", ")),
-                generation,
-                now,
-            );
-            None
-        }
-        Decoded::Invalid(violations) => {
-            let text: Vec<String> = violations.iter().map(ToString::to_string).collect();
-            conds.set(
-                types::OUTPUTS_VALID,
-                Status::False,
-                reasons::OUTPUTS_INVALID,
-                &text.join("; "),
-                generation,
-                now,
-            );
-            None
-        }
+    let cluster_outputs = match outputs::decode(Role::Cluster, state, conds, generation, now) {
+        Some(captf_contract::RoleOutputs::Cluster(c)) => Some(c),
+        _ => None,
     };
     let health = cluster_outputs.as_ref().map(|c| c.health.clone());
-    let hc = captf_contract::health_condition(&health);
-    let health_status = match hc.status {
-        "True" => Status::True,
-        "False" => Status::False,
-        _ => Status::Unknown,
-    };
-    conds.set(
-        types::INFRASTRUCTURE_HEALTHY,
-        health_status,
-        hc.reason,
-        &hc.message,
-        generation,
-        now,
-    );
+    outputs::health(&health, conds, generation, now);
     let pending = health
         .as_ref()
         .is_some_and(|h| h.state == captf_contract::HealthState::Pending);

@@ -1,6 +1,7 @@
 //! The reconcile flow shared by the workload kinds: observe a snapshot, [`crate::decide`], act,
 //! and write status once per pass.
 
+pub mod act;
 pub mod approvals;
 pub mod backups;
 pub mod bookkeeping;
@@ -10,12 +11,15 @@ pub mod jobs;
 pub mod launch;
 pub mod leases;
 pub mod locks;
+pub mod machine;
 pub mod object;
+pub mod outputs;
 pub mod owners;
 pub mod pass;
 pub mod record;
 pub mod secrets;
 pub mod state;
+pub mod verify_owner;
 
 use std::sync::Arc;
 use std::time::Duration;

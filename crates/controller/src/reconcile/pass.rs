@@ -568,3 +568,22 @@ pub async fn finish_bookkeeping(
     }
     Ok(())
 }
+
+/// `spec.variables` of a workload, each name checked against the role's inputs.
+pub fn variables(
+    role: captf_contract::Role,
+    workspace: &captf_api::WorkspaceSpec,
+) -> Result<captf_contract::Variables> {
+    let mut out = captf_contract::Variables::new();
+    for (name, value) in workspace.variables.clone().unwrap_or_default() {
+        captf_contract::validate_variable_name(role, &name)?;
+        out.insert(
+            name,
+            captf_contract::Variable {
+                value,
+                sensitive: false,
+            },
+        );
+    }
+    Ok(out)
+}

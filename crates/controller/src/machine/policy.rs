@@ -1,0 +1,88 @@
+//! The operational policy a machine inherits from its TerraformCluster, field by field: its
+//! own field, then the cluster's `spec.defaults`, then the cluster's own field where one
+//! exists, then the built-in default. Source and variables are never inherited.
+
+use std::time::Duration;
+
+use captf_api::{TerraformCluster, TerraformMachine};
+
+/// Built-in `remediation.unhealthyThreshold`.
+pub const DEFAULT_UNHEALTHY_THRESHOLD: u32 = 3;
+/// Built-in `remediation.healthCheckIntervalSeconds`.
+pub const DEFAULT_HEALTH_CHECK_INTERVAL: Duration = Duration::from_secs(300);
+
+/// Health-driven remediation, merged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Remediation {
+    pub annotate_machine: bool,
+    pub unhealthy_threshold: u32,
+    pub health_check_interval: Duration,
+}
+
+/// A machine's effective policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MachinePolicy {
+    /// The TerraformClusterIdentity its Jobs run with, if any layer names one.
+    pub identity: Option<String>,
+    /// Between drift checks; `None` when disabled.
+    pub drift_interval: Option<Duration>,
+    pub remediation: Remediation,
+}
+
+/// The policy of `tm` under `cluster` (`None` while its TerraformCluster is unknown), with the
+/// manager's `--drift-default-interval`.
+pub fn machine_policy(
+    tm: &TerraformMachine,
+    cluster: Option<&TerraformCluster>,
+    drift_default: Duration,
+) -> MachinePolicy {
+    let defaults = cluster.and_then(|c| c.spec.defaults.as_ref());
+    let identity = tm
+        .spec
+        .workspace
+        .identity_ref
+        .as_ref()
+        .or_else(|| defaults.and_then(|d| d.identity_ref.as_ref()))
+        .or_else(|| cluster.and_then(|c| c.spec.workspace.identity_ref.as_ref()))
+        .map(|r| r.name.clone());
+    let drift_seconds = tm
+        .spec
+        .drift
+        .as_ref()
+        .and_then(|d| d.interval_seconds)
+        .or_else(|| {
+            defaults
+                .and_then(|d| d.drift.as_ref())
+                .and_then(|d| d.interval_seconds)
+        });
+    let drift_interval = match drift_seconds {
+        Some(0) => None,
+        Some(s) => Some(Duration::from_secs(u64::try_from(s).unwrap_or(0))),
+        None => Some(drift_default),
+    };
+    let own = tm.spec.remediation.as_ref();
+    let inherited = defaults.and_then(|d| d.remediation.as_ref());
+    let field = |f: fn(&captf_api::MachineRemediation) -> Option<i32>| {
+        own.and_then(f)
+            .or_else(|| inherited.and_then(f))
+            .filter(|v| *v > 0)
+            .and_then(|v| u32::try_from(v).ok())
+    };
+    let remediation = Remediation {
+        annotate_machine: own
+            .and_then(|r| r.annotate_machine)
+            .or_else(|| inherited.and_then(|r| r.annotate_machine))
+            .unwrap_or(false),
+        unhealthy_threshold: field(|r| r.unhealthy_threshold)
+            .unwrap_or(DEFAULT_UNHEALTHY_THRESHOLD),
+        health_check_interval: field(|r| r.health_check_interval_seconds)
+            .map_or(DEFAULT_HEALTH_CHECK_INTERVAL, |s| {
+                Duration::from_secs(u64::from(s))
+            }),
+    };
+    MachinePolicy {
+        identity,
+        drift_interval,
+        remediation,
+    }
+}

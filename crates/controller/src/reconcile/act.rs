@@ -1,0 +1,349 @@
+//! The steps around [`crate::decide`] that every kind takes alike: the lifecycle conditions
+//! of the preamble, carrying out a decision (hold a deletion, release the object, start a Job)
+//! and the one status write that ends a pass.
+
+use std::time::Duration;
+
+use captf_api::ActiveJob;
+use captf_api::annotations;
+use captf_api::conditions::{Status, reasons, types};
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+
+use super::bookkeeping::Finished;
+use super::jobs::{self, ObservedJob};
+use super::launch::{GATE_REQUEUE, Launch, Started};
+use super::object::{Workload, patch_status, remove_finalizer};
+use super::pass::{Pass, abandon_cause, finish_bookkeeping};
+use super::{credentials, secrets};
+use crate::conditions::Conditions;
+use crate::decide::{self, StateView};
+use crate::error::Result;
+use crate::job::EffectivePolicy;
+
+/// What the act step leaves for the status write.
+#[derive(Default)]
+pub struct Acted {
+    /// The Job started by this pass.
+    pub active: Option<ActiveJob>,
+    /// Look again after this long at the latest.
+    pub requeue: Option<Duration>,
+}
+
+impl<K> Pass<'_, K>
+where
+    K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
+{
+    /// Externally managed (`cluster.x-k8s.io/managed-by`): CAPTF leaves the object alone and
+    /// only lets go of a deletion. `Some` ends the pass.
+    pub async fn externally_managed(&self, deleting: bool) -> Result<Option<Action>> {
+        if !self
+            .object
+            .annotations()
+            .contains_key(annotations::MANAGED_BY)
+        {
+            return Ok(None);
+        }
+        let finalizer = self.key.kind().finalizer();
+        if deleting && self.object.finalizers().iter().any(|f| f == finalizer) {
+            let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
+            remove_finalizer(&api, self.object, self.key.kind()).await?;
+            self.publish(
+                EventType::Normal,
+                captf_api::events::EXTERNALLY_MANAGED_RELEASED,
+                "released without a destroy: the object is managed externally",
+            )
+            .await;
+        }
+        Ok(Some(Action::await_change()))
+    }
+
+    /// `DependenciesReady` from what the preamble found: the dependency, or the gate saying
+    /// why it is missing.
+    pub fn dependencies<T>(
+        &self,
+        found: std::result::Result<T, super::verify_owner::Gate>,
+        conds: &mut Conditions,
+    ) -> Option<T> {
+        let (status, reason, message, found) = match found {
+            Ok(t) => (
+                Status::True,
+                reasons::DEPENDENCIES_READY,
+                String::new(),
+                Some(t),
+            ),
+            Err((status, reason, message)) => (status, reason, message, None),
+        };
+        let (g, now) = (self.generation, self.now);
+        conds.set(types::DEPENDENCIES_READY, status, reason, &message, g, now);
+        found
+    }
+
+    /// A live object whose dependencies are not ready: status written, nothing else done.
+    pub async fn gate<S: serde::Serialize>(
+        &self,
+        before: Option<&S>,
+        status: &S,
+        mut conds: Conditions,
+        provisioned: bool,
+    ) -> Result<Action> {
+        let (g, now) = (self.generation, self.now);
+        conds.summarize_ready(self.key.kind(), provisioned, g, now);
+        let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
+        patch_status(&api, self.key, before, status, conds, g, None).await?;
+        Ok(Action::requeue(GATE_REQUEUE))
+    }
+
+    /// `Deleting` and `Paused` as the preamble found them.
+    pub fn lifecycle(&self, conds: &mut Conditions, deleting: bool, paused: bool) {
+        let (g, now) = (self.generation, self.now);
+        if deleting {
+            let message = "deleting: the infrastructure is destroyed first";
+            conds.set(
+                types::DELETING,
+                Status::True,
+                reasons::DELETING,
+                message,
+                g,
+                now,
+            );
+        } else {
+            conds.set(
+                types::DELETING,
+                Status::False,
+                reasons::NOT_DELETING,
+                "",
+                g,
+                now,
+            );
+        }
+        if paused {
+            let message =
+                "paused by the cluster.x-k8s.io/paused annotation or the Cluster's spec.paused";
+            conds.set(
+                types::PAUSED,
+                Status::True,
+                reasons::PAUSED,
+                message,
+                g,
+                now,
+            );
+        } else {
+            conds.set(
+                types::PAUSED,
+                Status::False,
+                reasons::NOT_PAUSED,
+                "",
+                g,
+                now,
+            );
+        }
+    }
+
+    /// Counts and logs what [`decide::decide`] chose.
+    pub fn count_decision(&self, decision: &decide::Decision) {
+        let op = match &decision.action {
+            decide::Action::Start(s) => s.op.as_str(),
+            _ => "none",
+        };
+        self.ctx
+            .metrics
+            .decisions_total
+            .get_or_create(&crate::manager::metrics::Decision {
+                kind: self.kind,
+                op,
+                reason: decision.reason.as_str(),
+            })
+            .inc();
+        tracing::info!(namespace = %self.key.namespace(), name = %self.key.name(), kind = self.kind, reason = %decision.reason, op, "decided");
+    }
+
+    /// `DeletionHeld`: says in `Deleting` why the destroy cannot run and both ways out.
+    pub fn hold_deletion(&self, conds: &mut Conditions, state: &StateView) {
+        let uid = self.object.uid().unwrap_or_default();
+        let mut message = format!(
+            "deletion is held: the state is {} (StateReadable), so a destroy cannot know what to remove. Restore a backup with captf.io/restore-state=<serial> (the destroy follows), or release the object without a destroy: kubectl annotate {} {} -n {} {}={uid} (what the module created then keeps running, unmanaged)",
+            if *state == StateView::Lost {
+                "lost"
+            } else {
+                "unreadable"
+            },
+            self.kind.to_lowercase(),
+            self.key.name(),
+            self.key.namespace(),
+            annotations::ABANDON_INFRASTRUCTURE,
+        );
+        if let Some(other) = self
+            .object
+            .annotations()
+            .get(annotations::ABANDON_INFRASTRUCTURE)
+            .filter(|v| **v != uid)
+        {
+            message.push_str(&format!(
+                "; {} names {other}, not this object's UID: ignored",
+                annotations::ABANDON_INFRASTRUCTURE
+            ));
+        }
+        conds.set(
+            types::DELETING,
+            Status::True,
+            reasons::DELETING,
+            &message,
+            self.generation,
+            self.now,
+        );
+    }
+
+    /// Lets the object go: its Secrets and leases are cleaned up, the finished Jobs booked and
+    /// the finalizer removed, with an event saying whether anything was destroyed.
+    pub async fn release(
+        &self,
+        reason: decide::Reason,
+        conds: &Conditions,
+        state: &StateView,
+        finished: &[Finished],
+    ) -> Result<Action> {
+        let (ctx, key) = (self.ctx, self.key);
+        secrets::cleanup(&ctx.client, key).await?;
+        finish_bookkeeping(ctx, key, finished).await?;
+        let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
+        remove_finalizer(&api, self.object, key.kind()).await?;
+        ctx.metrics.forget(self.kind, key.namespace(), key.name());
+        let (type_, event, note) = match reason {
+            decide::Reason::Abandoned => (
+                EventType::Warning,
+                captf_api::events::INFRASTRUCTURE_ABANDONED,
+                format!(
+                    "removed finalizer {} without a destroy ({}); captf.io/abandon-infrastructure names this object's UID. What the module created keeps running, unmanaged; the backups go with the object",
+                    key.kind().finalizer(),
+                    abandon_cause(conds, state)
+                ),
+            ),
+            decide::Reason::Destroyed => (
+                EventType::Normal,
+                captf_api::events::FINALIZER_REMOVED,
+                "Infrastructure destroyed; state and inputs removed".to_owned(),
+            ),
+            _ => (
+                EventType::Normal,
+                captf_api::events::FINALIZER_REMOVED,
+                "nothing to destroy: the object never applied".to_owned(),
+            ),
+        };
+        self.publish(type_, event, &note).await;
+        Ok(Action::await_change())
+    }
+
+    /// Starts the decided Job once the credentials are in place; otherwise says in
+    /// `ApplyJobSucceeded` that it waits for them. `due` is when the decision wanted to look
+    /// again anyway.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn launch(
+        &self,
+        due: Option<Duration>,
+        creds: &credentials::Outcome,
+        launch: &Launch<'_>,
+        jobs: &[ObservedJob],
+        start: &decide::Start,
+        rendered: Option<&captf_contract::Rendered>,
+        interrupted: Option<&str>,
+        restore: Option<&super::backups::BackupSet>,
+        force_unlock: Option<&(String, String)>,
+        conds: &mut Conditions,
+    ) -> Result<Acted> {
+        let Some(identity) = creds.ready.as_deref() else {
+            conds.set(
+                types::APPLY_JOB_SUCCEEDED,
+                Status::False,
+                reasons::IDENTITY_NOT_ALLOWED,
+                "credentials are not ready (see IdentityAllowed and CredentialsMirrored)",
+                self.generation,
+                self.now,
+            );
+            return Ok(Acted {
+                active: None,
+                requeue: Some(GATE_REQUEUE),
+            });
+        };
+        Ok(
+            match self
+                .start_job(
+                    launch,
+                    jobs,
+                    start,
+                    rendered,
+                    identity,
+                    interrupted,
+                    restore,
+                    force_unlock,
+                    conds,
+                )
+                .await?
+            {
+                Started::Job(job) => Acted {
+                    active: Some(job),
+                    requeue: Some(crate::schedule::ACTIVE_JOB_REQUEUE),
+                },
+                Started::Waiting(after) => Acted {
+                    active: None,
+                    requeue: Some(due.map_or(after, |d| d.min(after))),
+                },
+            },
+        )
+    }
+
+    /// The end of a pass that got as far as deciding: `Ready`, the one status patch, the
+    /// finished Jobs booked, old Jobs pruned, and when to look again.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn finish<S: serde::Serialize>(
+        &self,
+        before: Option<&S>,
+        status: &S,
+        mut conds: Conditions,
+        provisioned: bool,
+        acted: Acted,
+        finished: &[Finished],
+        jobs: &[ObservedJob],
+        policy: &EffectivePolicy,
+    ) -> Result<Action> {
+        let (ctx, key) = (self.ctx, self.key);
+        conds.summarize_ready(key.kind(), provisioned, self.generation, self.now);
+        let ready = conds.get(types::READY).map(|c| match c.status.as_str() {
+            "True" => 1,
+            "False" => 0,
+            _ => -1,
+        });
+        ctx.metrics
+            .ready
+            .get_or_create(&crate::manager::metrics::Object {
+                kind: self.kind,
+                namespace: key.namespace().to_owned(),
+                name: key.name().to_owned(),
+            })
+            .set(ready.unwrap_or(-1));
+        let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
+        patch_status(
+            &api,
+            key,
+            before,
+            status,
+            conds,
+            self.generation,
+            acted.active,
+        )
+        .await?;
+        finish_bookkeeping(ctx, key, finished).await?;
+        let pruned = jobs::prune_plan(
+            jobs,
+            policy.successful_jobs_history_limit,
+            policy.failed_jobs_history_limit,
+        );
+        jobs::prune(&ctx.client, key.namespace(), &pruned).await?;
+        Ok(match acted.requeue {
+            Some(d) => Action::requeue(d.min(ctx.args.sync_period).max(Duration::from_secs(1))),
+            None => Action::requeue(ctx.args.sync_period),
+        })
+    }
+}

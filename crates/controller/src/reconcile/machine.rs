@@ -1,0 +1,705 @@
+//! The TerraformMachine pass: the shared flow, plus what is a machine's own. Its owner is a
+//! CAPI Machine that names it back; its inputs (the Machine's facts, the bootstrap data and
+//! the cluster's exports) are rendered only until it is provisioned, so it is applied once and
+//! never again; `spec.providerID` is written once from the module's output; and its health
+//! samples may ask CAPI to remediate the Machine.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use captf_api::conditions::{Status, reasons, types};
+use captf_api::names::{ObjectKey, WorkloadKind};
+use captf_api::{
+    Initialization, Operation, TerraformCluster, TerraformMachine, TerraformMachineStatus,
+    annotations, labels,
+};
+use captf_contract::{MachineInputs, Role, RoleInputs};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+
+use super::Context;
+use super::act::Acted;
+use super::bookkeeping::{self, Finished};
+use super::jobs::{self, Phase};
+use super::launch::Launch;
+use super::object::{add_finalizer, set_block_move};
+use super::outputs;
+use super::pass::{Pass, abandon_requested, drift_found, first_visit, restore_request, variables};
+use super::state::{self, StateRead};
+use super::verify_owner::{self, Gate};
+use crate::capi;
+use crate::conditions::Conditions;
+use crate::decide::{self, Action as Decided, Approvals, Observed, Policy, Snapshot};
+use crate::error::{Error, KubeContext, Result};
+use crate::inputs::{Bootstrap, DEFAULT_BOOTSTRAP_FORMAT};
+use crate::job::{EffectivePolicy, PolicyLayers};
+use crate::machine::{self, MachinePolicy, RemediationChange};
+
+const KIND: &str = "TerraformMachine";
+
+/// What a machine belongs to, found from its verified Machine.
+struct Dependencies {
+    machine: capi::Machine,
+    /// The CAPI Cluster (its `spec.paused` pauses the machine).
+    cluster: capi::Cluster,
+    /// The TerraformCluster the Cluster's infrastructureRef names, if it names one.
+    infra: Option<TerraformCluster>,
+}
+
+/// One pass over a TerraformMachine.
+pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<Action> {
+    let namespace = tm
+        .namespace()
+        .ok_or_else(|| Error::InvalidObject("TerraformMachine without a namespace".into()))?;
+    let key = ObjectKey::new(&namespace, WorkloadKind::Machine, tm.name_any())
+        .map_err(|e| Error::InvalidObject(e.to_string()))?;
+    let client = ctx.client.clone();
+    let api: Api<TerraformMachine> = Api::namespaced(client.clone(), &namespace);
+    let now = Timestamp::now();
+    let generation = tm.metadata.generation;
+    let deleting = tm.metadata.deletion_timestamp.is_some();
+    let pass = Pass {
+        ctx: &ctx,
+        object: tm.as_ref(),
+        key: &key,
+        kind: KIND,
+        generation,
+        now,
+    };
+    if let Some(done) = pass.externally_managed(deleting).await? {
+        return Ok(done);
+    }
+
+    let mut conds = Conditions::from(tm.status.as_ref().and_then(|s| s.conditions.as_ref()));
+    let mut status = tm.status.clone().unwrap_or_default();
+    first_visit(&mut conds, generation, now);
+    let jobs = jobs::list(&client, &key).await?;
+    let active = jobs.iter().find(|j| j.phase == Phase::Active).cloned();
+    let was_provisioned = provisioned(&status);
+
+    let owner = verify_owner::owner::<capi::Machine, _>(
+        &ctx,
+        tm.as_ref(),
+        reasons::WAITING_FOR_OWNER_MACHINE,
+    )
+    .await?;
+    let found = match owner {
+        Ok(m) => dependencies(&ctx, &tm, &namespace, m).await?,
+        Err(gate) => Err(gate),
+    };
+    // Rendered only until provisioned: a machine is applied once.
+    let found = match found {
+        Ok(deps) if !was_provisioned && !deleting => {
+            match machine_inputs(&ctx, &tm, &namespace, &deps).await? {
+                Ok(inputs) => Ok((deps, Some(inputs))),
+                Err(gate) => Err(gate),
+            }
+        }
+        Ok(deps) => Ok((deps, None)),
+        Err(gate) => Err(gate),
+    };
+    let (deps, inputs) = match pass.dependencies(found, &mut conds) {
+        Some((deps, inputs)) => (Some(deps), inputs),
+        None if !deleting => {
+            return pass
+                .gate(tm.status.as_ref(), &status, conds, was_provisioned)
+                .await;
+        }
+        // Deleting without its Machine: destroy from the durable inputs.
+        None => (None, None),
+    };
+    let finalizer = WorkloadKind::Machine.finalizer();
+    if !deleting && !tm.finalizers().iter().any(|f| f == finalizer) {
+        add_finalizer(&api, &tm, WorkloadKind::Machine).await?;
+        return Ok(Action::requeue(Duration::from_millis(100)));
+    }
+    let paused = tm.annotations().contains_key(annotations::PAUSED)
+        || deps.as_ref().is_some_and(|d| d.cluster.paused());
+    pass.lifecycle(&mut conds, deleting, paused);
+
+    let finished = bookkeeping::collect(&client, &namespace, &jobs).await?;
+    let durable = state::durable_inputs(&client, &key).await?;
+    let owner_ref = tm
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::InvalidObject("TerraformMachine without a UID".into()))?;
+    for f in &finished {
+        pass.record(
+            f,
+            &mut conds,
+            &mut status.workspace,
+            &owner_ref,
+            &tm.spec.workspace.source.image,
+        )
+        .await?;
+    }
+    if paused || active.is_some() {
+        return pass
+            .hold(
+                tm.status.as_ref(),
+                &status,
+                conds,
+                provisioned(&status),
+                active.as_ref(),
+                &finished,
+                paused,
+                deleting,
+            )
+            .await;
+    }
+    set_block_move(&api, &tm, false).await?;
+
+    let infra = deps.as_ref().and_then(|d| d.infra.as_ref());
+    let policy = machine::machine_policy(&tm, infra, ctx.args.drift_default_interval);
+    let creds = pass
+        .credentials(policy.identity.as_deref(), &owner_ref, &mut conds)
+        .await?;
+    let (state, state_view) = pass
+        .observe_state(&durable, provisioned(&status), &mut conds)
+        .await?;
+    let cluster_name = cluster_name(&tm, deps.as_ref());
+    pass.keep_state(
+        &state,
+        &jobs,
+        &mut status.workspace,
+        &owner_ref,
+        &cluster_name,
+        tm.annotations()
+            .get(annotations::RESTORE_STATE)
+            .and_then(|v| v.parse().ok()),
+        deleting,
+    )
+    .await?;
+    let previous = Conditions::from(tm.status.as_ref().and_then(|s| s.conditions.as_ref()));
+    let force_unlock = pass.inspect_lock(&state, &previous, &mut conds).await?;
+    let health = match &state {
+        StateRead::Found(s, _) => {
+            read_outputs(
+                &pass,
+                &api,
+                deps.as_ref(),
+                &policy,
+                s,
+                &finished,
+                &mut conds,
+                &mut status,
+            )
+            .await?
+        }
+        _ => Health::default(),
+    };
+
+    let rendered = match &inputs {
+        Some(inputs) => Some(captf_contract::render(
+            Role::Machine,
+            &tm.spec.workspace.source.image,
+            &RoleInputs::Machine(inputs.clone()),
+            &variables(Role::Machine, &tm.spec.workspace)?,
+        )?),
+        None => None,
+    };
+    let job_policy = EffectivePolicy::resolve(&PolicyLayers::for_member(
+        tm.spec.workspace.jobs.as_ref(),
+        infra,
+    ));
+    let history = jobs::history(&jobs);
+    let destroyed = history
+        .destroy
+        .last_success
+        .is_some_and(|d| history.apply.last_success.is_none_or(|a| d > a));
+    let restore = restore_request(
+        &client,
+        &key,
+        tm.annotations()
+            .get(annotations::RESTORE_STATE)
+            .map(String::as_str),
+        status.workspace.last_restored_serial,
+        &mut conds,
+        generation,
+        now,
+    )
+    .await?;
+    let drift_found = drift_found(&conds, &history);
+    let failed_remediations = jobs::failed_remediations(&jobs, history.drift.last_success);
+    let snapshot = Snapshot {
+        kind: WorkloadKind::Machine,
+        uid: tm.uid().unwrap_or_default(),
+        created_at: tm.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0),
+        deleting,
+        job_active: false,
+        state: state_view.clone(),
+        inputs_hash: rendered.as_ref().map(|r| r.inputs_hash.clone()),
+        interrupted_apply: durable.interrupted_apply().is_some(),
+        destroyed,
+        restore_requested: restore.is_some(),
+        abandon_requested: abandon_requested(tm.as_ref()),
+        last_destroy_failed: history.destroy.failures > 0,
+        history,
+        policy: Policy {
+            apply_policy: captf_api::ApplyPolicy::Automatic,
+            drift_interval: policy.drift_interval,
+            drift_action: captf_api::DriftAction::Report,
+            failed_history_limit: job_policy.failed_jobs_history_limit,
+            refresh_after_apply: true,
+            membership_interval: None,
+            health_check_interval: policy
+                .remediation
+                .annotate_machine
+                .then_some(policy.remediation.health_check_interval),
+        },
+        approvals: Approvals::default(),
+        plan: None,
+        observed: Observed {
+            health_pending: health.pending,
+            pending_refreshes: status
+                .workspace
+                .pending_refreshes
+                .and_then(|p| u32::try_from(p).ok())
+                .unwrap_or(0),
+            apply_health_definite: health.definite,
+            last_refresh: status.workspace.last_refresh.as_ref().map(|t| t.0),
+            last_drift_check: status.workspace.last_drift_check.as_ref().map(|t| t.0),
+            drift_found,
+            failed_remediations,
+            ..Default::default()
+        },
+    };
+    let decision = decide::decide(&snapshot, now);
+    pass.count_decision(&decision);
+    let acted = match &decision.action {
+        Decided::Wait if decision.reason == decide::Reason::DeletionHeld => {
+            pass.hold_deletion(&mut conds, &state_view);
+            Acted::default()
+        }
+        Decided::Wait => Acted::default(),
+        Decided::RemoveFinalizer => {
+            return pass
+                .release(decision.reason, &conds, &state_view, &finished)
+                .await;
+        }
+        Decided::Start(start) => {
+            let launch = Launch {
+                cluster_name: cluster_name.clone(),
+                max_active_jobs: infra.and_then(|c| c.spec.max_active_jobs),
+                policy: job_policy.clone(),
+                image: &tm.spec.workspace.source.image,
+                pull_policy: tm.spec.workspace.source.image_pull_policy,
+                owner_ref: &owner_ref,
+                last_active: tm
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.workspace.active_job.as_ref()),
+                provisioned: tm.status.as_ref().is_some_and(provisioned),
+            };
+            pass.launch(
+                decision.requeue,
+                &creds,
+                &launch,
+                &jobs,
+                start,
+                rendered.as_ref(),
+                durable.interrupted_apply(),
+                restore.as_ref(),
+                force_unlock.as_ref(),
+                &mut conds,
+            )
+            .await?
+        }
+    };
+    let acted = Acted {
+        requeue: acted.requeue.or(decision.requeue),
+        ..acted
+    };
+    if acted
+        .active
+        .as_ref()
+        .is_some_and(|a| a.operation == Operation::Apply)
+        && !was_provisioned
+    {
+        conds.set(
+            types::INFRASTRUCTURE_HEALTHY,
+            Status::False,
+            reasons::PROVISIONING,
+            "the first apply is running",
+            generation,
+            now,
+        );
+    }
+    status.workspace.state_secret_suffix = Some(key.state_suffix());
+    pass.finish(
+        tm.status.as_ref(),
+        &status,
+        conds,
+        provisioned(&status),
+        acted,
+        &finished,
+        &jobs,
+        &job_policy,
+    )
+    .await
+}
+
+/// The Machine's Cluster and the TerraformCluster behind it.
+async fn dependencies(
+    ctx: &Context,
+    tm: &TerraformMachine,
+    namespace: &str,
+    machine: capi::Machine,
+) -> Result<std::result::Result<Dependencies, Gate>> {
+    let name = tm
+        .labels()
+        .get(labels::CLUSTER_NAME)
+        .cloned()
+        .unwrap_or_else(|| machine.spec.cluster_name.clone());
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), namespace, &capi::cluster_resource());
+    let Some(object) = clusters
+        .get_opt(&name)
+        .await
+        .during(|| format!("reading Cluster {namespace}/{name}"))?
+    else {
+        return Ok(Err((
+            Status::Unknown,
+            reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
+            format!("the Machine's Cluster {name} does not exist"),
+        )));
+    };
+    let cluster: capi::Cluster = serde_json::from_value(serde_json::to_value(&object)?)?;
+    let reference = cluster.spec.infrastructure_ref.clone().unwrap_or_default();
+    let infra = if reference.kind == "TerraformCluster" {
+        let infras: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), namespace);
+        let found = infras
+            .get_opt(&reference.name)
+            .await
+            .during(|| format!("reading TerraformCluster {namespace}/{}", reference.name))?;
+        if found.is_none() {
+            return Ok(Err((
+                Status::Unknown,
+                reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
+                format!(
+                    "Cluster {name} names TerraformCluster {}, which does not exist",
+                    reference.name
+                ),
+            )));
+        }
+        found
+    } else {
+        None
+    };
+    Ok(Ok(Dependencies {
+        machine,
+        cluster,
+        infra,
+    }))
+}
+
+/// The machine role's inputs, or the gate saying what they still wait for: the cluster's
+/// infrastructure, its exports (read from its state) and the Machine's bootstrap data.
+async fn machine_inputs(
+    ctx: &Context,
+    tm: &TerraformMachine,
+    namespace: &str,
+    deps: &Dependencies,
+) -> Result<std::result::Result<MachineInputs, Gate>> {
+    let waiting = |reason, message: String| Ok(Err((Status::Unknown, reason, message)));
+    let exports = match &deps.infra {
+        // Managed elsewhere, or another provider's cluster: no exports to hand over.
+        None => serde_json::json!({}),
+        Some(tc) if tc.annotations().contains_key(annotations::MANAGED_BY) => {
+            serde_json::json!({})
+        }
+        Some(tc) => {
+            let provisioned = tc
+                .status
+                .as_ref()
+                .and_then(|s| s.workspace.initialization.as_ref())
+                .and_then(|i| i.provisioned)
+                .unwrap_or(false);
+            if !provisioned {
+                return waiting(
+                    reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
+                    format!("TerraformCluster {} is not provisioned yet", tc.name_any()),
+                );
+            }
+            let key = ObjectKey::new(namespace, WorkloadKind::Cluster, tc.name_any())
+                .map_err(|e| Error::InvalidObject(e.to_string()))?;
+            let exports = match state::read(&ctx.client, &key).await? {
+                StateRead::Found(s, _) => s
+                    .outputs
+                    .get("exports")
+                    .cloned()
+                    .unwrap_or_else(|| serde_json::json!({})),
+                _ => {
+                    return waiting(
+                        reasons::WAITING_FOR_CLUSTER_EXPORTS,
+                        format!(
+                            "the state of TerraformCluster {} cannot be read (see its StateReadable)",
+                            tc.name_any()
+                        ),
+                    );
+                }
+            };
+            if let Err(e) = captf_contract::canonicalize_exports(&exports) {
+                return waiting(
+                    reasons::WAITING_FOR_CLUSTER_EXPORTS,
+                    format!(
+                        "the exports output of TerraformCluster {} cannot be handed over: {e}",
+                        tc.name_any()
+                    ),
+                );
+            }
+            exports
+        }
+    };
+    let Some(secret_name) = deps.machine.spec.bootstrap.data_secret_name.clone() else {
+        return waiting(
+            reasons::WAITING_FOR_BOOTSTRAP_DATA,
+            format!(
+                "Machine {} has no spec.bootstrap.dataSecretName yet (the bootstrap provider writes it)",
+                deps.machine.metadata.name.as_deref().unwrap_or_default()
+            ),
+        );
+    };
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let secret = secrets
+        .get_opt(&secret_name)
+        .await
+        .during(|| format!("reading the bootstrap Secret {namespace}/{secret_name}"))?;
+    let data = secret.and_then(|s| s.data).unwrap_or_default();
+    let Some(value) = data.get("value") else {
+        return waiting(
+            reasons::WAITING_FOR_BOOTSTRAP_DATA,
+            format!("the bootstrap Secret {secret_name} does not exist or has no value key yet"),
+        );
+    };
+    let format = data
+        .get("format")
+        .map(|f| String::from_utf8_lossy(&f.0).into_owned())
+        .filter(|f| !f.is_empty())
+        .or_else(|| Some(DEFAULT_BOOTSTRAP_FORMAT.to_owned()));
+    let bootstrap = Bootstrap {
+        value: value.0.clone(),
+        format,
+    };
+    Ok(Ok(crate::inputs::machine_inputs(
+        tm,
+        &deps.machine,
+        &bootstrap,
+        exports,
+    )))
+}
+
+/// What the outputs said about health, for the schedule.
+#[derive(Default)]
+struct Health {
+    pending: bool,
+    /// Neither pending nor unknown: no refresh needs to follow the apply.
+    definite: bool,
+}
+
+/// Outputs from state into status and spec: providerID (once), addresses, failure domain,
+/// health, the provisioned latch, health samples and the remediation request.
+#[allow(clippy::too_many_arguments)]
+async fn read_outputs(
+    pass: &Pass<'_, TerraformMachine>,
+    api: &Api<TerraformMachine>,
+    deps: Option<&Dependencies>,
+    policy: &MachinePolicy,
+    state: &captf_state::DecodedState,
+    finished: &[Finished],
+    conds: &mut Conditions,
+    status: &mut TerraformMachineStatus,
+) -> Result<Health> {
+    let (tm, g, now) = (pass.object, pass.generation, pass.now);
+    status.workspace.observed_state_serial = i64::try_from(state.serial).ok().filter(|s| *s >= 1);
+    let decoded = match outputs::decode(Role::Machine, state, conds, g, now) {
+        Some(captf_contract::RoleOutputs::Machine(m)) => Some(m),
+        _ => None,
+    };
+    let reason = match &decoded {
+        None if provisioned(status)
+            && state
+                .outputs
+                .get("provider_id")
+                .is_none_or(|v| v.is_null() || v == "") =>
+        {
+            conds.set(
+                types::INFRASTRUCTURE_HEALTHY,
+                Status::Unknown,
+                reasons::PROVIDER_ID_MISSING,
+                "the module's provider_id output is empty; spec.providerID is kept",
+                g,
+                now,
+            );
+            reasons::PROVIDER_ID_MISSING
+        }
+        None => outputs::health(&None, conds, g, now),
+        Some(m) => outputs::health(&Some(m.health.clone()), conds, g, now),
+    };
+    let health = Health {
+        pending: reason == reasons::INSTANCE_PENDING,
+        definite: !matches!(
+            reason,
+            reasons::INSTANCE_PENDING | reasons::HEALTH_UNKNOWN | reasons::PROVIDER_ID_MISSING
+        ),
+    };
+    // One sample per refresh, drift check or apply that finished in this pass.
+    let sampled = finished.iter().any(|f| {
+        f.succeeded
+            && matches!(
+                f.op,
+                Operation::Refresh | Operation::Drift | Operation::Apply
+            )
+    });
+    if sampled {
+        status.workspace.pending_refreshes = health.pending.then(|| {
+            status
+                .workspace
+                .pending_refreshes
+                .unwrap_or(0)
+                .saturating_add(1)
+        });
+    }
+    let Some(m) = decoded else {
+        return Ok(health);
+    };
+    let requested_domain = deps.and_then(|d| d.machine.spec.failure_domain.as_deref());
+    let mismatch = match (&tm.spec.provider_id, requested_domain) {
+        (Some(id), _) if *id != m.provider_id => Some((
+            reasons::PROVIDER_ID_CHANGED,
+            format!(
+                "the module's provider_id output is {}, but spec.providerID was written once as {id}; the machine keeps {id}",
+                m.provider_id
+            ),
+        )),
+        (_, Some(domain)) if m.failure_domain.as_deref() != Some(domain) => Some((
+            reasons::FAILURE_DOMAIN_MISMATCH,
+            format!(
+                "the Machine asks for failure domain {domain}, the module placed it in {}",
+                m.failure_domain.as_deref().unwrap_or("none")
+            ),
+        )),
+        _ => None,
+    };
+    if let Some((reason, message)) = &mismatch {
+        conds.set(types::OUTPUTS_VALID, Status::False, reason, message, g, now);
+    }
+    status.addresses = Some(serde_json::from_value(serde_json::to_value(&m.addresses)?)?)
+        .filter(|a: &Vec<_>| !a.is_empty());
+    status.failure_domain = m.failure_domain.clone();
+    status.interruptible = Some(m.interruptible);
+    if tm.spec.provider_id.is_none() {
+        api.patch(
+            &tm.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": {"providerID": m.provider_id}})),
+        )
+        .await
+        .during(|| "writing spec.providerID".to_owned())?;
+    }
+    if state.inputs_hash.is_some() && !health.pending && mismatch.is_none() && !provisioned(status)
+    {
+        status.workspace.initialization = Some(Initialization {
+            provisioned: Some(true),
+        });
+    }
+    if sampled && provisioned(status) {
+        status.unhealthy_samples =
+            machine::next_unhealthy_samples(status.unhealthy_samples, reason);
+    }
+    if let Some(deps) = deps {
+        remediate(
+            pass,
+            &deps.machine,
+            policy,
+            status.unhealthy_samples,
+            reason,
+        )
+        .await?;
+    }
+    Ok(health)
+}
+
+/// Keeps `cluster.x-k8s.io/remediate-machine` on the Machine in step with health; only a
+/// request CAPTF made (`captf.io/remediation-requested`) is ever taken back.
+async fn remediate(
+    pass: &Pass<'_, TerraformMachine>,
+    machine: &capi::Machine,
+    policy: &MachinePolicy,
+    samples: Option<i32>,
+    reason: &str,
+) -> Result<()> {
+    let requested = machine
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotations::REMEDIATION_REQUESTED))
+        .map(String::as_str);
+    let change = machine::remediation_change(
+        policy.remediation.annotate_machine,
+        policy.remediation.unhealthy_threshold,
+        samples,
+        reason,
+        requested,
+    );
+    let patch = match &change {
+        RemediationChange::Keep => return Ok(()),
+        RemediationChange::Request(why) => serde_json::json!({"metadata": {"annotations": {
+            annotations::REMEDIATE_MACHINE: "",
+            annotations::REMEDIATION_REQUESTED: why,
+        }}}),
+        RemediationChange::Withdraw => serde_json::json!({"metadata": {"annotations": {
+            annotations::REMEDIATE_MACHINE: null,
+            annotations::REMEDIATION_REQUESTED: null,
+        }}}),
+    };
+    let name = machine.metadata.name.clone().unwrap_or_default();
+    let machines: Api<DynamicObject> = Api::namespaced_with(
+        pass.ctx.client.clone(),
+        pass.key.namespace(),
+        &capi::machine_resource(),
+    );
+    machines
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .during(|| format!("annotating Machine {name} for remediation"))?;
+    let (type_, event, note) = match change {
+        RemediationChange::Request(why) => (
+            kube::runtime::events::EventType::Warning,
+            captf_api::events::REMEDIATION_REQUESTED,
+            format!(
+                "asked CAPI to remediate Machine {name}: {why} after {} unhealthy samples",
+                samples.unwrap_or(0)
+            ),
+        ),
+        _ => (
+            kube::runtime::events::EventType::Normal,
+            captf_api::events::REMEDIATION_WITHDRAWN,
+            format!(
+                "the machine is healthy again; withdrew the remediation request on Machine {name}"
+            ),
+        ),
+    };
+    pass.publish(type_, event, &note).await;
+    Ok(())
+}
+
+/// The CAPI Cluster's name: the label, else the Machine's `spec.clusterName`.
+fn cluster_name(tm: &TerraformMachine, deps: Option<&Dependencies>) -> String {
+    tm.labels()
+        .get(labels::CLUSTER_NAME)
+        .cloned()
+        .or_else(|| deps.map(|d| d.machine.spec.cluster_name.clone()))
+        .unwrap_or_default()
+}
+
+fn provisioned(status: &TerraformMachineStatus) -> bool {
+    status
+        .workspace
+        .initialization
+        .as_ref()
+        .and_then(|i| i.provisioned)
+        .unwrap_or(false)
+}

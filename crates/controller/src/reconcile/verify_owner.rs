@@ -1,0 +1,92 @@
+//! The owner lookup of the preamble (§3.3): an owner reference only counts when the owner
+//! names the object back, so a forged owner reference runs nothing.
+
+use captf_api::conditions::{Status, reasons};
+use captf_api::labels;
+use kube::api::{Api, DynamicObject};
+use kube::{Resource, ResourceExt};
+
+use super::Context;
+use crate::capi::{self, Owner};
+use crate::error::{KubeContext, Result};
+
+/// Why the owner does not count: `DependenciesReady` status, reason and message.
+pub type Gate = (Status, &'static str, String);
+
+/// The verified owner `O` of `object`, or the gate saying why there is none. `waiting` is the
+/// reason while no owner reference of the kind exists yet.
+pub async fn owner<O: Owner, K: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    object: &K,
+    waiting: &'static str,
+) -> Result<std::result::Result<O, Gate>> {
+    let kind = K::kind(&());
+    let namespace = object.namespace().unwrap_or_default();
+    let reference = object
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == O::KIND && o.api_version.starts_with(&format!("{}/", capi::GROUP)))
+        .cloned();
+    let Some(reference) = reference else {
+        return Ok(Err((
+            Status::Unknown,
+            waiting,
+            format!(
+                "waiting for a CAPI {} to reference this {kind} in its infrastructureRef (CAPI then sets the owner reference)",
+                O::KIND
+            ),
+        )));
+    };
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &namespace, &O::resource());
+    let Some(found) = api
+        .get_opt(&reference.name)
+        .await
+        .during(|| format!("reading {} {namespace}/{}", O::KIND, reference.name))?
+    else {
+        return Ok(Err((
+            Status::False,
+            reasons::OWNER_NOT_FOUND,
+            format!("the owner {} {} does not exist", O::KIND, reference.name),
+        )));
+    };
+    let owner: O = serde_json::from_value(serde_json::to_value(&found)?)?;
+    let named = owner.infrastructure_ref().is_some_and(|r| {
+        r.kind == kind
+            && r.name == object.name_any()
+            && (r.api_group.is_empty() || r.api_group == captf_api::GROUP)
+    });
+    let problem = if !named {
+        Some(format!(
+            "{} {} spec.infrastructureRef does not name this {kind}",
+            O::KIND,
+            reference.name
+        ))
+    } else if owner
+        .meta()
+        .uid
+        .as_deref()
+        .is_some_and(|uid| uid != reference.uid)
+    {
+        Some(format!(
+            "the owner reference's UID does not match {} {}",
+            O::KIND,
+            reference.name
+        ))
+    } else if let Some(label) = object.labels().get(labels::CLUSTER_NAME)
+        && owner.cluster_name().is_some_and(|c| c != label)
+    {
+        Some(format!(
+            "the cluster.x-k8s.io/cluster-name label {label} does not match {} {} (its cluster is {})",
+            O::KIND,
+            reference.name,
+            owner.cluster_name().unwrap_or_default()
+        ))
+    } else {
+        None
+    };
+    Ok(match problem {
+        Some(p) => Err((Status::False, reasons::OWNER_MISMATCH, p)),
+        None => Ok(owner),
+    })
+}

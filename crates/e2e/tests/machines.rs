@@ -1,0 +1,133 @@
+//! TerraformMachine through the real control plane, with a Machine made by hand as CAPI
+//! would make it: the bootstrap data and the cluster's exports reach the module, the identity
+//! is inherited from the cluster, `spec.providerID` is written once, and deleting the object
+//! destroys what it created. Unhealthy machines ask CAPI for remediation.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use captf_api::names::{ObjectKey, WorkloadKind};
+use captf_api::{TerraformCluster, TerraformMachine};
+use captf_e2e::fixture::*;
+use captf_testenv::wait_for;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams};
+
+const CLUSTER_IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
+const MACHINE_IMAGE: &str = "captf.local/modules/noop-machine:e2e";
+
+/// A scene with a Ready TerraformCluster `name`.
+async fn ready_cluster(prefix: &str) -> (Scene, String) {
+    let scene = scene(prefix, &[]).await;
+    let name = prefix.to_owned();
+    create_cluster(&scene.client, &scene.ns, &name, CLUSTER_IMAGE, "").await;
+    let api: Api<TerraformCluster> = Api::namespaced(scene.client.clone(), &scene.ns);
+    wait_until(&api, &name, "the cluster Ready", &scene.manager, ready).await;
+    (scene, name)
+}
+
+#[tokio::test]
+async fn a_machine_applies_once_with_its_inputs_and_is_destroyed_on_delete() {
+    let (scene, cluster) = ready_cluster("machine").await;
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = &scene;
+    let name = "machine-0";
+    // No identityRef: the machine runs with its cluster's identity.
+    create_machine(
+        client,
+        ns,
+        &cluster,
+        name,
+        MACHINE_IMAGE,
+        "  failureDomain: fd-a\n  version: v1.31.2",
+        "",
+    )
+    .await;
+    let api: Api<TerraformMachine> = Api::namespaced(client.clone(), ns);
+    let tm = wait_until(&api, name, "the machine Ready", manager, ready).await;
+
+    assert_eq!(
+        tm.spec.provider_id.as_deref(),
+        Some(format!("noop:///{ns}/{name}").as_str()),
+        "spec.providerID is written from the module's output"
+    );
+    let status = tm.status.clone().expect("status");
+    assert_eq!(
+        status.workspace.initialization.and_then(|i| i.provisioned),
+        Some(true)
+    );
+    assert_eq!(status.failure_domain.as_deref(), Some("fd-a"));
+    let addresses = serde_json::to_value(&status.addresses).expect("json");
+    assert_eq!(
+        addresses,
+        serde_json::json!([{"type": "InternalIP", "address": "10.0.0.1"}])
+    );
+    assert!(has(&tm, "InfrastructureHealthy", "True", "Healthy"));
+    assert!(has(&tm, "DependenciesReady", "True", "DependenciesReady"));
+
+    // What the module got: the bootstrap data (base64 of the raw bytes), its format, the
+    // Machine's facts and the cluster's exports read from the cluster's state.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let durable = secrets
+        .get(
+            &ObjectKey::new(ns, WorkloadKind::Machine, name)
+                .expect("key")
+                .durable_inputs_secret(),
+        )
+        .await
+        .expect("durable inputs");
+    let data: BTreeMap<_, _> = durable.data.unwrap_or_default();
+    let tfvars: serde_json::Value =
+        serde_json::from_slice(&data["terraform.tfvars.json"].0).expect("tfvars");
+    assert_eq!(
+        tfvars["bootstrap_data"],
+        base64::engine::general_purpose::STANDARD.encode(BOOTSTRAP_DATA)
+    );
+    assert_eq!(tfvars["bootstrap_format"], "cloud-config");
+    assert_eq!(tfvars["machine_name"], name);
+    assert_eq!(tfvars["failure_domain"], "fd-a");
+    assert_eq!(tfvars["kubernetes_version"], "v1.31.2");
+    assert_eq!(tfvars["control_plane"], false);
+    let clusters: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
+    let tc = clusters.get(&cluster).await.expect("cluster");
+    let exports = tc.status.and_then(|s| s.exports).expect("cluster exports");
+    assert_eq!(
+        tfvars["captf_cluster_outputs"]["backend_id"],
+        exports["backend_id"]
+    );
+
+    let prefix = format!("captf-m-{name}-");
+    let applies: Vec<String> = job_names(client, ns)
+        .await
+        .into_iter()
+        .filter(|j| j.starts_with(&format!("{prefix}apply-")))
+        .collect();
+    assert_eq!(applies.len(), 1, "a machine applies once: {applies:?}");
+
+    api.delete(name, &DeleteParams::default())
+        .await
+        .expect("delete the TerraformMachine");
+    wait_for("the TerraformMachine gone", TIMEOUT, || async {
+        Ok(api.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let names = job_names(client, ns).await;
+    assert!(
+        names
+            .iter()
+            .any(|j| j.starts_with(&format!("{prefix}destroy-"))),
+        "the machine was destroyed: {names:?}"
+    );
+    let key = ObjectKey::new(ns, WorkloadKind::Machine, name).expect("key");
+    for secret in [key.state_secret(), key.durable_inputs_secret()] {
+        assert!(
+            secrets.get_opt(&secret).await.expect("read").is_none(),
+            "{secret} is cleaned up with the machine"
+        );
+    }
+}
