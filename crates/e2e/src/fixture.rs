@@ -276,22 +276,13 @@ pub fn capi_machine_resource() -> ApiResource {
     )
 }
 
-/// What a bootstrap provider would have written for machine `name`: the Secret
-/// `<name>-bootstrap` with `value` and `format`.
+/// The bootstrap data the tests' machines get (not valid UTF-8 would do too; these bytes
+/// carry what JSON encoders like to escape).
 pub const BOOTSTRAP_DATA: &str = "#cloud-config\nruncmd: [\"echo <hello & welcome>\"]\n";
 
-/// Creates, as CAPI would for one Machine of cluster `cluster`: the bootstrap Secret, the
-/// Machine (with `machine_spec_extra` YAML appended under its `spec:`, indented two spaces)
-/// and the TerraformMachine it owns on `image` (`spec_extra` likewise).
-pub async fn create_machine(
-    client: &kube::Client,
-    ns: &str,
-    cluster: &str,
-    name: &str,
-    image: &str,
-    machine_spec_extra: &str,
-    spec_extra: &str,
-) {
+/// Writes what a bootstrap provider would for machine `name`: the Secret `<name>-bootstrap`
+/// with `value` ([`BOOTSTRAP_DATA`]) and `format`.
+pub async fn write_bootstrap(client: &kube::Client, ns: &str, name: &str) {
     let data = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Secret",
@@ -301,6 +292,21 @@ pub async fn create_machine(
     apply_yaml(client, &serde_json::to_string(&data).expect("json"))
         .await
         .expect("bootstrap Secret");
+}
+
+/// Creates, as CAPI would for one Machine of cluster `cluster`: the Machine (naming the
+/// bootstrap Secret `<name>-bootstrap`, which [`write_bootstrap`] writes; with
+/// `machine_spec_extra` YAML appended under its `spec:`, indented two spaces) and the
+/// TerraformMachine it owns on `image` (`spec_extra` likewise).
+pub async fn create_machine(
+    client: &kube::Client,
+    ns: &str,
+    cluster: &str,
+    name: &str,
+    image: &str,
+    machine_spec_extra: &str,
+    spec_extra: &str,
+) {
     apply_yaml(
         client,
         &format!(

@@ -36,6 +36,7 @@ async fn a_machine_applies_once_with_its_inputs_and_is_destroyed_on_delete() {
         ..
     } = &scene;
     let name = "machine-0";
+    write_bootstrap(client, ns, name).await;
     // No identityRef: the machine runs with its cluster's identity.
     create_machine(
         client,
@@ -130,4 +131,113 @@ async fn a_machine_applies_once_with_its_inputs_and_is_destroyed_on_delete() {
             "{secret} is cleaned up with the machine"
         );
     }
+}
+
+#[tokio::test]
+async fn machines_wait_for_bootstrap_data_refresh_while_pending_and_ask_for_remediation() {
+    let (scene, cluster) = ready_cluster("machinehealth").await;
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = &scene;
+    let api: Api<TerraformMachine> = Api::namespaced(client.clone(), ns);
+
+    // Pending until a little after the apply: the apply reads pending, refreshes follow.
+    let pending_until = k8s_openapi::jiff::Timestamp::now()
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(40))
+        .expect("time");
+    let pending = "pending";
+    create_machine(
+        client,
+        ns,
+        &cluster,
+        pending,
+        MACHINE_IMAGE,
+        "",
+        &format!("  variables: {{pending_until: \"{pending_until}\"}}"),
+    )
+    .await;
+    // Degraded from the start, with remediation at the first unhealthy sample.
+    let degraded = "degraded";
+    write_bootstrap(client, ns, degraded).await;
+    create_machine(
+        client,
+        ns,
+        &cluster,
+        degraded,
+        MACHINE_IMAGE,
+        "",
+        "  variables: {health_state: degraded}\n  remediation: {annotateMachine: true, unhealthyThreshold: 1}",
+    )
+    .await;
+
+    let waiting = wait_until(&api, pending, "WaitingForBootstrapData", manager, |m| {
+        has(m, "DependenciesReady", "Unknown", "WaitingForBootstrapData")
+    })
+    .await;
+    let (_, _, message) = condition(&waiting, "DependenciesReady").expect("condition");
+    assert!(message.contains("pending-bootstrap"), "{message}");
+    assert!(
+        !job_names(client, ns)
+            .await
+            .iter()
+            .any(|j| j.starts_with("captf-m-pending-")),
+        "nothing runs without bootstrap data"
+    );
+
+    // The degraded machine is provisioned, not Ready, and its Machine is marked for CAPI's
+    // remediation (an apply's definite reading is its first sample).
+    let tm = wait_until(&api, degraded, "InstanceDegraded", manager, |m| {
+        has(m, "InfrastructureHealthy", "False", "InstanceDegraded")
+            && m.status.as_ref().and_then(|s| s.unhealthy_samples) == Some(1)
+    })
+    .await;
+    assert!(
+        condition(&tm, "Ready").is_some_and(|c| c.0 == "False"),
+        "a degraded machine is not Ready"
+    );
+    let machines: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &capi_machine_resource());
+    let machine = wait_for("the remediate-machine annotation", TIMEOUT, || async {
+        let m = machines.get(degraded).await?;
+        Ok(m.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("cluster.x-k8s.io/remediate-machine"))
+            .then_some(m))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let annotations = machine.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("captf.io/remediation-requested")
+            .map(String::as_str),
+        Some("InstanceDegraded")
+    );
+    event(client, ns, "RemediationRequested").await;
+
+    // Bootstrap data arrives: the apply reads pending, refreshes follow until running.
+    write_bootstrap(client, ns, pending).await;
+    wait_until(&api, pending, "InstancePending", manager, |m| {
+        has(m, "InfrastructureHealthy", "False", "InstancePending")
+    })
+    .await;
+    let tm = wait_until(&api, pending, "Healthy after a refresh", manager, ready).await;
+    assert_eq!(
+        tm.status
+            .as_ref()
+            .and_then(|s| s.workspace.initialization.as_ref())
+            .and_then(|i| i.provisioned),
+        Some(true)
+    );
+    let names = job_names(client, ns).await;
+    assert!(
+        names
+            .iter()
+            .any(|j| j.starts_with("captf-m-pending-refresh-")),
+        "a refresh read the running instance: {names:?}"
+    );
 }
