@@ -22,12 +22,13 @@ use super::bookkeeping::{self, Finished};
 use super::jobs::{self, Phase};
 use super::launch::Launch;
 use super::object::{add_finalizer, set_block_move};
-use super::pass::{Pass, abandon_requested, drift_found, first_visit, restore_request, variables};
+use super::pass::{Pass, first_visit, variables};
+use super::snapshot::Observation;
 use super::state::{self, StateRead};
 use super::{Context, approvals, outputs, secrets, verify_owner};
 use crate::capi;
 use crate::conditions::Conditions;
-use crate::decide::{self, Action as Decided, Approvals, Observed, Policy, Snapshot};
+use crate::decide::{self, Action as Decided, Approvals, Policy};
 use crate::error::{Error, KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
 
@@ -226,63 +227,16 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         status.plan = None;
     }
     let job_policy = EffectivePolicy::resolve(&PolicyLayers::for_cluster(&tc));
-    let history = jobs::history(&jobs);
-    tracing::debug!(
-        jobs = ?jobs.iter().map(|j| (j.name.as_str(), j.op.as_str(), format!("{:?}", j.phase), j.finished_at.map(|t| t.to_string()))).collect::<Vec<_>>(),
-        "job history"
-    );
-    let destroyed = history
-        .destroy
-        .last_success
-        .is_some_and(|d| history.apply.last_success.is_none_or(|a| d > a));
-    let restore_reason = |c: &Conditions| {
-        c.get(types::RESTORE_JOB_SUCCEEDED)
-            .map(|c| (c.reason.clone(), c.message.clone()))
-    };
-    let before = restore_reason(&conds);
-    let restore = restore_request(
-        &client,
-        &key,
-        annotations_of
-            .get(annotations::RESTORE_STATE)
-            .map(String::as_str),
-        status.workspace.last_restored_serial,
-        &mut conds,
-        generation,
-        now,
-    )
-    .await?;
-    let after = restore_reason(&conds);
-    if after != before
-        && after
-            .as_ref()
-            .is_some_and(|(r, _)| r == reasons::RESTORE_BACKUP_NOT_FOUND)
-    {
-        // Counted once per refused request, not once per pass.
-        ctx.metrics
-            .state_restores_total
-            .get_or_create(&crate::manager::metrics::KindResult {
-                kind: KIND,
-                result: "not_found",
-            })
-            .inc();
-    }
-    let drift_found = drift_found(&conds, &history);
-    let failed_remediations = jobs::failed_remediations(&jobs, history.drift.last_success);
-    let snapshot = Snapshot {
-        kind: WorkloadKind::Cluster,
-        uid: tc.uid().unwrap_or_default(),
-        created_at: tc.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0),
-        deleting,
-        job_active: false,
+    let restore = pass.restore_request(&status.workspace, &mut conds).await?;
+    let mut snapshot = pass.snapshot(Observation {
+        jobs: &jobs,
         state: state_view.clone(),
         inputs_hash: rendered.as_ref().map(|r| r.inputs_hash.clone()),
-        interrupted_apply: durable.interrupted_apply().is_some(),
-        destroyed,
-        restore_requested: restore.is_some(),
-        abandon_requested: abandon_requested(tc.as_ref()),
-        last_destroy_failed: history.destroy.failures > 0,
-        history,
+        durable: &durable,
+        restore: restore.as_ref(),
+        deleting,
+        workspace: &status.workspace,
+        conds: &conds,
         policy: Policy {
             apply_policy: tc.spec.apply_policy.unwrap_or_default(),
             drift_interval: drift_interval(&tc, &ctx),
@@ -297,26 +251,18 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             membership_interval: None,
             health_check_interval: None,
         },
-        approvals: Approvals {
-            destructive: annotations_of
-                .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
-                .cloned(),
-            plan: annotations_of.get(annotations::APPROVE_PLAN).cloned(),
-        },
-        plan: status.plan.as_ref().map(|p| decide::PendingPlan {
-            inputs_hash: p.inputs_hash.clone(),
-            plan_hash: p.plan_hash.clone(),
-            empty: approvals::is_empty(&p.plan_hash),
-        }),
-        observed: Observed {
-            drift_found,
-            failed_remediations,
-            apply_health_definite: true,
-            last_refresh: status.workspace.last_refresh.as_ref().map(|t| t.0),
-            last_drift_check: status.workspace.last_drift_check.as_ref().map(|t| t.0),
-            ..Default::default()
-        },
+    });
+    snapshot.approvals = Approvals {
+        destructive: annotations_of
+            .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
+            .cloned(),
+        plan: annotations_of.get(annotations::APPROVE_PLAN).cloned(),
     };
+    snapshot.plan = status.plan.as_ref().map(|p| decide::PendingPlan {
+        inputs_hash: p.inputs_hash.clone(),
+        plan_hash: p.plan_hash.clone(),
+        empty: approvals::is_empty(&p.plan_hash),
+    });
     let decision = decide::decide(&snapshot, now);
     pass.count_decision(&decision);
 

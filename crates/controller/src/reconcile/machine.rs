@@ -27,12 +27,13 @@ use super::jobs::{self, Phase};
 use super::launch::Launch;
 use super::object::{add_finalizer, set_block_move};
 use super::outputs;
-use super::pass::{Pass, abandon_requested, drift_found, first_visit, restore_request, variables};
+use super::pass::{Pass, first_visit, variables};
+use super::snapshot::Observation;
 use super::state::{self, StateRead};
 use super::verify_owner::{self, Gate};
 use crate::capi;
 use crate::conditions::Conditions;
-use crate::decide::{self, Action as Decided, Approvals, Observed, Policy, Snapshot};
+use crate::decide::{self, Action as Decided, Policy};
 use crate::error::{Error, KubeContext, Result};
 use crate::inputs::{Bootstrap, DEFAULT_BOOTSTRAP_FORMAT};
 use crate::job::{EffectivePolicy, PolicyLayers};
@@ -204,39 +205,16 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
         tm.spec.workspace.jobs.as_ref(),
         infra,
     ));
-    let history = jobs::history(&jobs);
-    let destroyed = history
-        .destroy
-        .last_success
-        .is_some_and(|d| history.apply.last_success.is_none_or(|a| d > a));
-    let restore = restore_request(
-        &client,
-        &key,
-        tm.annotations()
-            .get(annotations::RESTORE_STATE)
-            .map(String::as_str),
-        status.workspace.last_restored_serial,
-        &mut conds,
-        generation,
-        now,
-    )
-    .await?;
-    let drift_found = drift_found(&conds, &history);
-    let failed_remediations = jobs::failed_remediations(&jobs, history.drift.last_success);
-    let snapshot = Snapshot {
-        kind: WorkloadKind::Machine,
-        uid: tm.uid().unwrap_or_default(),
-        created_at: tm.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0),
-        deleting,
-        job_active: false,
+    let restore = pass.restore_request(&status.workspace, &mut conds).await?;
+    let mut snapshot = pass.snapshot(Observation {
+        jobs: &jobs,
         state: state_view.clone(),
         inputs_hash: rendered.as_ref().map(|r| r.inputs_hash.clone()),
-        interrupted_apply: durable.interrupted_apply().is_some(),
-        destroyed,
-        restore_requested: restore.is_some(),
-        abandon_requested: abandon_requested(tm.as_ref()),
-        last_destroy_failed: history.destroy.failures > 0,
-        history,
+        durable: &durable,
+        restore: restore.as_ref(),
+        deleting,
+        workspace: &status.workspace,
+        conds: &conds,
         policy: Policy {
             apply_policy: captf_api::ApplyPolicy::Automatic,
             drift_interval: policy.drift_interval,
@@ -249,23 +227,14 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
                 .annotate_machine
                 .then_some(policy.remediation.health_check_interval),
         },
-        approvals: Approvals::default(),
-        plan: None,
-        observed: Observed {
-            health_pending: health.pending,
-            pending_refreshes: status
-                .workspace
-                .pending_refreshes
-                .and_then(|p| u32::try_from(p).ok())
-                .unwrap_or(0),
-            apply_health_definite: health.definite,
-            last_refresh: status.workspace.last_refresh.as_ref().map(|t| t.0),
-            last_drift_check: status.workspace.last_drift_check.as_ref().map(|t| t.0),
-            drift_found,
-            failed_remediations,
-            ..Default::default()
-        },
-    };
+    });
+    snapshot.observed.health_pending = health.pending;
+    snapshot.observed.apply_health_definite = health.definite;
+    snapshot.observed.pending_refreshes = status
+        .workspace
+        .pending_refreshes
+        .and_then(|p| u32::try_from(p).ok())
+        .unwrap_or(0);
     let decision = decide::decide(&snapshot, now);
     pass.count_decision(&decision);
     let acted = match &decision.action {

@@ -18,6 +18,7 @@ pub mod owners;
 pub mod pass;
 pub mod record;
 pub mod secrets;
+pub mod snapshot;
 pub mod state;
 pub mod verify_owner;
 

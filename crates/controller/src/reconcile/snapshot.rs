@@ -1,0 +1,118 @@
+//! The snapshot [`crate::decide`] reads, as far as every kind observes it alike; a kind adds
+//! its own approvals, plan and health facts.
+
+use captf_api::conditions::{reasons, types};
+use captf_api::{WorkspaceStatus, annotations};
+use kube::{Resource, ResourceExt};
+
+use super::backups::BackupSet;
+use super::jobs::{self, ObservedJob};
+use super::object::Workload;
+use super::pass::{Pass, abandon_requested, drift_found, restore_request};
+use super::state::DurableInputs;
+use crate::conditions::Conditions;
+use crate::decide::{Approvals, Observed, Policy, Snapshot, StateView};
+use crate::error::Result;
+
+/// What a pass observed that every kind's snapshot holds.
+pub struct Observation<'a> {
+    pub jobs: &'a [ObservedJob],
+    pub state: StateView,
+    /// The hash of the inputs as they would render now (`None`: not rendered this pass).
+    pub inputs_hash: Option<String>,
+    pub durable: &'a DurableInputs,
+    pub restore: Option<&'a BackupSet>,
+    pub deleting: bool,
+    pub workspace: &'a WorkspaceStatus,
+    pub conds: &'a Conditions,
+    pub policy: Policy,
+}
+
+impl<K> Pass<'_, K>
+where
+    K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
+{
+    /// The complete backup a pending `captf.io/restore-state` names (see [`restore_request`]),
+    /// counting a refused request once, not once per pass.
+    pub async fn restore_request(
+        &self,
+        workspace: &WorkspaceStatus,
+        conds: &mut Conditions,
+    ) -> Result<Option<BackupSet>> {
+        let reason = |c: &Conditions| {
+            c.get(types::RESTORE_JOB_SUCCEEDED)
+                .map(|c| (c.reason.clone(), c.message.clone()))
+        };
+        let before = reason(conds);
+        let restore = restore_request(
+            &self.ctx.client,
+            self.key,
+            self.object
+                .annotations()
+                .get(annotations::RESTORE_STATE)
+                .map(String::as_str),
+            workspace.last_restored_serial,
+            conds,
+            self.generation,
+            self.now,
+        )
+        .await?;
+        let after = reason(conds);
+        if after != before
+            && after
+                .as_ref()
+                .is_some_and(|(r, _)| r == reasons::RESTORE_BACKUP_NOT_FOUND)
+        {
+            self.ctx
+                .metrics
+                .state_restores_total
+                .get_or_create(&crate::manager::metrics::KindResult {
+                    kind: self.kind,
+                    result: "not_found",
+                })
+                .inc();
+        }
+        Ok(restore)
+    }
+
+    /// The snapshot of `seen`, with no approvals, no plan and no health facts yet.
+    pub fn snapshot(&self, seen: Observation<'_>) -> Snapshot {
+        let history = jobs::history(seen.jobs);
+        let destroyed = history
+            .destroy
+            .last_success
+            .is_some_and(|d| history.apply.last_success.is_none_or(|a| d > a));
+        let observed = Observed {
+            drift_found: drift_found(seen.conds, &history),
+            failed_remediations: jobs::failed_remediations(seen.jobs, history.drift.last_success),
+            apply_health_definite: true,
+            last_refresh: seen.workspace.last_refresh.as_ref().map(|t| t.0),
+            last_drift_check: seen.workspace.last_drift_check.as_ref().map(|t| t.0),
+            ..Default::default()
+        };
+        Snapshot {
+            kind: self.key.kind(),
+            uid: self.object.uid().unwrap_or_default(),
+            created_at: self
+                .object
+                .meta()
+                .creation_timestamp
+                .as_ref()
+                .map_or(self.now, |t| t.0),
+            deleting: seen.deleting,
+            job_active: false,
+            state: seen.state,
+            inputs_hash: seen.inputs_hash,
+            interrupted_apply: seen.durable.interrupted_apply().is_some(),
+            destroyed,
+            restore_requested: seen.restore.is_some(),
+            abandon_requested: abandon_requested(self.object),
+            last_destroy_failed: history.destroy.failures > 0,
+            history,
+            policy: seen.policy,
+            approvals: Approvals::default(),
+            plan: None,
+            observed,
+        }
+    }
+}
