@@ -142,6 +142,22 @@ where
         }
     }
 
+    /// `captf_inputs_bytes`: the size of the inputs as rendered this pass.
+    pub fn measure_inputs(&self, rendered: Option<&captf_contract::Rendered>) {
+        let Some(r) = rendered else {
+            return;
+        };
+        self.ctx
+            .metrics
+            .inputs_bytes
+            .get_or_create(&crate::manager::metrics::Object {
+                kind: self.kind,
+                namespace: self.key.namespace().to_owned(),
+                name: self.key.name().to_owned(),
+            })
+            .set(i64::try_from(r.main_tf_json.len() + r.tfvars_json.len()).unwrap_or(i64::MAX));
+    }
+
     /// Counts and logs what [`decide::decide`] chose.
     pub fn count_decision(&self, decision: &decide::Decision) {
         let op = match &decision.action {

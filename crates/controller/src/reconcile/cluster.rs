@@ -212,16 +212,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         None => None,
     };
 
-    if let Some(r) = &rendered {
-        ctx.metrics
-            .inputs_bytes
-            .get_or_create(&crate::manager::metrics::Object {
-                kind: KIND,
-                namespace: namespace.clone(),
-                name: key.name().to_owned(),
-            })
-            .set(i64::try_from(r.main_tf_json.len() + r.tfvars_json.len()).unwrap_or(i64::MAX));
-    }
+    pass.measure_inputs(rendered.as_ref());
     if tc.spec.apply_policy.unwrap_or_default() == captf_api::ApplyPolicy::Automatic {
         // Back to Automatic: the apply that waited runs (guarded); the plan is moot.
         status.plan = None;

@@ -201,6 +201,7 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
         )?),
         None => None,
     };
+    pass.measure_inputs(rendered.as_ref());
     let job_policy = EffectivePolicy::resolve(&PolicyLayers::for_member(
         tm.spec.workspace.jobs.as_ref(),
         infra,

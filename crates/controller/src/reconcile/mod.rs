@@ -65,12 +65,19 @@ impl Context {
 }
 
 /// Requeue after an error: transient API trouble retries soon, a bad object waits for a change.
-pub fn error_policy<K>(_object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy<K: kube::Resource<DynamicType = ()>>(
+    _object: Arc<K>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    let controller = match K::kind(&()).as_ref() {
+        "TerraformMachine" => "terraformmachine",
+        "TerraformMachinePool" => "terraformmachinepool",
+        _ => "terraformcluster",
+    };
     ctx.metrics
         .reconcile_errors_total
-        .get_or_create(&crate::manager::metrics::Controller {
-            controller: "terraformcluster",
-        })
+        .get_or_create(&crate::manager::metrics::Controller { controller })
         .inc();
     tracing::warn!(error = %error, category = error.category(), "reconcile failed");
     match error {
