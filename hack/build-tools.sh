@@ -9,7 +9,7 @@
 #
 # Usage: hack/build-tools.sh [--force] [COMPONENT...]
 #   COMPONENT: etcd kube kubectl tofu terraform capi-crds capi
-#              (default: all but capi, which is built only when named)
+#              (default: all of them)
 #   --force    rebuild even if up to date
 #
 # Versions come from hack/versions.env; the Go builds use the committed wrapper
@@ -46,9 +46,9 @@ declare -A OUTPUTS=(
 	[capi]="bin/capi-manager bin/capi-kubeadm-bootstrap-manager capi-manager"
 )
 ALL=(etcd kube kubectl tofu terraform capi-crds capi)
-# capi (the real Cluster API controllers, ~9 min cold) is opt-in until the
-# end-to-end tests run it.
-DEFAULT=(etcd kube kubectl tofu terraform capi-crds)
+# capi (the real Cluster API controllers, ~9 min cold) runs in the e2e suite
+# (crates/e2e/tests/capi.rs).
+DEFAULT=(etcd kube kubectl tofu terraform capi-crds capi)
 
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

@@ -2,6 +2,7 @@
 //! the manager as a real process, and waits with deadlines.
 #![forbid(unsafe_code)]
 
+pub mod capi;
 pub mod fixture;
 
 use std::path::{Path, PathBuf};

@@ -71,9 +71,12 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     let active = jobs.iter().find(|j| j.phase == Phase::Active).cloned();
 
     // Owner: the CAPI Cluster that references this object back.
-    let owner =
-        verify_owner::owner::<capi::Cluster, _>(&ctx, tc.as_ref(), reasons::WAITING_FOR_OWNER)
-            .await?;
+    let owner = verify_owner::owner::<capi::Cluster, _>(
+        &ctx,
+        tc.as_ref(),
+        (Status::Unknown, reasons::WAITING_FOR_OWNER),
+    )
+    .await?;
     let cluster = match pass.dependencies(owner, &mut conds) {
         Some(cluster) => Some(cluster),
         None if !deleting => {

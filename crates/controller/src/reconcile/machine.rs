@@ -46,8 +46,8 @@ struct Dependencies {
     machine: capi::Machine,
     /// The CAPI Cluster (its `spec.paused` pauses the machine).
     cluster: capi::Cluster,
-    /// The TerraformCluster the Cluster's infrastructureRef names, if it names one.
-    infra: Option<TerraformCluster>,
+    /// The TerraformCluster the Cluster's infrastructureRef names.
+    infra: TerraformCluster,
 }
 
 /// One pass over a TerraformMachine.
@@ -84,7 +84,7 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
     let owner = verify_owner::owner::<capi::Machine, _>(
         &ctx,
         tm.as_ref(),
-        reasons::WAITING_FOR_OWNER_MACHINE,
+        (Status::False, reasons::WAITING_FOR_OWNER_MACHINE),
     )
     .await?;
     let found = match owner {
@@ -152,7 +152,7 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
     }
     set_block_move(&api, &tm, false).await?;
 
-    let infra = deps.as_ref().and_then(|d| d.infra.as_ref());
+    let infra = deps.as_ref().map(|d| &d.infra);
     let policy = machine::machine_policy(&tm, infra, ctx.args.drift_default_interval);
     let creds = pass
         .credentials(policy.identity.as_deref(), &owner_ref, &mut conds)
@@ -332,31 +332,40 @@ async fn dependencies(
     else {
         return Ok(Err((
             Status::Unknown,
-            reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
-            format!("the Machine's Cluster {name} does not exist"),
+            reasons::WAITING_FOR_OWNER,
+            format!("the Machine's Cluster {name} does not exist yet"),
         )));
     };
     let cluster: capi::Cluster = serde_json::from_value(serde_json::to_value(&object)?)?;
     let reference = cluster.spec.infrastructure_ref.clone().unwrap_or_default();
-    let infra = if reference.kind == "TerraformCluster" {
-        let infras: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), namespace);
-        let found = infras
-            .get_opt(&reference.name)
-            .await
-            .during(|| format!("reading TerraformCluster {namespace}/{}", reference.name))?;
-        if found.is_none() {
-            return Ok(Err((
-                Status::Unknown,
-                reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
-                format!(
-                    "Cluster {name} names TerraformCluster {}, which does not exist",
-                    reference.name
-                ),
-            )));
-        }
-        found
-    } else {
-        None
+    if reference.kind != "TerraformCluster" {
+        return Ok(Err((
+            Status::False,
+            reasons::CLUSTER_NOT_TERRAFORM,
+            format!(
+                "Cluster {name} spec.infrastructureRef names a {}, not a TerraformCluster: nothing is rendered or run",
+                if reference.kind.is_empty() {
+                    "nothing"
+                } else {
+                    reference.kind.as_str()
+                }
+            ),
+        )));
+    }
+    let infras: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), namespace);
+    let Some(infra) = infras
+        .get_opt(&reference.name)
+        .await
+        .during(|| format!("reading TerraformCluster {namespace}/{}", reference.name))?
+    else {
+        return Ok(Err((
+            Status::Unknown,
+            reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
+            format!(
+                "Cluster {name} names TerraformCluster {}, which does not exist",
+                reference.name
+            ),
+        )));
     };
     Ok(Ok(Dependencies {
         machine,
@@ -374,54 +383,9 @@ async fn machine_inputs(
     deps: &Dependencies,
 ) -> Result<std::result::Result<MachineInputs, Gate>> {
     let waiting = |reason, message: String| Ok(Err((Status::Unknown, reason, message)));
-    let exports = match &deps.infra {
-        // Managed elsewhere, or another provider's cluster: no exports to hand over.
-        None => serde_json::json!({}),
-        Some(tc) if tc.annotations().contains_key(annotations::MANAGED_BY) => {
-            serde_json::json!({})
-        }
-        Some(tc) => {
-            let provisioned = tc
-                .status
-                .as_ref()
-                .and_then(|s| s.workspace.initialization.as_ref())
-                .and_then(|i| i.provisioned)
-                .unwrap_or(false);
-            if !provisioned {
-                return waiting(
-                    reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
-                    format!("TerraformCluster {} is not provisioned yet", tc.name_any()),
-                );
-            }
-            let key = ObjectKey::new(namespace, WorkloadKind::Cluster, tc.name_any())
-                .map_err(|e| Error::InvalidObject(e.to_string()))?;
-            let exports = match state::read(&ctx.client, &key).await? {
-                StateRead::Found(s, _) => s
-                    .outputs
-                    .get("exports")
-                    .cloned()
-                    .unwrap_or_else(|| serde_json::json!({})),
-                _ => {
-                    return waiting(
-                        reasons::WAITING_FOR_CLUSTER_EXPORTS,
-                        format!(
-                            "the state of TerraformCluster {} cannot be read (see its StateReadable)",
-                            tc.name_any()
-                        ),
-                    );
-                }
-            };
-            if let Err(e) = captf_contract::canonicalize_exports(&exports) {
-                return waiting(
-                    reasons::WAITING_FOR_CLUSTER_EXPORTS,
-                    format!(
-                        "the exports output of TerraformCluster {} cannot be handed over: {e}",
-                        tc.name_any()
-                    ),
-                );
-            }
-            exports
-        }
+    let exports = match cluster_exports(ctx, namespace, &deps.infra).await? {
+        Ok(exports) => exports,
+        Err(gate) => return Ok(Err(gate)),
     };
     let Some(secret_name) = deps.machine.spec.bootstrap.data_secret_name.clone() else {
         return waiting(
@@ -459,6 +423,59 @@ async fn machine_inputs(
         &bootstrap,
         exports,
     )))
+}
+
+/// The cluster module's `exports` output, read from the TerraformCluster's state (`{}` for a
+/// cluster managed elsewhere), or the gate saying why it cannot be handed over yet.
+async fn cluster_exports(
+    ctx: &Context,
+    namespace: &str,
+    tc: &TerraformCluster,
+) -> Result<std::result::Result<serde_json::Value, Gate>> {
+    let waiting = |reason, message: String| Ok(Err((Status::Unknown, reason, message)));
+    if tc.annotations().contains_key(annotations::MANAGED_BY) {
+        return Ok(Ok(serde_json::json!({})));
+    }
+    let provisioned = tc
+        .status
+        .as_ref()
+        .and_then(|s| s.workspace.initialization.as_ref())
+        .and_then(|i| i.provisioned)
+        .unwrap_or(false);
+    if !provisioned {
+        return waiting(
+            reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
+            format!("TerraformCluster {} is not provisioned yet", tc.name_any()),
+        );
+    }
+    let key = ObjectKey::new(namespace, WorkloadKind::Cluster, tc.name_any())
+        .map_err(|e| Error::InvalidObject(e.to_string()))?;
+    let exports = match state::read(&ctx.client, &key).await? {
+        StateRead::Found(s, _) => s
+            .outputs
+            .get("exports")
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({})),
+        _ => {
+            return waiting(
+                reasons::WAITING_FOR_CLUSTER_EXPORTS,
+                format!(
+                    "the state of TerraformCluster {} cannot be read (see its StateReadable)",
+                    tc.name_any()
+                ),
+            );
+        }
+    };
+    if let Err(e) = captf_contract::canonicalize_exports(&exports) {
+        return waiting(
+            reasons::WAITING_FOR_CLUSTER_EXPORTS,
+            format!(
+                "the exports output of TerraformCluster {} cannot be handed over: {e}",
+                tc.name_any()
+            ),
+        );
+    }
+    Ok(Ok(exports))
 }
 
 /// What the outputs said about health, for the schedule.

@@ -13,12 +13,13 @@ use crate::error::{KubeContext, Result};
 /// Why the owner does not count: `DependenciesReady` status, reason and message.
 pub type Gate = (Status, &'static str, String);
 
-/// The verified owner `O` of `object`, or the gate saying why there is none. `waiting` is the
-/// reason while no owner reference of the kind exists yet.
+/// The verified owner `O` of `object`, or the gate saying why there is none. With no owner
+/// reference at all the object waits (`Unknown/WaitingForOwner`); `others` is the status and
+/// reason when it has owners, but none of kind `O` (a control plane's, before the Machine's).
 pub async fn owner<O: Owner, K: Resource<DynamicType = ()>>(
     ctx: &Context,
     object: &K,
-    waiting: &'static str,
+    others: (Status, &'static str),
 ) -> Result<std::result::Result<O, Gate>> {
     let kind = K::kind(&());
     let namespace = object.namespace().unwrap_or_default();
@@ -28,9 +29,14 @@ pub async fn owner<O: Owner, K: Resource<DynamicType = ()>>(
         .find(|o| o.kind == O::KIND && o.api_version.starts_with(&format!("{}/", capi::GROUP)))
         .cloned();
     let Some(reference) = reference else {
+        let (status, reason) = if object.owner_references().is_empty() {
+            (Status::Unknown, reasons::WAITING_FOR_OWNER)
+        } else {
+            others
+        };
         return Ok(Err((
-            Status::Unknown,
-            waiting,
+            status,
+            reason,
             format!(
                 "waiting for a CAPI {} to reference this {kind} in its infrastructureRef (CAPI then sets the owner reference)",
                 O::KIND
