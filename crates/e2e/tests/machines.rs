@@ -243,3 +243,151 @@ async fn machines_wait_for_bootstrap_data_refresh_while_pending_and_ask_for_reme
         "a refresh read the running instance: {names:?}"
     );
 }
+
+/// When the newest Job whose name starts with `prefix` was created, and when it completed.
+async fn job_times(
+    client: &kube::Client,
+    ns: &str,
+    prefix: &str,
+) -> Option<(
+    k8s_openapi::jiff::Timestamp,
+    Option<k8s_openapi::jiff::Timestamp>,
+)> {
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), ns);
+    let list = jobs.list(&Default::default()).await.ok()?.items;
+    list.into_iter()
+        .filter(|j| {
+            j.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .filter_map(|j| {
+            let created = j.metadata.creation_timestamp.as_ref()?.0;
+            let finished = j
+                .status
+                .as_ref()
+                .and_then(|s| s.completion_time.as_ref())
+                .map(|t| t.0);
+            Some((created, finished))
+        })
+        .max_by_key(|(created, _)| *created)
+}
+
+#[tokio::test]
+async fn the_cluster_write_lease_orders_cluster_and_machine_writes() {
+    let (scene, cluster) = ready_cluster("writelease").await;
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = &scene;
+    let machines: Api<TerraformMachine> = Api::namespaced(client.clone(), ns);
+    let clusters: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
+
+    // A slow machine apply runs when the cluster's inputs change: the cluster waits for it.
+    write_bootstrap(client, ns, "slow").await;
+    create_machine(
+        client,
+        ns,
+        &cluster,
+        "slow",
+        MACHINE_IMAGE,
+        "",
+        "  variables: {sleep_seconds: 40}",
+    )
+    .await;
+    wait_for("the slow machine's apply running", TIMEOUT, || async {
+        Ok(job_times(client, ns, "captf-m-slow-apply-")
+            .await
+            .filter(|(_, done)| done.is_none()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    merge_patch(
+        &clusters,
+        &cluster,
+        serde_json::json!({"spec": {"variables": {"sleep_seconds": 30}}}),
+    )
+    .await;
+    let waiting = wait_until(
+        &clusters,
+        &cluster,
+        "WaitingForMachineOperations",
+        manager,
+        |t| {
+            has(
+                t,
+                "ApplyJobSucceeded",
+                "Unknown",
+                "WaitingForMachineOperations",
+            )
+        },
+    )
+    .await;
+    let (_, _, message) = condition(&waiting, "ApplyJobSucceeded").expect("condition");
+    assert!(message.contains("captf-m-slow-apply-"), "{message}");
+
+    // The cluster applies only once the machine's apply finished.
+    let cluster_apply = format!("captf-c-{cluster}-apply-");
+    let (cluster_started, _) = wait_for("the cluster's second apply", TIMEOUT, || async {
+        let jobs = job_names(client, ns).await;
+        let applies = jobs
+            .iter()
+            .filter(|j| j.starts_with(&cluster_apply))
+            .count();
+        Ok(if applies >= 2 {
+            job_times(client, ns, &cluster_apply).await
+        } else {
+            None
+        })
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let (_, slow_done) = job_times(client, ns, "captf-m-slow-apply-")
+        .await
+        .expect("slow apply");
+    assert!(
+        slow_done.is_some_and(|d| d <= cluster_started),
+        "the cluster applied while the machine wrote: machine done {slow_done:?}, cluster started {cluster_started}"
+    );
+
+    // A machine created while the cluster writes waits for it.
+    write_bootstrap(client, ns, "late").await;
+    create_machine(client, ns, &cluster, "late", MACHINE_IMAGE, "", "").await;
+    wait_until(
+        &machines,
+        "late",
+        "WaitingForClusterOperation",
+        manager,
+        |m| {
+            has(
+                m,
+                "ApplyJobSucceeded",
+                "Unknown",
+                "WaitingForClusterOperation",
+            )
+        },
+    )
+    .await;
+    wait_until(&machines, "late", "the late machine Ready", manager, ready).await;
+    let (_, cluster_done) = job_times(client, ns, &cluster_apply)
+        .await
+        .expect("cluster apply");
+    let (late_started, _) = job_times(client, ns, "captf-m-late-apply-")
+        .await
+        .expect("late apply");
+    assert!(
+        cluster_done.is_some_and(|d| d <= late_started),
+        "the machine applied while the cluster wrote: cluster done {cluster_done:?}, machine started {late_started}"
+    );
+    wait_until(
+        &clusters,
+        &cluster,
+        "the cluster Ready again",
+        manager,
+        ready,
+    )
+    .await;
+}

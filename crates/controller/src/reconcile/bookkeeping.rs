@@ -8,10 +8,9 @@ use captf_api::names::{self, ObjectKey};
 use captf_api::{LastRun, Operation, RunErrorKind, RunStep, annotations};
 use captf_runner::result::{ErrorKind, ResultDocument};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 use super::jobs::{ObservedJob, Phase};
 use crate::error::{KubeContext, Result};
@@ -279,32 +278,12 @@ pub async fn finish(client: &kube::Client, key: &ObjectKey, finished: &Finished)
     Ok(())
 }
 
-/// Releases the run lease if `holder` still holds it: delete with the read UID and
-/// resourceVersion as preconditions, so a lease retaken meanwhile survives. Failures are only
-/// logged (a stale lease frees itself after its grace).
+/// Releases the leases the finished Job `holder` took: the object's run lease and, for a
+/// cluster, the cluster write lease (each only while `holder` still holds it).
 pub async fn release_run_lease(client: &kube::Client, key: &ObjectKey, holder: &str) {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), key.namespace());
-    let name = key.run_lease();
-    let Ok(Some(lease)) = leases.get_opt(&name).await else {
-        return;
-    };
-    if lease
-        .spec
-        .as_ref()
-        .and_then(|s| s.holder_identity.as_deref())
-        != Some(holder)
-    {
-        return;
-    }
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: lease.metadata.uid.clone(),
-            resource_version: lease.metadata.resource_version.clone(),
-        }),
-        ..Default::default()
-    };
-    if let Err(error) = leases.delete(&name, &params).await {
-        tracing::debug!(%error, lease = %name, "run lease not released");
+    super::leases::release(client, key.namespace(), &key.run_lease(), holder).await;
+    if key.kind() == captf_api::names::WorkloadKind::Cluster {
+        super::leases::release_cluster_lease_of(client, key.namespace(), holder).await;
     }
 }
 

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use captf_api::conditions::{Status, reasons, types};
+use captf_api::names::WorkloadKind;
 use captf_api::{ActiveJob, Operation, annotations};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
@@ -75,13 +76,7 @@ where
         let ns = key.namespace();
         let cluster_name = launch.cluster_name.clone();
         if let Err(full) = job_slot(ctx, ns, &cluster_name, launch.max_active_jobs, start.op) {
-            let type_ = match start.op {
-                Operation::Drift | Operation::Refresh => types::DRIFT_JOB_SUCCEEDED,
-                Operation::Restore => types::RESTORE_JOB_SUCCEEDED,
-                Operation::Apply | Operation::Plan | Operation::Destroy => {
-                    types::APPLY_JOB_SUCCEEDED
-                }
-            };
+            let type_ = condition_of(start.op);
             let already_waiting = conds
                 .get(type_)
                 .is_some_and(|c| c.reason == reasons::WAITING_FOR_JOB_SLOT);
@@ -208,7 +203,7 @@ where
         }
         let job_name = spec.job_name();
 
-        if !leases::take_run_lease(client, key, &job_name, start.op).await? {
+        if !leases::take_run_lease(client, key, &launch.cluster_name, &job_name, start.op).await? {
             conds.set(
                 types::APPLY_JOB_SUCCEEDED,
                 Status::Unknown,
@@ -225,6 +220,15 @@ where
                 })
                 .inc();
             return Ok(Started::Waiting(GATE_REQUEUE));
+        }
+        if ctx.args.cluster_operation_gate
+            && leases::writes(start.op)
+            && !launch.cluster_name.is_empty()
+            && let Some(wait) = self
+                .cluster_gate(&launch.cluster_name, &job_name, start.op, conds)
+                .await?
+        {
+            return Ok(Started::Waiting(wait));
         }
         let api: Api<K> = Api::namespaced(client.clone(), ns);
         set_block_move(&api, tc, true).await?;
@@ -322,6 +326,101 @@ where
             attempt: i32::try_from(spec.attempt).unwrap_or(1),
             start_time: None,
         }))
+    }
+}
+
+impl<K> Pass<'_, K>
+where
+    K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
+{
+    /// The cluster operation gate, with the run lease already held: a cluster's writing Job
+    /// takes the cluster write lease and waits (holding both) for its machines' and pools'
+    /// writing Jobs; theirs give their run lease back and wait while the cluster writes. Both
+    /// sides write before they read, so they cannot both go on. `Some` is when to look again.
+    async fn cluster_gate(
+        &self,
+        cluster: &str,
+        job: &str,
+        op: Operation,
+        conds: &mut Conditions,
+    ) -> Result<Option<Duration>> {
+        let (client, key) = (&self.ctx.client, self.key);
+        let ns = key.namespace();
+        let (reason, message, metric) = if key.kind() == WorkloadKind::Cluster {
+            if !leases::take_cluster_lease(client, ns, cluster, job, op).await? {
+                (
+                    reasons::WAITING_FOR_RUN_LEASE,
+                    format!("another operation of cluster {cluster} holds its write lease"),
+                    "cluster_lease",
+                )
+            } else {
+                let writers = leases::member_writers(client, ns, cluster).await?;
+                if writers.is_empty() {
+                    return Ok(None);
+                }
+                let named: Vec<&str> = writers.iter().take(5).map(String::as_str).collect();
+                let more = writers.len().saturating_sub(named.len());
+                (
+                    reasons::WAITING_FOR_MACHINE_OPERATIONS,
+                    format!(
+                        "{} waits for {} machine and pool Job(s) of cluster {cluster} to finish: {}{}",
+                        op.as_str(),
+                        writers.len(),
+                        named.join(", "),
+                        if more > 0 {
+                            format!(" and {more} more")
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    "machine_operations",
+                )
+            }
+        } else {
+            let Some(writer) = leases::cluster_writer(client, ns, cluster).await? else {
+                return Ok(None);
+            };
+            leases::release(client, ns, &key.run_lease(), job).await;
+            (
+                reasons::WAITING_FOR_CLUSTER_OPERATION,
+                format!(
+                    "{} waits for the cluster's Job {writer} (cluster {cluster} is being written)",
+                    op.as_str()
+                ),
+                "cluster_operation",
+            )
+        };
+        let type_ = condition_of(op);
+        let already = conds.get(type_).is_some_and(|c| c.reason == reason);
+        conds.set(
+            type_,
+            Status::Unknown,
+            reason,
+            &message,
+            self.generation,
+            self.now,
+        );
+        if !already {
+            self.publish(EventType::Normal, reason, &message).await;
+        }
+        self.ctx
+            .metrics
+            .lease_waits_total
+            .get_or_create(&crate::manager::metrics::KindReason {
+                kind: self.kind,
+                reason: metric,
+            })
+            .inc();
+        Ok(Some(GATE_REQUEUE))
+    }
+}
+
+/// The condition that reports on `op`.
+fn condition_of(op: Operation) -> &'static str {
+    match op {
+        Operation::Drift | Operation::Refresh => types::DRIFT_JOB_SUCCEEDED,
+        Operation::Restore => types::RESTORE_JOB_SUCCEEDED,
+        Operation::Apply | Operation::Plan | Operation::Destroy => types::APPLY_JOB_SUCCEEDED,
     }
 }
 

@@ -1,50 +1,257 @@
-//! CAPTF's own run lease: one live Job per object. The holder is the name of the Job about to be
-//! created, so a pass that rebuilds the same deterministic name finds its own lease.
+//! CAPTF's own leases. The run lease allows one live Job per object; the cluster write lease
+//! gives a cluster's writing operation (apply, destroy, restore) preference over its machines'
+//! and pools' ones. The holder is the name of the Job about to be created, so a pass that
+//! rebuilds the same deterministic name finds its own lease.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use captf_api::names::ObjectKey;
+use captf_api::names::{ObjectKey, WorkloadKind};
 use captf_api::{Operation, annotations, labels};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 
 use crate::error::{Error, KubeContext, Result};
 
 /// How long a lease naming a Job that never appeared stays taken (a crash between taking the
 /// lease and creating the Job).
 const LEASE_GRACE: Duration = Duration::from_secs(60);
+/// A lease older than this is free whatever its holder (the default deadline plus margins).
+const LEASE_BACKSTOP_SECONDS: i32 = 4500;
+
+/// Whether `op` changes infrastructure, so it takes part in the cluster operation gate.
+pub fn writes(op: Operation) -> bool {
+    matches!(
+        op,
+        Operation::Apply | Operation::Destroy | Operation::Restore
+    )
+}
 
 /// Takes the object's run lease for `job`: created when missing, taken over when free, kept when
-/// `job` already holds it. `false` when another live Job holds it.
+/// `job` already holds it. `false` when another live Job holds it. The lease carries the
+/// object's cluster, so the cluster's writer can find its members' leases.
 pub async fn take_run_lease(
     client: &kube::Client,
     key: &ObjectKey,
+    cluster: &str,
     job: &str,
     op: Operation,
 ) -> Result<bool> {
-    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-    let ns = key.namespace();
-    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
-    let name = key.run_lease();
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now());
-    let labels_map = BTreeMap::from([
+    let mut labels_map = BTreeMap::from([
         (labels::LEASE.to_owned(), labels::LEASE_RUN.to_owned()),
         (labels::MANAGED.to_owned(), labels::TRUE.to_owned()),
         (labels::OWNER_KIND.to_owned(), key.kind().kind().to_owned()),
         (labels::OWNER_NAME.to_owned(), key.owner_name_label()),
     ]);
+    if !cluster.is_empty() {
+        labels_map.insert(
+            labels::CLUSTER_NAME.to_owned(),
+            captf_api::names::label_value(cluster),
+        );
+    }
+    take(
+        client,
+        key.namespace(),
+        &key.run_lease(),
+        labels_map,
+        job,
+        op,
+    )
+    .await
+}
+
+/// Takes the write lease of `cluster` for the cluster's Job `job`.
+pub async fn take_cluster_lease(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    job: &str,
+    op: Operation,
+) -> Result<bool> {
+    let labels_map = BTreeMap::from([
+        (labels::LEASE.to_owned(), labels::LEASE_CLUSTER.to_owned()),
+        (labels::MANAGED.to_owned(), labels::TRUE.to_owned()),
+        (
+            labels::CLUSTER_NAME.to_owned(),
+            captf_api::names::label_value(cluster),
+        ),
+    ]);
+    let name = captf_api::names::cluster_lease(namespace, cluster);
+    take(client, namespace, &name, labels_map, job, op).await
+}
+
+/// The Job holding the write lease of `cluster`, while it is live.
+pub async fn cluster_writer(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Option<String>> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let name = captf_api::names::cluster_lease(namespace, cluster);
+    let Some(lease) = leases
+        .get_opt(&name)
+        .await
+        .during(|| format!("reading Lease {namespace}/{name}"))?
+    else {
+        return Ok(None);
+    };
+    live_holder(client, namespace, &lease).await
+}
+
+/// The Jobs of `cluster`'s machines and pools that hold a live run lease for a writing
+/// operation, sorted.
+pub async fn member_writers(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Vec<String>> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let selector = format!(
+        "{}={},{}={}",
+        labels::LEASE,
+        labels::LEASE_RUN,
+        labels::CLUSTER_NAME,
+        captf_api::names::label_value(cluster)
+    );
+    let list = leases
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .during(|| format!("listing the run leases of cluster {namespace}/{cluster}"))?;
+    let mut writers = Vec::new();
+    for lease in list.items {
+        let member = lease
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::OWNER_KIND))
+            .is_some_and(|k| k != WorkloadKind::Cluster.kind());
+        let writing = lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotations::LEASE_OP))
+            .and_then(|op| op.parse::<Operation>().ok())
+            .is_some_and(writes);
+        if member
+            && writing
+            && let Some(job) = live_holder(client, namespace, &lease).await?
+        {
+            writers.push(job);
+        }
+    }
+    writers.sort();
+    Ok(writers)
+}
+
+/// Deletes the lease `name` if `holder` still holds it (a lease taken over meanwhile stays:
+/// the delete is conditional on what was read). Failures are only logged.
+pub async fn release(client: &kube::Client, namespace: &str, name: &str, holder: &str) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let Ok(Some(lease)) = leases.get_opt(name).await else {
+        return;
+    };
+    if lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref())
+        != Some(holder)
+    {
+        return;
+    }
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: lease.metadata.uid.clone(),
+            resource_version: lease.metadata.resource_version.clone(),
+        }),
+        ..Default::default()
+    };
+    if let Err(error) = leases.delete(name, &params).await {
+        tracing::debug!(%error, lease = %name, "lease not released");
+    }
+}
+
+/// Releases whichever cluster write lease of the namespace `holder` holds.
+pub async fn release_cluster_lease_of(client: &kube::Client, namespace: &str, holder: &str) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let selector = format!("{}={}", labels::LEASE, labels::LEASE_CLUSTER);
+    let Ok(list) = leases.list(&ListParams::default().labels(&selector)).await else {
+        return;
+    };
+    for lease in list.items {
+        let held = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref())
+            == Some(holder);
+        if held && let Some(name) = lease.metadata.name.as_deref() {
+            release(client, namespace, name, holder).await;
+        }
+    }
+}
+
+/// The holder of `lease` while it holds it: its Job exists and has not finished (or was about
+/// to be created less than a minute ago), and the lease is younger than its backstop.
+async fn live_holder(
+    client: &kube::Client,
+    namespace: &str,
+    lease: &Lease,
+) -> Result<Option<String>> {
+    let spec = lease.spec.as_ref();
+    let holder = spec
+        .and_then(|s| s.holder_identity.clone())
+        .unwrap_or_default();
+    if holder.is_empty() {
+        return Ok(None);
+    }
+    let age = spec
+        .and_then(|s| s.acquire_time.as_ref())
+        .map(|t| Timestamp::now().duration_since(t.0));
+    let backstop = SignedDuration::from_secs(i64::from(
+        spec.and_then(|s| s.lease_duration_seconds)
+            .unwrap_or(LEASE_BACKSTOP_SECONDS),
+    ));
+    if age.is_none_or(|a| a > backstop) {
+        return Ok(None);
+    }
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    let live = match jobs
+        .get_opt(&holder)
+        .await
+        .during(|| format!("reading Job {namespace}/{holder}"))?
+    {
+        Some(j) => !j
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True"),
+        None => age.is_some_and(|a| a <= SignedDuration::try_from(LEASE_GRACE).unwrap_or_default()),
+    };
+    Ok(live.then_some(holder))
+}
+
+/// Takes lease `name` for `job`: created when missing, taken over when free, kept when `job`
+/// holds it. A conflict means another writer won: not taken, look again next pass.
+async fn take(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    labels_map: BTreeMap<String, String>,
+    job: &str,
+    op: Operation,
+) -> Result<bool> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let now = Timestamp::now();
     let annotations_map = BTreeMap::from([
         (annotations::LEASE_OP.to_owned(), op.as_str().to_owned()),
-        (
-            annotations::LEASE_ACQUIRED_AT.to_owned(),
-            Timestamp::now().to_string(),
-        ),
+        (annotations::LEASE_ACQUIRED_AT.to_owned(), now.to_string()),
     ]);
     let desired = |rv: Option<String>| Lease {
         metadata: kube::api::ObjectMeta {
-            name: Some(name.clone()),
+            name: Some(name.to_owned()),
             namespace: Some(ns.to_owned()),
             labels: Some(labels_map.clone()),
             annotations: Some(annotations_map.clone()),
@@ -53,13 +260,13 @@ pub async fn take_run_lease(
         },
         spec: Some(LeaseSpec {
             holder_identity: Some(job.to_owned()),
-            acquire_time: Some(now.clone()),
-            lease_duration_seconds: Some(4500),
+            acquire_time: Some(MicroTime(now)),
+            lease_duration_seconds: Some(LEASE_BACKSTOP_SECONDS),
             ..Default::default()
         }),
     };
     let Some(existing) = leases
-        .get_opt(&name)
+        .get_opt(name)
         .await
         .during(|| format!("reading Lease {ns}/{name}"))?
     else {
@@ -75,43 +282,13 @@ pub async fn take_run_lease(
     let holder = existing
         .spec
         .as_ref()
-        .and_then(|s| s.holder_identity.clone())
-        .unwrap_or_default();
-    let free = if holder.is_empty() || holder == job {
-        true
-    } else {
-        let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-        match jobs
-            .get_opt(&holder)
-            .await
-            .during(|| format!("reading Job {ns}/{holder}"))?
-        {
-            Some(j) => j
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True"),
-            None => {
-                let acquired = existing
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.acquire_time.as_ref())
-                    .map(|t| t.0);
-                acquired.is_none_or(|a| {
-                    Timestamp::now().duration_since(a)
-                        > k8s_openapi::jiff::SignedDuration::try_from(LEASE_GRACE)
-                            .unwrap_or_default()
-                })
-            }
-        }
-    };
-    if !free {
+        .and_then(|s| s.holder_identity.as_deref());
+    if holder != Some(job) && live_holder(client, ns, &existing).await?.is_some() {
         return Ok(false);
     }
     match leases
         .replace(
-            &name,
+            name,
             &PostParams::default(),
             &desired(existing.metadata.resource_version.clone()),
         )
