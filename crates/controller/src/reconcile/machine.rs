@@ -282,21 +282,6 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
         requeue: acted.requeue.or(decision.requeue),
         ..acted
     };
-    if acted
-        .active
-        .as_ref()
-        .is_some_and(|a| a.operation == Operation::Apply)
-        && !was_provisioned
-    {
-        conds.set(
-            types::INFRASTRUCTURE_HEALTHY,
-            Status::False,
-            reasons::PROVISIONING,
-            "the first apply is running",
-            generation,
-            now,
-        );
-    }
     status.workspace.state_secret_suffix = Some(key.state_suffix());
     pass.finish(
         tm.status.as_ref(),
