@@ -557,7 +557,8 @@ pub fn abandon_requested<K: kube::ResourceExt>(tc: &K) -> bool {
             .is_some_and(|v| *v == uid)
 }
 
-/// Sets or clears `clusterctl.cluster.x-k8s.io/block-move`, persisted directly.
+/// Marks the finished Jobs `captf.io/bookkept` (after the status patch recorded them), deletes
+/// their per-run Secrets and releases their leases.
 pub async fn finish_bookkeeping(
     ctx: &Context,
     key: &ObjectKey,
