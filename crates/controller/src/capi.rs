@@ -126,12 +126,17 @@ pub fn cluster_resource() -> kube::core::ApiResource {
 }
 
 /// The CAPTF object of kind `K` a CAPI object points at through `spec.infrastructureRef`
-/// (a Cluster's TerraformCluster, a Machine's TerraformMachine), for mapping the CAPI object's
+/// (a Cluster's TerraformCluster, a Machine's TerraformMachine) or
+/// `spec.template.spec.infrastructureRef` (a MachinePool's TerraformMachinePool), for mapping the CAPI object's
 /// events (pause, endpoint, bootstrap data) to the object to reconcile.
 pub fn infrastructure_ref_of<K: kube::Resource<DynamicType = ()>>(
     object: &kube::api::DynamicObject,
 ) -> Option<kube::runtime::reflector::ObjectRef<K>> {
-    let reference = object.data.get("spec")?.get("infrastructureRef")?;
+    // A MachinePool names its infrastructure in its template.
+    let spec = object.data.get("spec")?;
+    let reference = spec
+        .get("infrastructureRef")
+        .or_else(|| spec.get("template")?.get("spec")?.get("infrastructureRef"))?;
     let kind = reference.get("kind")?.as_str()?;
     let group = reference
         .get("apiGroup")
@@ -233,6 +238,65 @@ impl Owner for Machine {
     }
     fn infrastructure_ref(&self) -> Option<&ContractReference> {
         self.spec.infrastructure_ref.as_ref()
+    }
+    fn cluster_name(&self) -> Option<&str> {
+        Some(self.spec.cluster_name.as_str()).filter(|n| !n.is_empty())
+    }
+}
+
+/// `MachinePool`, as far as CAPTF reads it.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct MachinePool {
+    pub metadata: kube::api::ObjectMeta,
+    #[serde(default)]
+    pub spec: MachinePoolSpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachinePoolSpec {
+    #[serde(default)]
+    pub cluster_name: String,
+    #[serde(default)]
+    pub replicas: Option<i32>,
+    #[serde(default)]
+    pub failure_domains: Vec<String>,
+    #[serde(default)]
+    pub template: MachinePoolTemplate,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct MachinePoolTemplate {
+    #[serde(default)]
+    pub metadata: MachinePoolTemplateMeta,
+    #[serde(default)]
+    pub spec: MachineSpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct MachinePoolTemplateMeta {
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// The `ApiResource` of CAPI `MachinePool`, for untyped access.
+pub fn machine_pool_resource() -> kube::core::ApiResource {
+    kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(GROUP, VERSION, "MachinePool"),
+        "machinepools",
+    )
+}
+
+impl Owner for MachinePool {
+    const KIND: &'static str = "MachinePool";
+    fn resource() -> kube::core::ApiResource {
+        machine_pool_resource()
+    }
+    fn meta(&self) -> &kube::api::ObjectMeta {
+        &self.metadata
+    }
+    fn infrastructure_ref(&self) -> Option<&ContractReference> {
+        self.spec.template.spec.infrastructure_ref.as_ref()
     }
     fn cluster_name(&self) -> Option<&str> {
         Some(self.spec.cluster_name.as_str()).filter(|n| !n.is_empty())

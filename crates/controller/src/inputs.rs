@@ -1,8 +1,13 @@
 //! Module inputs from the CAPI objects and the Terraform* object: pure functions.
 
 use base64::Engine as _;
-use captf_api::{TerraformCluster, TerraformMachine};
-use captf_contract::{ClusterInputs, ClusterNetwork, CommonInputs, Endpoint, MachineInputs, Role};
+use std::collections::BTreeMap;
+
+use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
+use captf_contract::{
+    Autoscaling, ClusterInputs, ClusterNetwork, CommonInputs, Endpoint, MachineInputs,
+    MachinePoolInputs, Role,
+};
 
 use crate::capi;
 
@@ -140,6 +145,91 @@ pub fn machine_inputs(
         failure_domain: machine.spec.failure_domain.clone(),
         kubernetes_version: machine.spec.version.clone(),
         control_plane: machine.control_plane(),
+    }
+}
+
+/// The cluster-autoscaler's node-group bounds on a MachinePool.
+pub const AUTOSCALER_MIN: &str = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size";
+pub const AUTOSCALER_MAX: &str = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size";
+
+/// Autoscaling from the MachinePool's annotations: on only when both are non-negative integers
+/// with min ≤ max; `Err` names what is wrong when they are present but unusable.
+pub fn autoscaling(
+    annotations: &BTreeMap<String, String>,
+) -> std::result::Result<Autoscaling, String> {
+    let off = Autoscaling {
+        enabled: false,
+        min: 0,
+        max: 0,
+    };
+    let (min, max) = match (
+        annotations.get(AUTOSCALER_MIN),
+        annotations.get(AUTOSCALER_MAX),
+    ) {
+        (None, None) => return Ok(off),
+        (Some(min), Some(max)) => (min, max),
+        _ => {
+            return Err(format!(
+                "set both {AUTOSCALER_MIN} and {AUTOSCALER_MAX}, or neither"
+            ));
+        }
+    };
+    match (min.trim().parse::<i32>(), max.trim().parse::<i32>()) {
+        (Ok(min), Ok(max)) if 0 <= min && min <= max => Ok(Autoscaling {
+            enabled: true,
+            min,
+            max,
+        }),
+        _ => Err(format!(
+            "{AUTOSCALER_MIN}={min:?} and {AUTOSCALER_MAX}={max:?} must be integers with 0 <= min <= max"
+        )),
+    }
+}
+
+/// The `replicas` input: the MachinePool's `spec.replicas` (1 when unset), or while
+/// autoscaling the count the module last observed (`status.replicas`), clamped to the bounds.
+pub fn pool_replicas(spec: Option<i32>, observed: Option<i32>, scaling: &Autoscaling) -> i32 {
+    let wanted = spec.unwrap_or(1);
+    if !scaling.enabled {
+        return wanted;
+    }
+    observed.unwrap_or(wanted).clamp(scaling.min, scaling.max)
+}
+
+/// The machinepool role's inputs.
+pub fn machinepool_inputs(
+    pool: &TerraformMachinePool,
+    owner: &capi::MachinePool,
+    bootstrap: &Bootstrap,
+    cluster_outputs: serde_json::Value,
+    cluster_failure_domains: Vec<String>,
+    scaling: Autoscaling,
+) -> MachinePoolInputs {
+    let namespace = pool.metadata.namespace.clone().unwrap_or_default();
+    let observed = pool.status.as_ref().and_then(|s| s.replicas);
+    MachinePoolInputs {
+        common: CommonInputs::new(
+            &owner.spec.cluster_name,
+            &namespace,
+            Role::MachinePool,
+            pool.metadata.name.as_deref().unwrap_or_default(),
+            &namespace,
+            &template_tag(&pool.metadata),
+        ),
+        captf_cluster_outputs: cluster_outputs,
+        machinepool_name: owner.metadata.name.clone().unwrap_or_default(),
+        replicas: pool_replicas(owner.spec.replicas, observed, &scaling),
+        bootstrap_data: base64::engine::general_purpose::STANDARD.encode(&bootstrap.value),
+        bootstrap_format: bootstrap
+            .format
+            .clone()
+            .filter(|f| !f.is_empty())
+            .unwrap_or_else(|| DEFAULT_BOOTSTRAP_FORMAT.to_owned()),
+        failure_domains: owner.spec.failure_domains.clone(),
+        cluster_failure_domains,
+        kubernetes_version: owner.spec.template.spec.version.clone(),
+        node_labels: owner.spec.template.metadata.labels.clone(),
+        autoscaling: scaling,
     }
 }
 
@@ -304,6 +394,94 @@ mod tests {
             assert_eq!(inputs.control_plane, cp);
             assert_eq!(inputs.bootstrap_format, format);
             assert_eq!(inputs.bootstrap_data, data);
+        }
+    }
+
+    /// name, min annotation, max annotation, expected
+    type AutoscalingCase = (
+        &'static str,
+        Option<&'static str>,
+        Option<&'static str>,
+        std::result::Result<Autoscaling, String>,
+    );
+    /// name, MachinePool spec.replicas, observed, autoscaling, expected input
+    type ReplicasCase = (
+        &'static str,
+        Option<i32>,
+        Option<i32>,
+        &'static Autoscaling,
+        i32,
+    );
+
+    #[test]
+    fn autoscaling_needs_both_bounds_in_order() {
+        let on = |min, max| {
+            Ok(Autoscaling {
+                enabled: true,
+                min,
+                max,
+            })
+        };
+        let off = Ok(Autoscaling {
+            enabled: false,
+            min: 0,
+            max: 0,
+        });
+        let cases: [AutoscalingCase; 4] = [
+            ("neither", None, None, off),
+            ("both", Some("1"), Some("5"), on(1, 5)),
+            ("zero minimum", Some("0"), Some("0"), on(0, 0)),
+            ("equal", Some("3"), Some("3"), on(3, 3)),
+        ];
+        for (name, min, max, want) in cases {
+            let mut a = BTreeMap::new();
+            if let Some(m) = min {
+                a.insert(AUTOSCALER_MIN.to_owned(), m.to_owned());
+            }
+            if let Some(m) = max {
+                a.insert(AUTOSCALER_MAX.to_owned(), m.to_owned());
+            }
+            assert_eq!(autoscaling(&a), want, "{name}");
+        }
+        for (name, min, max) in [
+            ("one only", Some("1"), None),
+            ("reversed", Some("5"), Some("1")),
+            ("negative", Some("-1"), Some("2")),
+            ("not a number", Some("a"), Some("2")),
+        ] {
+            let mut a = BTreeMap::new();
+            if let Some(m) = min {
+                a.insert(AUTOSCALER_MIN.to_owned(), m.to_owned());
+            }
+            if let Some(m) = max {
+                a.insert(AUTOSCALER_MAX.to_owned(), m.to_owned());
+            }
+            assert!(autoscaling(&a).is_err(), "{name}");
+        }
+    }
+
+    #[test]
+    fn pool_replicas_follow_the_machinepool_or_the_module() {
+        const OFF: Autoscaling = Autoscaling {
+            enabled: false,
+            min: 0,
+            max: 0,
+        };
+        const ON: Autoscaling = Autoscaling {
+            enabled: true,
+            min: 1,
+            max: 4,
+        };
+        let cases: [ReplicasCase; 6] = [
+            ("fixed", Some(3), Some(7), &OFF, 3),
+            ("fixed, unset", None, None, &OFF, 1),
+            ("autoscaling, first apply", Some(2), None, &ON, 2),
+            ("autoscaling, observed", Some(2), Some(3), &ON, 3),
+            ("autoscaling, observed above max", Some(2), Some(9), &ON, 4),
+            ("autoscaling, spec below min", Some(0), None, &ON, 1),
+        ];
+        for (name, spec, observed, scaling, want) in cases {
+            assert_eq!(pool_replicas(spec, observed, scaling), want, "{name}");
         }
     }
 }

@@ -126,6 +126,14 @@ impl Conditioned for TerraformCluster {
     }
 }
 
+impl Conditioned for captf_api::TerraformMachinePool {
+    fn conditions(
+        &self,
+    ) -> Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> {
+        self.status.as_ref()?.conditions.as_ref()
+    }
+}
+
 impl Conditioned for captf_api::TerraformMachine {
     fn conditions(
         &self,
@@ -356,4 +364,95 @@ spec:
     )
     .await
     .expect("TerraformMachine");
+}
+
+/// The no-op cluster module's image.
+pub const CLUSTER_IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
+
+/// A [`scene`] named `prefix` with a Ready TerraformCluster of the same name on the no-op
+/// cluster module.
+pub async fn ready_cluster(prefix: &str) -> (Scene, String) {
+    let scene = scene(prefix, &[]).await;
+    let name = prefix.to_owned();
+    create_cluster(&scene.client, &scene.ns, &name, CLUSTER_IMAGE, "").await;
+    let api: Api<TerraformCluster> = Api::namespaced(scene.client.clone(), &scene.ns);
+    wait_until(&api, &name, "the cluster Ready", &scene.manager, ready).await;
+    (scene, name)
+}
+
+/// Creates, as CAPI would for a MachinePool of cluster `cluster`: the MachinePool with
+/// `replicas` (naming the bootstrap Secret `<name>-bootstrap`, which [`write_bootstrap`]
+/// writes) and the TerraformMachinePool it owns on `image` (`spec_extra` YAML appended under its
+/// `spec:`, indented two spaces).
+pub async fn create_machine_pool(
+    client: &kube::Client,
+    ns: &str,
+    cluster: &str,
+    name: &str,
+    image: &str,
+    replicas: i32,
+    spec_extra: &str,
+) {
+    apply_yaml(
+        client,
+        &format!(
+            r#"
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachinePool
+metadata:
+  name: {name}
+  namespace: {ns}
+  labels: {{cluster.x-k8s.io/cluster-name: {cluster}}}
+spec:
+  clusterName: {cluster}
+  replicas: {replicas}
+  template:
+    metadata: {{labels: {{role: pool}}}}
+    spec:
+      clusterName: {cluster}
+      version: v1.34.4
+      bootstrap: {{dataSecretName: {name}-bootstrap}}
+      infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: TerraformMachinePool, name: {name}}}
+"#
+        ),
+    )
+    .await
+    .expect("MachinePool");
+    let pools: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &capi_machine_pool_resource());
+    let uid = pools
+        .get(name)
+        .await
+        .expect("MachinePool exists")
+        .metadata
+        .uid
+        .expect("uid");
+    apply_yaml(
+        client,
+        &format!(
+            r#"
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: TerraformMachinePool
+metadata:
+  name: {name}
+  namespace: {ns}
+  labels: {{cluster.x-k8s.io/cluster-name: {cluster}}}
+  ownerReferences:
+  - {{apiVersion: cluster.x-k8s.io/v1beta2, kind: MachinePool, name: {name}, uid: {uid}}}
+spec:
+  source: {{image: "{image}"}}
+{spec_extra}
+"#
+        ),
+    )
+    .await
+    .expect("TerraformMachinePool");
+}
+
+/// The CAPI MachinePool resource (v1beta2).
+pub fn capi_machine_pool_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "MachinePool"),
+        "machinepools",
+    )
 }

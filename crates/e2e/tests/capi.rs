@@ -1,7 +1,8 @@
-//! TerraformCluster and TerraformMachines under the real Cluster API core controllers: a
-//! Cluster with a MachineDeployment of three Machines on our TerraformCluster and
-//! TerraformMachineTemplate. CAPI clones the TerraformMachines; CAPTF provisions them, every
-//! Machine gets its providerID, and scaling to one destroys two.
+//! TerraformCluster, TerraformMachines and a TerraformMachinePool under the real Cluster API
+//! core controllers: a Cluster with a MachineDeployment of three Machines on our
+//! TerraformCluster and TerraformMachineTemplate, and a MachinePool of two on our pool. CAPI
+//! clones the TerraformMachines; CAPTF provisions them, every Machine gets its providerID, the
+//! MachinePool gets its members, and scaling the MachineDeployment to one destroys two.
 
 use captf_api::TerraformMachine;
 use captf_e2e::capi::CapiManager;
@@ -11,8 +12,8 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 
-const CLUSTER_IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
 const MACHINE_IMAGE: &str = "captf.local/modules/noop-machine:e2e";
+const POOL_IMAGE: &str = "captf.local/modules/noop-machinepool:e2e";
 /// Several applies and destroys run one after the other through the process node.
 const LONG: std::time::Duration = std::time::Duration::from_secs(420);
 
@@ -24,7 +25,7 @@ fn capi(kind: &str, plural: &str) -> ApiResource {
 }
 
 #[tokio::test]
-async fn a_machine_deployment_on_captf_provisions_and_scales_down() {
+async fn machines_and_a_pool_on_captf_provision_and_scale_down() {
     let Scene {
         env,
         client,
@@ -86,6 +87,25 @@ spec:
       version: v1.34.4
       bootstrap: {{dataSecretName: worker-bootstrap}}
       infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: TerraformMachineTemplate, name: worker}}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: TerraformMachinePool
+metadata: {{name: pool, namespace: {ns}}}
+spec:
+  source: {{image: "{POOL_IMAGE}"}}
+---
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachinePool
+metadata: {{name: pool, namespace: {ns}}}
+spec:
+  clusterName: {cluster}
+  replicas: 2
+  template:
+    spec:
+      clusterName: {cluster}
+      version: v1.34.4
+      bootstrap: {{dataSecretName: worker-bootstrap}}
+      infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: TerraformMachinePool, name: pool}}
 "##
         ),
     )
@@ -142,6 +162,39 @@ spec:
             "CAPI cloned it from the template"
         );
     }
+
+    // The MachinePool on our pool: CAPI reads the pool's status.ready, then, once it reaches
+    // the workload cluster (the test's own apiserver, through the kubeconfig Secret a control
+    // plane provider would write), copies its providerIDList and replicas. No Node carries
+    // those provider IDs, so CAPI leaves every Node alone.
+    let kubeconfig = std::fs::read_to_string(env.kubeconfig()).expect("kubeconfig");
+    let secret = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "cluster.x-k8s.io/secret",
+        "metadata": {
+            "name": format!("{cluster}-kubeconfig"),
+            "namespace": ns,
+            "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+        },
+        "stringData": {"value": kubeconfig},
+    });
+    captf_e2e::apply_yaml(&client, &serde_json::to_string(&secret).expect("json"))
+        .await
+        .expect("the workload cluster's kubeconfig");
+    let machine_pools: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &capi("MachinePool", "machinepools"));
+    wait_for("the MachinePool with two members", TIMEOUT, || async {
+        let mp = machine_pools.get("pool").await?;
+        let provisioned = mp.data["status"]["initialization"]["infrastructureProvisioned"] == true;
+        let members = mp.data["spec"]["providerIDList"]
+            .as_array()
+            .map_or(0, Vec::len);
+        let replicas = mp.data["status"]["replicas"] == 2;
+        Ok((provisioned && members == 2 && replicas).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
 
     // Scale to one: CAPI deletes two Machines, CAPTF destroys their infrastructure.
     let deployments: Api<DynamicObject> = Api::namespaced_with(

@@ -13,18 +13,7 @@ use captf_testenv::wait_for;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams};
 
-const CLUSTER_IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
 const MACHINE_IMAGE: &str = "captf.local/modules/noop-machine:e2e";
-
-/// A scene with a Ready TerraformCluster `name`.
-async fn ready_cluster(prefix: &str) -> (Scene, String) {
-    let scene = scene(prefix, &[]).await;
-    let name = prefix.to_owned();
-    create_cluster(&scene.client, &scene.ns, &name, CLUSTER_IMAGE, "").await;
-    let api: Api<TerraformCluster> = Api::namespaced(scene.client.clone(), &scene.ns);
-    wait_until(&api, &name, "the cluster Ready", &scene.manager, ready).await;
-    (scene, name)
-}
 
 #[tokio::test]
 async fn a_machine_applies_once_with_its_inputs_and_is_destroyed_on_delete() {

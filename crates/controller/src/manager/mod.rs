@@ -226,20 +226,70 @@ async fn run_controllers(start: Start) {
     )
     .for_each(report);
 
-    // Machines also wake for their Machine (bootstrap data, deletion), and for their Cluster
-    // and TerraformCluster (pause, provisioning, inherited policy): every machine of the
-    // cluster, found in the controller's own cache by the cluster-name label.
-    let machines = Controller::new(
-        crate::cache::scoped::<captf_api::TerraformMachine>(&client, &args.namespace),
-        filtered,
+    let machines = run_members::<captf_api::TerraformMachine, _, _>(
+        &ctx,
+        crate::capi::machine_resource(),
+        filtered.clone(),
+        (
+            reflectors.jobs_events.clone(),
+            reflectors.secrets_events.clone(),
+        ),
+        args.terraformmachine_concurrency,
+        reconcile::machine::reconcile,
     );
-    let of_cluster = |store: kube::runtime::reflector::Store<captf_api::TerraformMachine>| {
+    let pools = run_members::<captf_api::TerraformMachinePool, _, _>(
+        &ctx,
+        crate::capi::machine_pool_resource(),
+        filtered,
+        (reflectors.jobs_events, reflectors.secrets_events),
+        args.terraformmachinepool_concurrency,
+        reconcile::pool::reconcile,
+    );
+    futures::join!(clusters, machines, pools);
+}
+
+/// The controller of a cluster's members (machines, pools). Besides their Jobs and Secrets they
+/// wake for their CAPI owner (`owner`: bootstrap data, replicas, deletion), and for their
+/// Cluster and TerraformCluster (pause, provisioning, exports, inherited policy): every member
+/// of that cluster, found in the controller's own cache by the cluster-name label.
+async fn run_members<K, F, Fut>(
+    ctx: &Arc<Context>,
+    owner: kube::core::ApiResource,
+    config: watcher::Config,
+    (jobs, secrets): (
+        kube::runtime::reflector::ReflectHandle<crate::cache::JobMeta>,
+        kube::runtime::reflector::ReflectHandle<crate::cache::SecretMeta>,
+    ),
+    concurrency: u16,
+    reconcile: F,
+) where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    F: FnMut(Arc<K>, Arc<Context>) -> Fut,
+    Fut: std::future::Future<Output = Result<kube::runtime::controller::Action, crate::Error>>
+        + Send
+        + 'static,
+{
+    let (client, args) = (&ctx.client, &ctx.args);
+    let capi = |resource: &kube::core::ApiResource| -> Api<kube::api::DynamicObject> {
+        match args.namespace.as_str() {
+            "" => Api::all_with(client.clone(), resource),
+            ns => Api::namespaced_with(client.clone(), ns, resource),
+        }
+    };
+    let controller = Controller::new(crate::cache::scoped::<K>(client, &args.namespace), config);
+    let members = |store: kube::runtime::reflector::Store<K>| {
         move |namespace: Option<String>, cluster: Option<String>| {
             store
                 .state()
                 .into_iter()
                 .filter(|m| {
-                    m.metadata.namespace == namespace
+                    m.meta().namespace == namespace
                         && cluster.is_some()
                         && m.labels().get(captf_api::labels::CLUSTER_NAME) == cluster.as_ref()
                 })
@@ -247,16 +297,16 @@ async fn run_controllers(start: Start) {
                 .collect::<Vec<_>>()
         }
     };
-    let by_cluster = of_cluster(machines.store());
-    let by_infra = of_cluster(machines.store());
-    let machines = machines
-        .owns_shared_stream(reflectors.jobs_events)
-        .owns_shared_stream(reflectors.secrets_events)
+    let by_cluster = members(controller.store());
+    let by_infra = members(controller.store());
+    controller
+        .owns_shared_stream(jobs)
+        .owns_shared_stream(secrets)
         .watches_with(
-            capi(&crate::capi::machine_resource()),
-            crate::capi::machine_resource(),
+            capi(&owner),
+            owner.clone(),
             watcher::Config::default(),
-            |machine| crate::capi::infrastructure_ref_of(&machine),
+            |object| crate::capi::infrastructure_ref_of(&object),
         )
         .watches_with(
             capi(&crate::capi::cluster_resource()),
@@ -270,7 +320,7 @@ async fn run_controllers(start: Start) {
             },
         )
         .watches(
-            crate::cache::scoped::<captf_api::TerraformCluster>(&client, &args.namespace),
+            crate::cache::scoped::<captf_api::TerraformCluster>(client, &args.namespace),
             watcher::Config::default(),
             move |tc| {
                 by_infra(
@@ -279,15 +329,11 @@ async fn run_controllers(start: Start) {
                 )
             },
         )
-        .with_config(controller::Config::default().concurrency(args.terraformmachine_concurrency))
+        .with_config(controller::Config::default().concurrency(concurrency))
         .shutdown_on_signal()
-        .run(
-            reconcile::machine::reconcile,
-            reconcile::error_policy,
-            ctx.clone(),
-        )
-        .for_each(report);
-    futures::join!(clusters, machines);
+        .run(reconcile, reconcile::error_policy, ctx.clone())
+        .for_each(report)
+        .await;
 }
 
 async fn report<T, E: std::fmt::Display>(result: Result<T, E>) {

@@ -290,6 +290,8 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                     .as_ref()
                     .and_then(|s| s.workspace.active_job.as_ref()),
                 provisioned: tc.status.as_ref().is_some_and(provisioned),
+                approval_hash: None,
+                exports_hash: None,
             };
             let acted = pass
                 .launch(

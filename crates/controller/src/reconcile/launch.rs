@@ -42,6 +42,11 @@ pub struct Launch<'a> {
     /// `status.activeJob` as the pass found it: the attempt of a Job that disappeared.
     pub last_active: Option<&'a ActiveJob>,
     pub provisioned: bool,
+    /// Pools: the approval hash when the apply renders a change of the cluster's exports (the
+    /// apply is then guarded).
+    pub approval_hash: Option<String>,
+    /// Pools: the hash of the exports the apply renders, recorded once it succeeds.
+    pub exports_hash: Option<String>,
 }
 
 /// What [`Pass::start_job`] did.
@@ -190,6 +195,13 @@ where
             .pull_policy
             .unwrap_or(captf_api::ImagePullPolicy::IfNotPresent);
         spec.allow_deletes_hash = start.allow_destructive.clone();
+        if start.op == Operation::Apply {
+            spec.approval_hash = launch.approval_hash.clone();
+            if let Some(exports) = &launch.exports_hash {
+                spec.annotations
+                    .insert(annotations::CLUSTER_OUTPUTS_HASH.into(), exports.clone());
+            }
+        }
         spec.expect_plan = start.expect_plan.clone();
         spec.drift_remediation = start.remediation;
         spec.runner_events = false;

@@ -14,7 +14,6 @@ use captf_api::{
     annotations, labels,
 };
 use captf_contract::{MachineInputs, Role, RoleInputs};
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -26,16 +25,15 @@ use super::bookkeeping::{self, Finished};
 use super::jobs::{self, Phase};
 use super::launch::Launch;
 use super::object::{add_finalizer, set_block_move};
-use super::outputs;
 use super::pass::{Pass, first_visit, variables};
 use super::snapshot::Observation;
 use super::state::{self, StateRead};
 use super::verify_owner::{self, Gate};
+use super::{member, outputs};
 use crate::capi;
 use crate::conditions::Conditions;
 use crate::decide::{self, Action as Decided, Policy};
 use crate::error::{Error, KubeContext, Result};
-use crate::inputs::{Bootstrap, DEFAULT_BOOTSTRAP_FORMAT};
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::machine::{self, MachinePolicy, RemediationChange};
 
@@ -189,7 +187,7 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
             )
             .await?
         }
-        _ => Health::default(),
+        _ => outputs::Reading::default(),
     };
 
     let rendered = match &inputs {
@@ -262,6 +260,8 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
                     .as_ref()
                     .and_then(|s| s.workspace.active_job.as_ref()),
                 provisioned: tm.status.as_ref().is_some_and(provisioned),
+                approval_hash: None,
+                exports_hash: None,
             };
             pass.launch(
                 decision.requeue,
@@ -296,7 +296,8 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
     .await
 }
 
-/// The Machine's Cluster and the TerraformCluster behind it.
+/// The Machine's Cluster (from the label, else the Machine's `spec.clusterName`) and its
+/// TerraformCluster.
 async fn dependencies(
     ctx: &Context,
     tm: &TerraformMachine,
@@ -308,167 +309,37 @@ async fn dependencies(
         .get(labels::CLUSTER_NAME)
         .cloned()
         .unwrap_or_else(|| machine.spec.cluster_name.clone());
-    let clusters: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), namespace, &capi::cluster_resource());
-    let Some(object) = clusters
-        .get_opt(&name)
-        .await
-        .during(|| format!("reading Cluster {namespace}/{name}"))?
-    else {
-        return Ok(Err((
-            Status::Unknown,
-            reasons::WAITING_FOR_OWNER,
-            format!("the Machine's Cluster {name} does not exist yet"),
-        )));
-    };
-    let cluster: capi::Cluster = serde_json::from_value(serde_json::to_value(&object)?)?;
-    let reference = cluster.spec.infrastructure_ref.clone().unwrap_or_default();
-    if reference.kind != "TerraformCluster" {
-        return Ok(Err((
-            Status::False,
-            reasons::CLUSTER_NOT_TERRAFORM,
-            format!(
-                "Cluster {name} spec.infrastructureRef names a {}, not a TerraformCluster: nothing is rendered or run",
-                if reference.kind.is_empty() {
-                    "nothing"
-                } else {
-                    reference.kind.as_str()
-                }
-            ),
-        )));
-    }
-    let infras: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), namespace);
-    let Some(infra) = infras
-        .get_opt(&reference.name)
-        .await
-        .during(|| format!("reading TerraformCluster {namespace}/{}", reference.name))?
-    else {
-        return Ok(Err((
-            Status::Unknown,
-            reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
-            format!(
-                "Cluster {name} names TerraformCluster {}, which does not exist",
-                reference.name
-            ),
-        )));
-    };
-    Ok(Ok(Dependencies {
-        machine,
-        cluster,
-        infra,
-    }))
+    Ok(member::cluster_of(ctx, namespace, &name)
+        .await?
+        .map(|of| Dependencies {
+            machine,
+            cluster: of.cluster,
+            infra: of.infra,
+        }))
 }
 
 /// The machine role's inputs, or the gate saying what they still wait for: the cluster's
-/// infrastructure, its exports (read from its state) and the Machine's bootstrap data.
+/// infrastructure and exports, and the Machine's bootstrap data.
 async fn machine_inputs(
     ctx: &Context,
     tm: &TerraformMachine,
     namespace: &str,
     deps: &Dependencies,
 ) -> Result<std::result::Result<MachineInputs, Gate>> {
-    let waiting = |reason, message: String| Ok(Err((Status::Unknown, reason, message)));
-    let exports = match cluster_exports(ctx, namespace, &deps.infra).await? {
-        Ok(exports) => exports,
+    let handoff = match member::handoff(ctx, namespace, &deps.infra).await? {
+        Ok(h) => h,
         Err(gate) => return Ok(Err(gate)),
     };
-    let Some(secret_name) = deps.machine.spec.bootstrap.data_secret_name.clone() else {
-        return waiting(
-            reasons::WAITING_FOR_BOOTSTRAP_DATA,
-            format!(
-                "Machine {} has no spec.bootstrap.dataSecretName yet (the bootstrap provider writes it)",
-                deps.machine.metadata.name.as_deref().unwrap_or_default()
-            ),
-        );
-    };
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-    let secret = secrets
-        .get_opt(&secret_name)
-        .await
-        .during(|| format!("reading the bootstrap Secret {namespace}/{secret_name}"))?;
-    let data = secret.and_then(|s| s.data).unwrap_or_default();
-    let Some(value) = data.get("value") else {
-        return waiting(
-            reasons::WAITING_FOR_BOOTSTRAP_DATA,
-            format!("the bootstrap Secret {secret_name} does not exist or has no value key yet"),
-        );
-    };
-    let format = data
-        .get("format")
-        .map(|f| String::from_utf8_lossy(&f.0).into_owned())
-        .filter(|f| !f.is_empty())
-        .or_else(|| Some(DEFAULT_BOOTSTRAP_FORMAT.to_owned()));
-    let bootstrap = Bootstrap {
-        value: value.0.clone(),
-        format,
-    };
-    Ok(Ok(crate::inputs::machine_inputs(
-        tm,
-        &deps.machine,
-        &bootstrap,
-        exports,
-    )))
-}
-
-/// The cluster module's `exports` output, read from the TerraformCluster's state (`{}` for a
-/// cluster managed elsewhere), or the gate saying why it cannot be handed over yet.
-async fn cluster_exports(
-    ctx: &Context,
-    namespace: &str,
-    tc: &TerraformCluster,
-) -> Result<std::result::Result<serde_json::Value, Gate>> {
-    let waiting = |reason, message: String| Ok(Err((Status::Unknown, reason, message)));
-    if tc.annotations().contains_key(annotations::MANAGED_BY) {
-        return Ok(Ok(serde_json::json!({})));
-    }
-    let provisioned = tc
-        .status
-        .as_ref()
-        .and_then(|s| s.workspace.initialization.as_ref())
-        .and_then(|i| i.provisioned)
-        .unwrap_or(false);
-    if !provisioned {
-        return waiting(
-            reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
-            format!("TerraformCluster {} is not provisioned yet", tc.name_any()),
-        );
-    }
-    let key = ObjectKey::new(namespace, WorkloadKind::Cluster, tc.name_any())
-        .map_err(|e| Error::InvalidObject(e.to_string()))?;
-    let exports = match state::read(&ctx.client, &key).await? {
-        StateRead::Found(s, _) => s
-            .outputs
-            .get("exports")
-            .cloned()
-            .unwrap_or_else(|| serde_json::json!({})),
-        _ => {
-            return waiting(
-                reasons::WAITING_FOR_CLUSTER_EXPORTS,
-                format!(
-                    "the state of TerraformCluster {} cannot be read (see its StateReadable)",
-                    tc.name_any()
-                ),
-            );
-        }
-    };
-    if let Err(e) = captf_contract::canonicalize_exports(&exports) {
-        return waiting(
-            reasons::WAITING_FOR_CLUSTER_EXPORTS,
-            format!(
-                "the exports output of TerraformCluster {} cannot be handed over: {e}",
-                tc.name_any()
-            ),
-        );
-    }
-    Ok(Ok(exports))
-}
-
-/// What the outputs said about health, for the schedule.
-#[derive(Default)]
-struct Health {
-    pending: bool,
-    /// Neither pending nor unknown: no refresh needs to follow the apply.
-    definite: bool,
+    let owner = format!(
+        "Machine {}",
+        deps.machine.metadata.name.as_deref().unwrap_or_default()
+    );
+    let secret = deps.machine.spec.bootstrap.data_secret_name.as_deref();
+    Ok(member::bootstrap(ctx, namespace, secret, &owner)
+        .await?
+        .map(|bootstrap| {
+            crate::inputs::machine_inputs(tm, &deps.machine, &bootstrap, handoff.exports)
+        }))
 }
 
 /// Outputs from state into status and spec: providerID (once), addresses, failure domain,
@@ -483,7 +354,7 @@ async fn read_outputs(
     finished: &[Finished],
     conds: &mut Conditions,
     status: &mut TerraformMachineStatus,
-) -> Result<Health> {
+) -> Result<outputs::Reading> {
     let (tm, g, now) = (pass.object, pass.generation, pass.now);
     status.workspace.observed_state_serial = i64::try_from(state.serial).ok().filter(|s| *s >= 1);
     let decoded = match outputs::decode(Role::Machine, state, conds, g, now) {
@@ -510,13 +381,7 @@ async fn read_outputs(
         None => outputs::health(&None, conds, g, now),
         Some(m) => outputs::health(&Some(m.health.clone()), conds, g, now),
     };
-    let health = Health {
-        pending: reason == reasons::INSTANCE_PENDING,
-        definite: !matches!(
-            reason,
-            reasons::INSTANCE_PENDING | reasons::HEALTH_UNKNOWN | reasons::PROVIDER_ID_MISSING
-        ),
-    };
+    let health = outputs::Reading::from_reason(reason);
     // One sample per refresh, drift check or apply that finished in this pass.
     let sampled = finished.iter().any(|f| {
         f.succeeded

@@ -82,3 +82,25 @@ pub fn health(
     );
     hc.reason
 }
+
+/// What a health reading means for the refresh schedule.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Reading {
+    /// The instance is pending: refreshes follow until it is not.
+    pub pending: bool,
+    /// Neither pending nor unknown: no refresh needs to follow the apply.
+    pub definite: bool,
+}
+
+impl Reading {
+    /// From the `InfrastructureHealthy` reason a reading set.
+    pub fn from_reason(reason: &str) -> Self {
+        Reading {
+            pending: reason == reasons::INSTANCE_PENDING,
+            definite: !matches!(
+                reason,
+                reasons::INSTANCE_PENDING | reasons::HEALTH_UNKNOWN | reasons::PROVIDER_ID_MISSING
+            ),
+        }
+    }
+}

@@ -44,10 +44,18 @@ where
                     now,
                 );
                 secrets::adopt_state(&ctx.client, key, owner_ref, f).await?;
+                if let Some(exports) = f.annotations.get(annotations::CLUSTER_OUTPUTS_HASH) {
+                    secrets::record_applied_cluster_outputs(&ctx.client, key, exports).await?;
+                }
                 let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
                 // A destructive approval names inputs, not a plan: any successful apply of those
                 // inputs uses it up, so a later remediation of the same inputs is guarded again.
-                if let Some(inputs) = f.inputs_hash()
+                // A pool's approval names its approval hash (the inputs without bootstrap data).
+                if let Some(inputs) = f
+                    .annotations
+                    .get(annotations::APPROVAL_HASH)
+                    .map(String::as_str)
+                    .or(f.inputs_hash())
                     && tc
                         .annotations()
                         .get(annotations::APPROVE_DESTRUCTIVE_PLAN)

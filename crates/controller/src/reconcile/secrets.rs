@@ -226,6 +226,22 @@ pub async fn record_interrupted_apply(
     set_durable_annotation(client, key, annotations::INTERRUPTED_APPLY, Some(job)).await
 }
 
+/// Records on a pool's durable inputs the hash of the cluster exports its last successful
+/// apply rendered: a later change of them is guarded.
+pub async fn record_applied_cluster_outputs(
+    client: &kube::Client,
+    key: &ObjectKey,
+    hash: &str,
+) -> Result<()> {
+    set_durable_annotation(
+        client,
+        key,
+        annotations::APPLIED_CLUSTER_OUTPUTS_HASH,
+        Some(hash),
+    )
+    .await
+}
+
 /// Clears the interrupted-apply record after an apply that followed it succeeded.
 pub async fn clear_interrupted_apply(client: &kube::Client, key: &ObjectKey) -> Result<()> {
     set_durable_annotation(client, key, annotations::INTERRUPTED_APPLY, None).await
