@@ -107,6 +107,16 @@ pub struct Bootstrap {
     pub format: Option<String>,
 }
 
+impl Bootstrap {
+    /// The `bootstrap_format` input: the `format` key, or `cloud-config` when absent or empty.
+    pub fn format_or_default(&self) -> String {
+        self.format
+            .clone()
+            .filter(|f| !f.is_empty())
+            .unwrap_or_else(|| DEFAULT_BOOTSTRAP_FORMAT.to_owned())
+    }
+}
+
 /// The default `bootstrap_format` when the Secret has no `format` key.
 pub const DEFAULT_BOOTSTRAP_FORMAT: &str = "cloud-config";
 
@@ -137,11 +147,7 @@ pub fn machine_inputs(
         captf_cluster_outputs: cluster_outputs,
         machine_name: machine.metadata.name.clone().unwrap_or_default(),
         bootstrap_data: base64::engine::general_purpose::STANDARD.encode(&bootstrap.value),
-        bootstrap_format: bootstrap
-            .format
-            .clone()
-            .filter(|f| !f.is_empty())
-            .unwrap_or_else(|| DEFAULT_BOOTSTRAP_FORMAT.to_owned()),
+        bootstrap_format: bootstrap.format_or_default(),
         failure_domain: machine.spec.failure_domain.clone(),
         kubernetes_version: machine.spec.version.clone(),
         control_plane: machine.control_plane(),
@@ -220,11 +226,7 @@ pub fn machinepool_inputs(
         machinepool_name: owner.metadata.name.clone().unwrap_or_default(),
         replicas: pool_replicas(owner.spec.replicas, observed, &scaling),
         bootstrap_data: base64::engine::general_purpose::STANDARD.encode(&bootstrap.value),
-        bootstrap_format: bootstrap
-            .format
-            .clone()
-            .filter(|f| !f.is_empty())
-            .unwrap_or_else(|| DEFAULT_BOOTSTRAP_FORMAT.to_owned()),
+        bootstrap_format: bootstrap.format_or_default(),
         failure_domains: owner.spec.failure_domains.clone(),
         cluster_failure_domains,
         kubernetes_version: owner.spec.template.spec.version.clone(),

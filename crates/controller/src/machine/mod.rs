@@ -6,7 +6,7 @@ mod health;
 mod policy;
 
 pub use health::{RemediationChange, next_unhealthy_samples, remediation_change};
-pub use policy::{MachinePolicy, Remediation, machine_policy};
+pub use policy::{MachinePolicy, Remediation, inherited_identity, machine_policy};
 
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use captf_api::{TerraformCluster, TerraformMachine};
+use captf_api::{IdentityReference, TerraformCluster, TerraformMachine};
 
 /// Built-in `remediation.unhealthyThreshold`.
 pub const DEFAULT_UNHEALTHY_THRESHOLD: u32 = 3;
@@ -29,6 +29,21 @@ pub struct MachinePolicy {
     pub remediation: Remediation,
 }
 
+/// The identity of a machine or pool whose own `identityRef` is `own`: its own, else the
+/// cluster's `spec.defaults.identityRef`, else the cluster's own `spec.identityRef`.
+pub fn inherited_identity(
+    own: Option<&IdentityReference>,
+    cluster: Option<&TerraformCluster>,
+) -> Option<String> {
+    own.or_else(|| {
+        cluster
+            .and_then(|c| c.spec.defaults.as_ref())
+            .and_then(|d| d.identity_ref.as_ref())
+    })
+    .or_else(|| cluster.and_then(|c| c.spec.workspace.identity_ref.as_ref()))
+    .map(|r| r.name.clone())
+}
+
 /// The policy of `tm` under `cluster` (`None` while its TerraformCluster is unknown), with the
 /// manager's `--drift-default-interval`.
 pub fn machine_policy(
@@ -37,14 +52,7 @@ pub fn machine_policy(
     drift_default: Duration,
 ) -> MachinePolicy {
     let defaults = cluster.and_then(|c| c.spec.defaults.as_ref());
-    let identity = tm
-        .spec
-        .workspace
-        .identity_ref
-        .as_ref()
-        .or_else(|| defaults.and_then(|d| d.identity_ref.as_ref()))
-        .or_else(|| cluster.and_then(|c| c.spec.workspace.identity_ref.as_ref()))
-        .map(|r| r.name.clone());
+    let identity = inherited_identity(tm.spec.workspace.identity_ref.as_ref(), cluster);
     let drift_seconds = tm
         .spec
         .drift

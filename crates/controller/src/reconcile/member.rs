@@ -14,7 +14,7 @@ use super::state::{self, StateRead};
 use super::verify_owner::Gate;
 use crate::capi;
 use crate::error::{Error, KubeContext, Result};
-use crate::inputs::{Bootstrap, DEFAULT_BOOTSTRAP_FORMAT};
+use crate::inputs::Bootstrap;
 
 /// The CAPI Cluster of a member and the TerraformCluster it names.
 pub struct ClusterOf {
@@ -190,14 +190,12 @@ pub async fn bootstrap(
             format!("the bootstrap Secret {secret} does not exist or has no value key yet"),
         );
     };
-    let format = data
-        .get("format")
-        .map(|f| String::from_utf8_lossy(&f.0).into_owned())
-        .filter(|f| !f.is_empty())
-        .or_else(|| Some(DEFAULT_BOOTSTRAP_FORMAT.to_owned()));
+    // The default format is the inputs' business (`Bootstrap::format_or_default`).
     Ok(Ok(Bootstrap {
         value: value.0.clone(),
-        format,
+        format: data
+            .get("format")
+            .map(|f| String::from_utf8_lossy(&f.0).into_owned()),
     }))
 }
 

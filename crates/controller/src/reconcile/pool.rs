@@ -156,15 +156,11 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
 
     let infra = deps.as_ref().map(|d| &d.of.infra);
     let defaults = infra.and_then(|c| c.spec.defaults.as_ref());
-    let identity = pool
-        .spec
-        .workspace
-        .identity_ref
-        .as_ref()
-        .or_else(|| defaults.and_then(|d| d.identity_ref.as_ref()))
-        .or_else(|| infra.and_then(|c| c.spec.workspace.identity_ref.as_ref()))
-        .map(|r| r.name.as_str());
-    let creds = pass.credentials(identity, &owner_ref, &mut conds).await?;
+    let identity =
+        crate::machine::inherited_identity(pool.spec.workspace.identity_ref.as_ref(), infra);
+    let creds = pass
+        .credentials(identity.as_deref(), &owner_ref, &mut conds)
+        .await?;
     let (state, state_view) = pass
         .observe_state(&durable, provisioned(&status), &mut conds)
         .await?;
