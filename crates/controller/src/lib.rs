@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cache;
+pub mod capacity;
 pub mod capi;
 pub mod conditions;
 pub mod decide;
@@ -15,6 +16,7 @@ pub mod machine;
 pub mod manager;
 pub mod merge;
 pub mod reconcile;
+pub mod registry;
 pub mod schedule;
 pub mod slots;
 

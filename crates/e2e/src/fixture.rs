@@ -142,6 +142,14 @@ impl Conditioned for captf_api::TerraformMachine {
     }
 }
 
+impl Conditioned for captf_api::TerraformMachineTemplate {
+    fn conditions(
+        &self,
+    ) -> Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> {
+        self.status.as_ref()?.conditions.as_ref()
+    }
+}
+
 /// `(status, reason, message)` of a condition.
 pub fn condition<K: Conditioned>(object: &K, type_: &str) -> Option<(String, String, String)> {
     object

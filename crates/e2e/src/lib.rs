@@ -4,6 +4,7 @@
 
 pub mod capi;
 pub mod fixture;
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

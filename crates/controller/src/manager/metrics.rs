@@ -103,6 +103,7 @@ pub struct Metrics {
     pub ready: Family<Object, Gauge>,
     pub last_success_timestamp_seconds: Family<ObjectOp, Gauge>,
     pub reconcile_errors_total: Family<Controller, Counter>,
+    pub image_inspect_errors_total: Family<KindReason, Counter>,
 }
 
 fn job_duration() -> Histogram {
@@ -149,6 +150,7 @@ impl Metrics {
             ready: Family::default(),
             last_success_timestamp_seconds: Family::default(),
             reconcile_errors_total: Family::default(),
+            image_inspect_errors_total: Family::default(),
             registry,
         };
         let mut m = m;
@@ -242,6 +244,11 @@ impl Metrics {
             "controller_runtime_reconcile_errors",
             "Reconcile passes that returned an error",
             m.reconcile_errors_total.clone(),
+        );
+        r.register(
+            "captf_image_inspect_errors",
+            "[ALPHA] Machine template image reads that failed, by condition reason",
+            m.image_inspect_errors_total.clone(),
         );
         m
     }

@@ -240,12 +240,27 @@ async fn run_controllers(start: Start) {
     let pools = run_members::<captf_api::TerraformMachinePool, _, _>(
         &ctx,
         crate::capi::machine_pool_resource(),
-        filtered,
+        filtered.clone(),
         (reflectors.jobs_events, reflectors.secrets_events),
         args.terraformmachinepool_concurrency,
         reconcile::pool::reconcile,
     );
-    futures::join!(clusters, machines, pools);
+    // Templates run no Job: only their own changes (and a retry after a failed read) wake them.
+    let templates = Controller::new(
+        crate::cache::scoped::<captf_api::TerraformMachineTemplate>(&client, &args.namespace),
+        filtered,
+    )
+    .with_config(
+        controller::Config::default().concurrency(args.terraformmachinetemplate_concurrency),
+    )
+    .shutdown_on_signal()
+    .run(
+        reconcile::template::reconcile,
+        reconcile::error_policy,
+        ctx.clone(),
+    )
+    .for_each(report);
+    futures::join!(clusters, machines, pools, templates);
 }
 
 /// The controller of a cluster's members (machines, pools). Besides their Jobs and Secrets they

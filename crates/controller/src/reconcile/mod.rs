@@ -22,6 +22,7 @@ pub mod record;
 pub mod secrets;
 pub mod snapshot;
 pub mod state;
+pub mod template;
 pub mod verify_owner;
 
 use std::sync::Arc;
@@ -42,6 +43,9 @@ pub struct Context {
     pub recorder: Recorder,
     /// Metadata of the managed Jobs and Secrets.
     pub caches: Caches,
+    /// Reads module image labels (machine template capacity); `None` when the system has no
+    /// root certificates to trust.
+    pub registry: Option<crate::registry::Registry>,
 }
 
 impl Context {
@@ -56,12 +60,18 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         let recorder = Recorder::new(client.clone(), reporter);
+        let registry = crate::registry::Registry::new()
+            .inspect_err(|error| {
+                tracing::error!(%error, "no root certificates: machine template images cannot be read");
+            })
+            .ok();
         Context {
             client,
             args,
             metrics,
             recorder,
             caches,
+            registry,
         }
     }
 }
@@ -75,6 +85,7 @@ pub fn error_policy<K: kube::Resource<DynamicType = ()>>(
     let controller = match K::kind(&()).as_ref() {
         "TerraformMachine" => "terraformmachine",
         "TerraformMachinePool" => "terraformmachinepool",
+        "TerraformMachineTemplate" => "terraformmachinetemplate",
         _ => "terraformcluster",
     };
     ctx.metrics

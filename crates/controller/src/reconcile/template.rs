@@ -1,0 +1,190 @@
+//! The TerraformMachineTemplate pass: `status.capacity`, `status.nodeInfo` and
+//! `status.capacitySource` for autoscaler scale-from-zero, from `spec.capacity` and the module
+//! image's labels. The image is read from its registry (manifest and config only) when it
+//! changes or its last read failed, with the template's image pull Secrets; a template never
+//! runs a Job and has no finalizer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use captf_api::conditions::{Status, reasons, types};
+use captf_api::templates::{TerraformMachineTemplate, TerraformMachineTemplateStatus};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+
+use super::Context;
+use super::pass::publish;
+use crate::capacity::{self, Read, Resolved};
+use crate::conditions::Conditions;
+use crate::error::{Error, KubeContext, Result};
+use crate::manager::metrics::KindReason;
+use crate::registry::Keyring;
+
+const KIND: &str = "TerraformMachineTemplate";
+/// A failed read is tried again after this long (and on any change of the template).
+const RETRY: Duration = Duration::from_secs(60);
+
+pub async fn reconcile(
+    template: Arc<TerraformMachineTemplate>,
+    ctx: Arc<Context>,
+) -> Result<Action> {
+    let namespace = template.namespace().ok_or_else(|| {
+        Error::InvalidObject(format!("{KIND} {} has no namespace", template.name_any()))
+    })?;
+    let name = template.name_any();
+    let image = template.spec.template.spec.workspace.source.image.as_str();
+    let spec_capacity = template.spec.capacity.as_ref();
+    let previous = template.status.as_ref();
+
+    let read = if capacity::needs_read(image, spec_capacity, previous) {
+        read(&ctx, &namespace, &template).await?
+    } else {
+        Read::Cached
+    };
+    let resolved = capacity::resolve(image, spec_capacity, previous, &read);
+    if read != Read::Cached && resolved.status == Status::False {
+        count_failure(&ctx, resolved.reason);
+    }
+    let status = status(&template, &resolved);
+    if previous != Some(&status) {
+        let before = previous.map(serde_json::to_value).transpose()?;
+        let after = serde_json::to_value(&status)?;
+        if let Some(change) =
+            crate::merge::diff(&before.unwrap_or_else(|| serde_json::json!({})), &after)
+        {
+            let api: Api<TerraformMachineTemplate> =
+                Api::namespaced(ctx.client.clone(), &namespace);
+            api.patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&serde_json::json!({"status": change})),
+            )
+            .await
+            .during(|| format!("patching the status of {KIND} {namespace}/{name}"))?;
+        }
+        announce(&ctx, &template, previous, &resolved).await;
+    }
+    Ok(if resolved.reason == reasons::IMAGE_INSPECT_FAILED {
+        Action::requeue(RETRY)
+    } else {
+        Action::await_change()
+    })
+}
+
+/// The image's labels, or why they could not be read. An image pull Secret that is missing
+/// or malformed is a failed read too: the condition names it.
+async fn read(ctx: &Context, namespace: &str, template: &TerraformMachineTemplate) -> Result<Read> {
+    let spec = &template.spec.template.spec.workspace;
+    let reference = match captf_api::image::parse(&spec.source.image) {
+        Ok(r) => r,
+        Err(e) => {
+            return Ok(Read::Failed(format!(
+                "spec.template.spec.source.image: {e}"
+            )));
+        }
+    };
+    let Some(registry) = ctx.registry.as_ref() else {
+        return Ok(Read::Failed(
+            "the manager has no trusted root certificates to reach registries with".into(),
+        ));
+    };
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let mut keyring = Keyring::default();
+    let pull_secrets = spec
+        .jobs
+        .as_ref()
+        .and_then(|j| j.image_pull_secrets.as_ref())
+        .into_iter()
+        .flatten();
+    for reference in pull_secrets {
+        let secret_name = reference.name.as_str();
+        let Some(secret) = secrets
+            .get_opt(secret_name)
+            .await
+            .during(|| format!("reading the image pull Secret {namespace}/{secret_name}"))?
+        else {
+            return Ok(Read::Failed(format!(
+                "the image pull Secret {namespace}/{secret_name} (spec.template.spec.jobs.imagePullSecrets) does not exist: create it or remove it from the list"
+            )));
+        };
+        let data = secret.data.unwrap_or_default();
+        let Some(config) = data
+            .get(".dockerconfigjson")
+            .or_else(|| data.get(".dockercfg"))
+        else {
+            return Ok(Read::Failed(format!(
+                "the image pull Secret {namespace}/{secret_name} has neither .dockerconfigjson nor .dockercfg: make it a kubernetes.io/dockerconfigjson Secret"
+            )));
+        };
+        match Keyring::parse(&config.0) {
+            Ok(entries) => keyring.extend(entries),
+            Err(e) => {
+                return Ok(Read::Failed(format!(
+                    "the image pull Secret {namespace}/{secret_name} is not a Docker config: {e}"
+                )));
+            }
+        }
+    }
+    Ok(match registry.labels(&reference, &keyring).await {
+        Ok(labels) => Read::Labels(labels),
+        Err(e) => Read::Failed(e.to_string()),
+    })
+}
+
+fn status(
+    template: &TerraformMachineTemplate,
+    resolved: &Resolved,
+) -> TerraformMachineTemplateStatus {
+    let previous = template.status.as_ref();
+    let mut conditions = Conditions::from(previous.and_then(|s| s.conditions.as_ref()));
+    conditions.set(
+        types::CAPACITY_RESOLVED,
+        resolved.status,
+        resolved.reason,
+        &resolved.message,
+        template.meta().generation,
+        Timestamp::now(),
+    );
+    TerraformMachineTemplateStatus {
+        conditions: Some(conditions.into_vec()),
+        capacity: resolved.capacity.clone(),
+        node_info: resolved.node_info.clone(),
+        capacity_source: resolved.source.clone(),
+    }
+}
+
+fn count_failure(ctx: &Context, reason: &'static str) {
+    ctx.metrics
+        .image_inspect_errors_total
+        .get_or_create(&KindReason { kind: KIND, reason })
+        .inc();
+}
+
+/// One event per new outcome (not per pass): a resolution for a new image or capacity, or a
+/// new failure.
+async fn announce(
+    ctx: &Context,
+    template: &TerraformMachineTemplate,
+    previous: Option<&TerraformMachineTemplateStatus>,
+    resolved: &Resolved,
+) {
+    let before = previous.and_then(|s| {
+        s.conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == types::CAPACITY_RESOLVED)
+            .map(|c| (c.reason.clone(), c.message.clone()))
+    });
+    if before == Some((resolved.reason.to_owned(), resolved.message.clone())) {
+        return;
+    }
+    let (type_, reason) = match resolved.status {
+        Status::True => (EventType::Normal, captf_api::events::CAPACITY_RESOLVED),
+        _ => (EventType::Warning, captf_api::events::IMAGE_INSPECT_FAILED),
+    };
+    publish(ctx, template, type_, reason, &resolved.message).await;
+}

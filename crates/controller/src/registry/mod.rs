@@ -1,0 +1,10 @@
+//! Reading a module image's labels from its registry (the OCI distribution API), for the
+//! machine template's capacity: no layer is ever downloaded, only the manifest and the
+//! config. Credentials come from the object's image pull Secrets.
+
+pub mod auth;
+mod client;
+pub mod manifest;
+
+pub use auth::Keyring;
+pub use client::{InspectError, Registry, TIMEOUT, endpoint};

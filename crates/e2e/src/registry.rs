@@ -1,0 +1,126 @@
+//! A real OCI registry on loopback (the reference `registry` of distribution, built by
+//! `hack/build-tools.sh registry`), behind htpasswd authentication, and `crane` (built by
+//! `hack/build-tools.sh crane`) to push labelled images into it.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use base64::Engine;
+use captf_testenv::TestEnv;
+
+/// The registry's user and password.
+pub const USER: &str = "captf";
+pub const PASSWORD: &str = "registry-secret";
+/// bcrypt of [`PASSWORD`] (the registry takes nothing else in an htpasswd file).
+const HTPASSWD: &str = "captf:$2b$12$tK/YiNWGUAXjmJR.CjXaL.M4TGePLi/yGBsBQulhFvLi3efUWFmHC\n";
+
+/// A running registry; killed when dropped.
+pub struct TestRegistry {
+    child: Child,
+    dir: PathBuf,
+    /// `127.0.0.1:<port>`, the registry part of image references.
+    pub host: String,
+}
+
+impl TestRegistry {
+    /// Starts an in-memory registry that only serves [`USER`], and logs crane into it.
+    pub async fn start(env: &TestEnv, name: &str) -> anyhow::Result<Self> {
+        let cache = captf_testenv::tools::cache_dir();
+        for tool in ["registry", "crane"] {
+            anyhow::ensure!(
+                cache.join("bin").join(tool).exists(),
+                "{} is missing: run bash hack/build-tools.sh {tool}",
+                cache.join("bin").join(tool).display()
+            );
+        }
+        let dir = env.dir.join(format!("registry-{name}"));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("htpasswd"), HTPASSWD)?;
+        let port = captf_testenv::process::free_port()?;
+        let host = format!("127.0.0.1:{port}");
+        let config = format!(
+            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  inmemory: {{}}\nhttp:\n  addr: {host}\nauth:\n  htpasswd:\n    realm: captf-test\n    path: {}\n",
+            dir.join("htpasswd").display()
+        );
+        std::fs::write(dir.join("config.yml"), config)?;
+        let log = std::fs::File::create(dir.join("registry.log"))?;
+        let child = Command::new(cache.join("bin/registry"))
+            .arg("serve")
+            .arg(dir.join("config.yml"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("starting the registry")?;
+        let registry = TestRegistry { child, dir, host };
+        let address = registry.host.clone();
+        captf_testenv::wait_for("the registry to listen", Duration::from_secs(30), || {
+            let address = address.clone();
+            async move { Ok(std::net::TcpStream::connect(&address).ok().map(|_| ())) }
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}\n{}", registry.log()))?;
+        registry.crane(&["auth", "login", &registry.host, "-u", USER, "-p", PASSWORD])?;
+        Ok(registry)
+    }
+
+    /// Pushes an image with one empty layer and `labels` to `<host>/<repository_tag>`;
+    /// returns its reference.
+    pub fn push(&self, repository_tag: &str, labels: &[(&str, &str)]) -> anyhow::Result<String> {
+        let reference = format!("{}/{repository_tag}", self.host);
+        let layer = self.dir.join("empty.tar");
+        // An empty tar archive: two zero blocks.
+        std::fs::write(&layer, [0u8; 1024])?;
+        self.crane(&[
+            "append",
+            "-f",
+            layer.to_str().context("path")?,
+            "-t",
+            &reference,
+        ])?;
+        let mut args = vec!["mutate".to_owned(), reference.clone()];
+        for (key, value) in labels {
+            args.extend(["--label".to_owned(), format!("{key}={value}")]);
+        }
+        args.extend(["-t".to_owned(), reference.clone()]);
+        self.crane(&args.iter().map(String::as_str).collect::<Vec<_>>())?;
+        Ok(reference)
+    }
+
+    /// The `.dockerconfigjson` of a pull Secret for this registry.
+    pub fn docker_config(&self) -> String {
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+        serde_json::json!({"auths": {&self.host: {"auth": auth}}}).to_string()
+    }
+
+    fn crane(&self, args: &[&str]) -> anyhow::Result<String> {
+        let out = Command::new(captf_testenv::tools::cache_dir().join("bin/crane"))
+            .args(args)
+            .env("DOCKER_CONFIG", self.dir.join("docker"))
+            .stdin(Stdio::null())
+            .output()
+            .context("running crane")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "crane {}: {}\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The registry's log (for failure messages).
+    pub fn log(&self) -> String {
+        captf_testenv::control_plane::tail(&self.dir.join("registry.log"), 30)
+    }
+}
+
+impl Drop for TestRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
