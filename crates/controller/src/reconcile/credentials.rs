@@ -132,17 +132,13 @@ pub async fn ensure(
             });
         }
     }
-    let mut owners = existing
-        .as_ref()
-        .and_then(|e| e.metadata.owner_references.clone())
-        .unwrap_or_default();
-    // One reference per user; a reference to an earlier UID of the same object is replaced.
-    owners.retain(|o| !(o.kind == owner.kind && o.name == owner.name));
-    owners.push(OwnerReference {
-        controller: None,
-        block_owner_deletion: None,
-        ..owner.clone()
-    });
+    let owners = with_owner(
+        existing
+            .as_ref()
+            .and_then(|e| e.metadata.owner_references.clone())
+            .unwrap_or_default(),
+        owner,
+    );
     let current = existing
         .as_ref()
         .and_then(|e| e.metadata.annotations.as_ref())
@@ -186,6 +182,26 @@ pub async fn ensure(
         mirrored: (Status::True, reasons::MIRRORED, String::new()),
         ready: Some(identity.to_owned()),
     })
+}
+
+/// The mirror's owner references once `owner` is among them (pure): one reference per user,
+/// a plain (non-controller) one; a reference to an earlier UID of the same object is replaced
+/// where it stands. Users sharing the mirror (a cluster and its machines) must not reorder
+/// the list, or each would rewrite it after the other, forever.
+pub fn with_owner(mut owners: Vec<OwnerReference>, owner: &OwnerReference) -> Vec<OwnerReference> {
+    let reference = OwnerReference {
+        controller: None,
+        block_owner_deletion: None,
+        ..owner.clone()
+    };
+    match owners
+        .iter()
+        .position(|o| o.kind == owner.kind && o.name == owner.name)
+    {
+        Some(i) => owners[i] = reference,
+        None => owners.push(reference),
+    }
+    owners
 }
 
 /// SHA-256 over the source data, keys in order.
@@ -268,4 +284,67 @@ pub async fn ensure_runner_rbac(client: &kube::Client, namespace: &str) -> Resul
         Some(_) => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(kind: &str, name: &str, uid: &str) -> OwnerReference {
+        OwnerReference {
+            api_version: "infrastructure.cluster.x-k8s.io/v1alpha1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: uid.into(),
+            controller: None,
+            block_owner_deletion: None,
+        }
+    }
+
+    #[test]
+    fn with_owner_keeps_the_order() {
+        let cluster = reference("TerraformCluster", "c", "1");
+        let machine = reference("TerraformMachine", "m", "2");
+        let controlling = OwnerReference {
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+            ..machine.clone()
+        };
+        let both = vec![cluster.clone(), machine.clone()];
+        let cases = [
+            (
+                "already there, first",
+                both.clone(),
+                cluster.clone(),
+                both.clone(),
+            ),
+            (
+                "already there, last",
+                both.clone(),
+                machine.clone(),
+                both.clone(),
+            ),
+            (
+                "added at the end",
+                vec![machine.clone()],
+                cluster.clone(),
+                vec![machine.clone(), cluster.clone()],
+            ),
+            (
+                "an earlier UID is replaced in place",
+                both.clone(),
+                reference("TerraformCluster", "c", "3"),
+                vec![reference("TerraformCluster", "c", "3"), machine.clone()],
+            ),
+            (
+                "never as controller",
+                vec![],
+                controlling,
+                vec![machine.clone()],
+            ),
+        ];
+        for (name, existing, owner, want) in cases {
+            assert_eq!(with_owner(existing, &owner), want, "{name}");
+        }
+    }
 }
