@@ -74,3 +74,7 @@ pub const REMEDIATION_WITHDRAWN: &str = "RemediationWithdrawn";
 pub const CAPACITY_RESOLVED: &str = "CapacityResolved";
 /// Warning: a machine template's image labels could not be read or parsed.
 pub const IMAGE_INSPECT_FAILED: &str = "ImageInspectFailed";
+/// An identity's credentials Secret exists again (not on the first, healthy reading).
+pub const IDENTITY_SECRET_FOUND: &str = "IdentitySecretFound";
+/// Warning: an identity's credentials Secret does not exist.
+pub const IDENTITY_SECRET_NOT_FOUND: &str = "IdentitySecretNotFound";

@@ -19,5 +19,6 @@ pub mod reconcile;
 pub mod registry;
 pub mod schedule;
 pub mod slots;
+pub mod variables;
 
 pub use error::{Error, Result};

@@ -118,37 +118,26 @@ pub trait Conditioned {
     -> Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>;
 }
 
-impl Conditioned for TerraformCluster {
-    fn conditions(
-        &self,
-    ) -> Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> {
-        self.status.as_ref()?.conditions.as_ref()
-    }
+/// Every kind here keeps its conditions at `status.conditions`.
+macro_rules! conditioned {
+    ($($kind:ty),* $(,)?) => {$(
+        impl Conditioned for $kind {
+            fn conditions(
+                &self,
+            ) -> Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> {
+                self.status.as_ref()?.conditions.as_ref()
+            }
+        }
+    )*};
 }
 
-impl Conditioned for captf_api::TerraformMachinePool {
-    fn conditions(
-        &self,
-    ) -> Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> {
-        self.status.as_ref()?.conditions.as_ref()
-    }
-}
-
-impl Conditioned for captf_api::TerraformMachine {
-    fn conditions(
-        &self,
-    ) -> Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> {
-        self.status.as_ref()?.conditions.as_ref()
-    }
-}
-
-impl Conditioned for captf_api::TerraformMachineTemplate {
-    fn conditions(
-        &self,
-    ) -> Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> {
-        self.status.as_ref()?.conditions.as_ref()
-    }
-}
+conditioned!(
+    TerraformCluster,
+    captf_api::TerraformMachine,
+    captf_api::TerraformMachinePool,
+    captf_api::TerraformMachineTemplate,
+    captf_api::TerraformClusterIdentity,
+);
 
 /// `(status, reason, message)` of a condition.
 pub fn condition<K: Conditioned>(object: &K, type_: &str) -> Option<(String, String, String)> {
@@ -463,4 +452,76 @@ pub fn capi_machine_pool_resource() -> ApiResource {
         &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "MachinePool"),
         "machinepools",
     )
+}
+
+/// The rendered inputs an object's last apply Job started with, from its durable inputs
+/// Secret: `(terraform.tfvars.json, main.tf.json)`.
+pub async fn durable_inputs(
+    client: &kube::Client,
+    ns: &str,
+    kind: captf_api::names::WorkloadKind,
+    name: &str,
+) -> (serde_json::Value, serde_json::Value) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
+    let key = captf_api::names::ObjectKey::new(ns, kind, name).expect("key");
+    let durable = secrets
+        .get(&key.durable_inputs_secret())
+        .await
+        .expect("durable inputs");
+    let data = durable.data.unwrap_or_default();
+    let read = |file: &str| -> serde_json::Value {
+        serde_json::from_slice(&data.get(file).unwrap_or_else(|| panic!("{file}")).0)
+            .unwrap_or_else(|e| panic!("{file}: {e}"))
+    };
+    (read("terraform.tfvars.json"), read("main.tf.json"))
+}
+
+/// Waits until the engine holds the state lock of `suffix` for an apply (so a Job deleted now
+/// is cut short mid-apply).
+pub async fn wait_for_apply_lock(client: &kube::Client, ns: &str, suffix: &str, manager: &Manager) {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), ns);
+    wait_for(
+        "the engine to hold the state lock for apply",
+        TIMEOUT,
+        || async {
+            let lease = leases
+                .get_opt(&format!("lock-tfstate-default-{suffix}"))
+                .await?;
+            Ok(lease
+                .and_then(|l| l.metadata.annotations)
+                .and_then(|a| a.get("app.terraform.io/lock-info").cloned())
+                .filter(|info| info.contains("OperationTypeApply")))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+}
+
+/// Waits until the CAPI Machine `name` carries `cluster.x-k8s.io/remediate-machine`; returns
+/// the reason CAPTF asked with (`captf.io/remediation-requested`).
+pub async fn remediation_requested(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    manager: &Manager,
+) -> Option<String> {
+    let machines: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &capi_machine_resource());
+    let machine = wait_for("the remediate-machine annotation", TIMEOUT, || async {
+        let m = machines.get(name).await?;
+        Ok(m.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("cluster.x-k8s.io/remediate-machine"))
+            .then_some(m))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    machine
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .get("captf.io/remediation-requested")
+        .cloned()
 }

@@ -7,7 +7,6 @@ use captf_e2e::Manager;
 use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -316,22 +315,7 @@ async fn a_job_deleted_mid_apply_is_noticed_and_the_apply_runs_again() {
 
     // Delete the Job once the engine is applying (its state lock says so): the sleep provisioner
     // is cut short, as a drain or a hasty operator would.
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
-    wait_for(
-        "the engine to hold the state lock for apply",
-        TIMEOUT,
-        || async {
-            let lease = leases
-                .get_opt(&format!("lock-tfstate-default-{suffix}"))
-                .await?;
-            Ok(lease
-                .and_then(|l| l.metadata.annotations)
-                .and_then(|a| a.get("app.terraform.io/lock-info").cloned())
-                .filter(|info| info.contains("OperationTypeApply")))
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    wait_for_apply_lock(&client, &ns, &suffix, &manager).await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
     jobs.delete(&lost, &DeleteParams::background())
         .await

@@ -3,8 +3,6 @@
 //! is inherited from the cluster, `spec.providerID` is written once, and deleting the object
 //! destroys what it created. Unhealthy machines ask CAPI for remediation.
 
-use std::collections::BTreeMap;
-
 use base64::Engine;
 use captf_api::names::{ObjectKey, WorkloadKind};
 use captf_api::{TerraformCluster, TerraformMachine};
@@ -61,18 +59,7 @@ async fn a_machine_applies_once_with_its_inputs_and_is_destroyed_on_delete() {
 
     // What the module got: the bootstrap data (base64 of the raw bytes), its format, the
     // Machine's facts and the cluster's exports read from the cluster's state.
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let durable = secrets
-        .get(
-            &ObjectKey::new(ns, WorkloadKind::Machine, name)
-                .expect("key")
-                .durable_inputs_secret(),
-        )
-        .await
-        .expect("durable inputs");
-    let data: BTreeMap<_, _> = durable.data.unwrap_or_default();
-    let tfvars: serde_json::Value =
-        serde_json::from_slice(&data["terraform.tfvars.json"].0).expect("tfvars");
+    let (tfvars, _) = durable_inputs(client, ns, WorkloadKind::Machine, name).await;
     assert_eq!(
         tfvars["bootstrap_data"],
         base64::engine::general_purpose::STANDARD.encode(BOOTSTRAP_DATA)
@@ -115,6 +102,7 @@ async fn a_machine_applies_once_with_its_inputs_and_is_destroyed_on_delete() {
         Some(1.0),
         "the machine was destroyed:\n{metrics}"
     );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let key = ObjectKey::new(ns, WorkloadKind::Machine, name).expect("key");
     for secret in [key.state_secret(), key.durable_inputs_secret()] {
         assert!(
@@ -189,23 +177,10 @@ async fn machines_wait_for_bootstrap_data_refresh_while_pending_and_ask_for_reme
         condition(&tm, "Ready").is_some_and(|c| c.0 == "False"),
         "a degraded machine is not Ready"
     );
-    let machines: Api<kube::api::DynamicObject> =
-        Api::namespaced_with(client.clone(), ns, &capi_machine_resource());
-    let machine = wait_for("the remediate-machine annotation", TIMEOUT, || async {
-        let m = machines.get(degraded).await?;
-        Ok(m.metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key("cluster.x-k8s.io/remediate-machine"))
-            .then_some(m))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
-    let annotations = machine.metadata.annotations.unwrap_or_default();
     assert_eq!(
-        annotations
-            .get("captf.io/remediation-requested")
-            .map(String::as_str),
+        remediation_requested(client, ns, degraded, manager)
+            .await
+            .as_deref(),
         Some("InstanceDegraded")
     );
     event(client, ns, "RemediationRequested").await;
@@ -379,4 +354,67 @@ async fn the_cluster_write_lease_orders_cluster_and_machine_writes() {
         ready,
     )
     .await;
+}
+
+/// An instance that disappears out of band: the module's `provider_id` reads empty on a drift
+/// check, which is first only suspicious (`ProviderIDMissing`); the refresh that follows reads
+/// it empty again and the instance counts as terminated, which asks CAPI for remediation at
+/// once. `spec.providerID` is kept.
+#[tokio::test]
+async fn an_instance_gone_out_of_band_is_terminated_after_two_empty_reads() {
+    let (scene, cluster) = ready_cluster("machine-gone").await;
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = &scene;
+    let name = "gone";
+    write_bootstrap(client, ns, name).await;
+    // Gone a little after the apply; the first drift check (60 s) finds it gone.
+    let gone_after = k8s_openapi::jiff::Timestamp::now()
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(30))
+        .expect("time");
+    create_machine(
+        client,
+        ns,
+        &cluster,
+        name,
+        MACHINE_IMAGE,
+        "",
+        &format!(
+            "  variables: {{gone_after: \"{gone_after}\"}}\n  drift: {{intervalSeconds: 60}}\n  remediation: {{annotateMachine: true}}"
+        ),
+    )
+    .await;
+    let api: Api<TerraformMachine> = Api::namespaced(client.clone(), ns);
+    let provisioned = wait_until(&api, name, "the machine Ready", manager, ready).await;
+    let provider_id = provisioned.spec.provider_id.clone();
+    assert_eq!(
+        provider_id.as_deref(),
+        Some(format!("noop:///{ns}/{name}").as_str())
+    );
+
+    let missing = wait_until(&api, name, "ProviderIDMissing", manager, |m| {
+        has(m, "InfrastructureHealthy", "Unknown", "ProviderIDMissing")
+    })
+    .await;
+    let (_, _, message) = condition(&missing, "InfrastructureHealthy").expect("condition");
+    assert!(message.contains("provider_id output is empty"), "{message}");
+    let terminated = wait_until(&api, name, "InstanceTerminated", manager, |m| {
+        has(m, "InfrastructureHealthy", "False", "InstanceTerminated")
+    })
+    .await;
+    assert_eq!(
+        terminated.spec.provider_id, provider_id,
+        "spec.providerID is kept"
+    );
+    assert!(!ready(&terminated));
+
+    assert_eq!(
+        remediation_requested(client, ns, name, manager)
+            .await
+            .as_deref(),
+        Some("InstanceTerminated")
+    );
 }

@@ -35,6 +35,16 @@ variable "pending_until" {
   }
 }
 
+variable "gone_after" {
+  description = "RFC 3339 time; from then on the provider_id output is empty (checked against the plan time, so a later refresh or drift run sees the instance gone)."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.gone_after == null || can(timecmp(var.gone_after, "2000-01-01T00:00:00Z"))
+    error_message = "gone_after must be an RFC 3339 timestamp such as 2030-01-01T00:00:00Z."
+  }
+}
+
 variable "replace_trigger" {
   description = "Changing this value replaces terraform_data.instance (a destructive change)."
   type        = string

@@ -13,6 +13,8 @@ locals {
     control_plane      = var.control_plane
   }
 
+  gone = var.gone_after != null && timecmp(plantimestamp(), coalesce(var.gone_after, "2000-01-01T00:00:00Z")) >= 0
+
   pending = var.pending_until != null && timecmp(plantimestamp(), coalesce(var.pending_until, "2000-01-01T00:00:00Z")) < 0
 
   health = var.health_state == null ? null : {

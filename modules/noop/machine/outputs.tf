@@ -1,6 +1,6 @@
 output "provider_id" {
-  description = "noop:///<namespace>/<machine_name>, or provider_id_override."
-  value       = var.provider_id_override != null ? var.provider_id_override : "noop:///${var.captf_object.namespace}/${var.machine_name}"
+  description = "noop:///<namespace>/<machine_name>, or provider_id_override; empty once gone_after has passed."
+  value       = local.gone ? "" : var.provider_id_override != null ? var.provider_id_override : "noop:///${var.captf_object.namespace}/${var.machine_name}"
 }
 
 output "addresses" {

@@ -1,6 +1,6 @@
 //! Health samples of a provisioned machine and the remediation request they lead to.
 
-use captf_api::conditions::reasons;
+use captf_api::conditions::{Status, reasons};
 
 /// `status.unhealthySamples` after one more sample read as `reason` (the
 /// `InfrastructureHealthy` reason): healthy resets, unhealthy, degraded and stopped count,
@@ -12,6 +12,21 @@ pub fn next_unhealthy_samples(previous: Option<i32>, reason: &str) -> Option<i32
             Some(previous.unwrap_or(0).saturating_add(1))
         }
         _ => previous,
+    }
+}
+
+/// `InfrastructureHealthy` of a provisioned machine whose `provider_id` output reads empty,
+/// from the reason it had (`previous`) and whether a refresh or drift check finished in this
+/// pass (`sampled`). The first empty sample may be a module's transient read
+/// (`Unknown/ProviderIDMissing`); a second consecutive one means the instance is gone
+/// (`False/InstanceTerminated`, which stays until the output comes back).
+pub fn missing_provider_id(previous: Option<&str>, sampled: bool) -> (Status, &'static str) {
+    match previous {
+        Some(reasons::INSTANCE_TERMINATED) => (Status::False, reasons::INSTANCE_TERMINATED),
+        Some(reasons::PROVIDER_ID_MISSING) if sampled => {
+            (Status::False, reasons::INSTANCE_TERMINATED)
+        }
+        _ => (Status::Unknown, reasons::PROVIDER_ID_MISSING),
     }
 }
 

@@ -5,7 +5,9 @@
 mod health;
 mod policy;
 
-pub use health::{RemediationChange, next_unhealthy_samples, remediation_change};
+pub use health::{
+    RemediationChange, missing_provider_id, next_unhealthy_samples, remediation_change,
+};
 pub use policy::{MachinePolicy, Remediation, inherited_identity, machine_policy};
 
 #[cfg(test)]

@@ -316,3 +316,41 @@ fn remediation_requests_and_withdrawals() {
         );
     }
 }
+
+#[test]
+fn an_empty_provider_id_twice_in_a_row_is_a_terminated_instance() {
+    use captf_api::conditions::Status;
+    let missing = (Status::Unknown, reasons::PROVIDER_ID_MISSING);
+    let terminated = (Status::False, reasons::INSTANCE_TERMINATED);
+    let cases = [
+        ("first empty sample", Some(reasons::HEALTHY), true, missing),
+        ("no state read yet", None, false, missing),
+        (
+            "still the first: no new sample this pass",
+            Some(reasons::PROVIDER_ID_MISSING),
+            false,
+            missing,
+        ),
+        (
+            "the second consecutive sample",
+            Some(reasons::PROVIDER_ID_MISSING),
+            true,
+            terminated,
+        ),
+        (
+            "terminated stays",
+            Some(reasons::INSTANCE_TERMINATED),
+            false,
+            terminated,
+        ),
+        (
+            "pending health is no empty sample",
+            Some(reasons::INSTANCE_PENDING),
+            true,
+            missing,
+        ),
+    ];
+    for (name, previous, sampled, want) in cases {
+        assert_eq!(missing_provider_id(previous, sampled), want, "{name}");
+    }
+}

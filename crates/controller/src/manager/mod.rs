@@ -216,15 +216,16 @@ async fn run_controllers(start: Start) {
         crate::capi::cluster_resource(),
         watcher::Config::default(),
         |cluster| crate::capi::infrastructure_ref_of(&cluster),
-    )
-    .with_config(controller::Config::default().concurrency(args.terraformcluster_concurrency))
-    .shutdown_on_signal()
-    .run(
-        reconcile::cluster::reconcile,
-        reconcile::error_policy,
-        ctx.clone(),
-    )
-    .for_each(report);
+    );
+    let clusters = variables_sources(clusters, &client, &args.namespace)
+        .with_config(controller::Config::default().concurrency(args.terraformcluster_concurrency))
+        .shutdown_on_signal()
+        .run(
+            reconcile::cluster::reconcile,
+            reconcile::error_policy,
+            ctx.clone(),
+        )
+        .for_each(report);
 
     let machines = run_members::<captf_api::TerraformMachine, _, _>(
         &ctx,
@@ -241,7 +242,7 @@ async fn run_controllers(start: Start) {
         &ctx,
         crate::capi::machine_pool_resource(),
         filtered.clone(),
-        (reflectors.jobs_events, reflectors.secrets_events),
+        (reflectors.jobs_events, reflectors.secrets_events.clone()),
         args.terraformmachinepool_concurrency,
         reconcile::pool::reconcile,
     );
@@ -260,7 +261,61 @@ async fn run_controllers(start: Start) {
         ctx.clone(),
     )
     .for_each(report);
-    futures::join!(clusters, machines, pools, templates);
+    // Identities (status only), woken by their mirrors appearing and going. Only a manager
+    // that sees every namespace knows where all the mirrors are.
+    let identity_mirrors = reflectors.secrets_events;
+    let identities = async {
+        if !args.namespace.is_empty() {
+            tracing::info!(
+                "--namespace is set: TerraformClusterIdentity status is left to a manager that watches every namespace"
+            );
+            return;
+        }
+        Controller::new(
+            Api::<captf_api::TerraformClusterIdentity>::all(client.clone()),
+            watcher::Config::default().any_semantic(),
+        )
+        .watches_shared_stream(identity_mirrors, |mirror| {
+            mirror
+                .annotations()
+                .get(captf_api::annotations::IDENTITY)
+                .map(|identity| kube::runtime::reflector::ObjectRef::new(identity))
+        })
+        .shutdown_on_signal()
+        .run(
+            reconcile::identity::reconcile,
+            reconcile::error_policy,
+            ctx.clone(),
+        )
+        .for_each(report)
+        .await;
+    };
+    futures::join!(clusters, machines, pools, templates, identities);
+}
+
+/// A workload kind a controller runs for.
+trait Watched:
+    kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    + crate::variables::Workspaced
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + crate::variables::Workspaced
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
 }
 
 /// The controller of a cluster's members (machines, pools). Besides their Jobs and Secrets they
@@ -278,13 +333,7 @@ async fn run_members<K, F, Fut>(
     concurrency: u16,
     reconcile: F,
 ) where
-    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
     F: FnMut(Arc<K>, Arc<Context>) -> Fut,
     Fut: std::future::Future<Output = Result<kube::runtime::controller::Action, crate::Error>>
         + Send
@@ -298,6 +347,12 @@ async fn run_members<K, F, Fut>(
         }
     };
     let controller = Controller::new(crate::cache::scoped::<K>(client, &args.namespace), config);
+    // A machine renders its inputs once; clusters and pools again on every change of a source.
+    let controller = if K::kind(&()) == "TerraformMachine" {
+        controller
+    } else {
+        variables_sources(controller, client, &args.namespace)
+    };
     let members = |store: kube::runtime::reflector::Store<K>| {
         move |namespace: Option<String>, cluster: Option<String>| {
             store
@@ -349,6 +404,58 @@ async fn run_members<K, F, Fut>(
         .run(reconcile, reconcile::error_policy, ctx.clone())
         .for_each(report)
         .await;
+}
+
+/// Wakes the objects that take variables from a labelled ConfigMap or Secret when it changes.
+/// Metadata only: the manager never keeps their content.
+fn variables_sources<K>(
+    controller: Controller<K>,
+    client: &Client,
+    namespace: &str,
+) -> Controller<K>
+where
+    K: Watched,
+{
+    use crate::variables::{SOURCE_LABEL, SourceKind, references};
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::WatchStreamExt;
+    use kube::runtime::reflector::{ObjectRef, Store};
+
+    let config = watcher::Config::default().labels(&format!("{SOURCE_LABEL}=true"));
+    let referencing = |store: Store<K>, kind: SourceKind| {
+        move |namespace: Option<String>, name: String| {
+            store
+                .state()
+                .into_iter()
+                .filter(|o| {
+                    o.meta().namespace == namespace && references(o.workspace(), kind, &name)
+                })
+                .map(|o| ObjectRef::from_obj(o.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let by_config_map = referencing(controller.store(), SourceKind::ConfigMap);
+    let by_secret = referencing(controller.store(), SourceKind::Secret);
+    let config_maps = watcher::watcher(
+        crate::cache::scoped::<PartialObjectMeta<ConfigMap>>(client, namespace),
+        config.clone(),
+    )
+    .default_backoff()
+    .touched_objects();
+    let secrets = watcher::watcher(
+        crate::cache::scoped::<PartialObjectMeta<Secret>>(client, namespace),
+        config,
+    )
+    .default_backoff()
+    .touched_objects();
+    controller
+        .watches_stream(config_maps, move |m| {
+            by_config_map(m.metadata.namespace.clone(), m.name_any())
+        })
+        .watches_stream(secrets, move |m| {
+            by_secret(m.metadata.namespace.clone(), m.name_any())
+        })
 }
 
 async fn report<T, E: std::fmt::Display>(result: Result<T, E>) {

@@ -22,10 +22,10 @@ use super::bookkeeping::{self, Finished};
 use super::jobs::{self, Phase};
 use super::launch::Launch;
 use super::object::{add_finalizer, set_block_move};
-use super::pass::{Pass, first_visit, variables};
+use super::pass::{Pass, first_visit};
 use super::snapshot::Observation;
 use super::state::{self, StateRead};
-use super::{Context, approvals, outputs, secrets, verify_owner};
+use super::{Context, approvals, outputs, verify_owner};
 use crate::capi;
 use crate::conditions::Conditions;
 use crate::decide::{self, Action as Decided, Approvals, Policy};
@@ -77,15 +77,26 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         (Status::Unknown, reasons::WAITING_FOR_OWNER),
     )
     .await?;
-    let cluster = match pass.dependencies(owner, &mut conds) {
-        Some(cluster) => Some(cluster),
+    // Then the variables sources (not needed to destroy: that runs from the durable inputs).
+    let found = match owner {
+        Ok(cluster) if !deleting => {
+            let workspace = &tc.spec.workspace;
+            super::variables::resolve(&ctx, &namespace, Role::Cluster, workspace)
+                .await?
+                .map(|variables| (cluster, Some(variables)))
+        }
+        Ok(cluster) => Ok((cluster, None)),
+        Err(gate) => Err(gate),
+    };
+    let (cluster, variables) = match pass.dependencies(found, &mut conds) {
+        Some((cluster, variables)) => (Some(cluster), variables),
         None if !deleting => {
             return pass
                 .gate(tc.status.as_ref(), &status, conds, provisioned(&status))
                 .await;
         }
         // Deleting without a valid owner: destroy from the durable inputs.
-        None => None,
+        None => (None, None),
     };
     if !deleting && !has_finalizer {
         add_finalizer(&api, &tc, WorkloadKind::Cluster).await?;
@@ -97,26 +108,8 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
 
     // Bookkeeping: every finished Job's result, read once.
     let finished = bookkeeping::collect(&client, &namespace, &jobs).await?;
-    if let Some(lost) = lost_apply(&api, &tc, &jobs).await? {
-        secrets::record_interrupted_apply(&client, &key, &lost).await?;
-        bookkeeping::release_run_lease(&client, &key, &lost).await;
-        conds.set(
-            types::APPLY_JOB_SUCCEEDED,
-            Status::False,
-            reasons::APPLY_FAILED,
-            &format!("Job {lost}: disappeared while it ran and may have applied part of its change; an apply of the current inputs is due (guarded by the destructive-plan check)"),
-            generation,
-            now,
-        );
-        publish(
-            &ctx,
-            &tc,
-            EventType::Warning,
-            captf_api::events::JOB_FAILED,
-            &format!("Job {lost} disappeared while it ran; the apply runs again"),
-        )
-        .await;
-    }
+    pass.interrupted_applies(&jobs, &finished, &mut conds)
+        .await?;
     let durable = state::durable_inputs(&client, &key).await?;
     for f in &finished {
         pass.record(
@@ -128,13 +121,6 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         )
         .await?;
         record_plan(&ctx, &tc, &key, f, &mut conds, &mut status, generation, now).await?;
-        let after_interrupted = jobs
-            .iter()
-            .find(|j| j.name == f.name)
-            .and_then(|j| j.annotations.get(annotations::AFTER_INTERRUPTED_APPLY));
-        if f.op == Operation::Apply && f.succeeded && after_interrupted.is_some() {
-            secrets::clear_interrupted_apply(&client, &key).await?;
-        }
     }
 
     if paused || active.is_some() {
@@ -195,8 +181,8 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     }
 
     // Inputs as they would render now.
-    let rendered = match &cluster {
-        Some(cluster) => {
+    let rendered = match (&cluster, &variables) {
+        (Some(cluster), Some(variables)) => {
             let history = crate::inputs::ClusterHistory {
                 control_plane_initialized: durable.rendered_bool("control_plane_initialized"),
                 endpoint_from_module: annotations_of
@@ -204,15 +190,14 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                     .is_some_and(|v| v == annotations::ENDPOINT_SOURCE_MODULE),
             };
             let inputs = RoleInputs::Cluster(crate::inputs::cluster_inputs(&tc, cluster, &history));
-            let variables = variables(Role::Cluster, &tc.spec.workspace)?;
             Some(captf_contract::render(
                 Role::Cluster,
                 &tc.spec.workspace.source.image,
                 &inputs,
-                &variables,
+                variables,
             )?)
         }
-        None => None,
+        _ => None,
     };
 
     pass.measure_inputs(rendered.as_ref());
@@ -329,33 +314,6 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         &job_policy,
     )
     .await
-}
-/// The apply Job `status.activeJob` names when that Job is gone without a result: deleted
-/// from outside while it ran (spec §12.7). Confirmed against the live object, since a cached
-/// status may name a Job that finished and was pruned long ago.
-async fn lost_apply(
-    api: &Api<TerraformCluster>,
-    tc: &TerraformCluster,
-    jobs: &[jobs::ObservedJob],
-) -> Result<Option<String>> {
-    let named = |t: &TerraformCluster| {
-        t.status
-            .as_ref()
-            .and_then(|s| s.workspace.active_job.as_ref())
-            .filter(|a| a.operation == Operation::Apply)
-            .map(|a| a.name.clone())
-    };
-    let Some(name) = named(tc) else {
-        return Ok(None);
-    };
-    if jobs.iter().any(|j| j.name == name) {
-        return Ok(None);
-    }
-    let live = api
-        .get_opt(&tc.name_any())
-        .await
-        .during(|| "reading the object live".to_owned())?;
-    Ok(live.and_then(|l| named(&l)).filter(|n| *n == name))
 }
 
 /// The CAPI Cluster's name: the owner's, else the `cluster.x-k8s.io/cluster-name` label.

@@ -128,24 +128,35 @@ where
             );
             return Ok(Started::Waiting(GATE_REQUEUE));
         }
-        // What the Job runs: the inputs rendered now, or (destroy) what the last apply rendered.
+        // What the Job runs: the inputs rendered now, or what the last apply rendered: for a
+        // destroy, and for the refreshes and drift checks of an object that renders no more
+        // (a provisioned machine).
         let (main_tf, tfvars, inputs_hash) = match (start.op, rendered) {
-            (Operation::Destroy, _) => {
+            (Operation::Destroy, _) | (Operation::Refresh | Operation::Drift, None) => {
                 let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
                 let durable = secrets
                     .get_opt(&key.durable_inputs_secret())
                     .await
                     .during(|| "reading the durable inputs".to_owned())?;
+                let applied_hash = durable
+                    .as_ref()
+                    .and_then(|s| s.metadata.annotations.as_ref())
+                    .and_then(|a| a.get(captf_api::annotations::INPUTS_HASH))
+                    .filter(|_| start.op != Operation::Destroy)
+                    .cloned()
+                    .unwrap_or_default();
                 let data = durable.and_then(|s| s.data).unwrap_or_default();
                 match (
                     data.get(captf_contract::render::MAIN_TF_FILE),
                     data.get(captf_contract::render::TFVARS_FILE),
                 ) {
-                    (Some(m), Some(t)) => (m.0.clone(), t.0.clone(), String::new()),
-                    _ => {
+                    (Some(m), Some(t)) => (m.0.clone(), t.0.clone(), applied_hash),
+                    _ if start.op == Operation::Destroy => {
                         conds.set(types::APPLY_JOB_SUCCEEDED, Status::False, reasons::DESTROY_FAILED, "The durable inputs Secret is missing: a destroy cannot be rendered (docs/runbooks/stuck-destroy.md)", generation, now);
                         return Ok(Started::Waiting(GATE_REQUEUE));
                     }
+                    // Nothing was applied yet: nothing to refresh.
+                    _ => return Ok(Started::Waiting(GATE_REQUEUE)),
                 }
             }
             // A restore pushes the backup through a root that declares only the backend.

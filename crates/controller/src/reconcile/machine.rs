@@ -25,11 +25,11 @@ use super::bookkeeping::{self, Finished};
 use super::jobs::{self, Phase};
 use super::launch::Launch;
 use super::object::{add_finalizer, set_block_move};
-use super::pass::{Pass, first_visit, variables};
+use super::pass::{Pass, first_visit};
 use super::snapshot::Observation;
 use super::state::{self, StateRead};
 use super::verify_owner::{self, Gate};
-use super::{member, outputs};
+use super::{member, outputs, variables};
 use crate::capi;
 use crate::conditions::Conditions;
 use crate::decide::{self, Action as Decided, Policy};
@@ -93,7 +93,12 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
     let found = match found {
         Ok(deps) if !was_provisioned && !deleting => {
             match machine_inputs(&ctx, &tm, &namespace, &deps).await? {
-                Ok(inputs) => Ok((deps, Some(inputs))),
+                Ok(inputs) => {
+                    let workspace = &tm.spec.workspace;
+                    variables::resolve(&ctx, &namespace, Role::Machine, workspace)
+                        .await?
+                        .map(|variables| (deps, Some((inputs, variables))))
+                }
                 Err(gate) => Err(gate),
             }
         }
@@ -120,6 +125,8 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
     pass.lifecycle(&mut conds, deleting, paused);
 
     let finished = bookkeeping::collect(&client, &namespace, &jobs).await?;
+    pass.interrupted_applies(&jobs, &finished, &mut conds)
+        .await?;
     let durable = state::durable_inputs(&client, &key).await?;
     let owner_ref = tm
         .controller_owner_ref(&())
@@ -191,11 +198,11 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
     };
 
     let rendered = match &inputs {
-        Some(inputs) => Some(captf_contract::render(
+        Some((inputs, variables)) => Some(captf_contract::render(
             Role::Machine,
             &tm.spec.workspace.source.image,
             &RoleInputs::Machine(inputs.clone()),
-            &variables(Role::Machine, &tm.spec.workspace)?,
+            variables,
         )?),
         None => None,
     };
@@ -361,27 +368,6 @@ async fn read_outputs(
         Some(captf_contract::RoleOutputs::Machine(m)) => Some(m),
         _ => None,
     };
-    let reason = match &decoded {
-        None if provisioned(status)
-            && state
-                .outputs
-                .get("provider_id")
-                .is_none_or(|v| v.is_null() || v == "") =>
-        {
-            conds.set(
-                types::INFRASTRUCTURE_HEALTHY,
-                Status::Unknown,
-                reasons::PROVIDER_ID_MISSING,
-                "the module's provider_id output is empty; spec.providerID is kept",
-                g,
-                now,
-            );
-            reasons::PROVIDER_ID_MISSING
-        }
-        None => outputs::health(&None, conds, g, now),
-        Some(m) => outputs::health(&Some(m.health.clone()), conds, g, now),
-    };
-    let health = outputs::Reading::from_reason(reason);
     // One sample per refresh, drift check or apply that finished in this pass.
     let sampled = finished.iter().any(|f| {
         f.succeeded
@@ -390,6 +376,36 @@ async fn read_outputs(
                 Operation::Refresh | Operation::Drift | Operation::Apply
             )
     });
+    let reason = match &decoded {
+        None if provisioned(status)
+            && state
+                .outputs
+                .get("provider_id")
+                .is_none_or(|v| v.is_null() || v == "") =>
+        {
+            let previous = conds
+                .get(types::INFRASTRUCTURE_HEALTHY)
+                .map(|c| c.reason.clone());
+            let (health, reason) = machine::missing_provider_id(previous.as_deref(), sampled);
+            let message = if reason == reasons::INSTANCE_TERMINATED {
+                "the module's provider_id output was empty on two refreshes in a row: the instance is treated as terminated; spec.providerID is kept"
+            } else {
+                "the module's provider_id output is empty; spec.providerID is kept (a second empty refresh in a row means the instance is terminated)"
+            };
+            conds.set(
+                types::INFRASTRUCTURE_HEALTHY,
+                health,
+                reason,
+                message,
+                g,
+                now,
+            );
+            reason
+        }
+        None => outputs::health(&None, conds, g, now),
+        Some(m) => outputs::health(&Some(m.health.clone()), conds, g, now),
+    };
+    let health = outputs::Reading::from_reason(reason);
     if sampled {
         status.workspace.pending_refreshes = health.pending.then(|| {
             status
@@ -399,48 +415,52 @@ async fn read_outputs(
                 .saturating_add(1)
         });
     }
-    let Some(m) = decoded else {
-        return Ok(health);
-    };
-    let requested_domain = deps.and_then(|d| d.machine.spec.failure_domain.as_deref());
-    let mismatch = match (&tm.spec.provider_id, requested_domain) {
-        (Some(id), _) if *id != m.provider_id => Some((
-            reasons::PROVIDER_ID_CHANGED,
-            format!(
-                "the module's provider_id output is {}, but spec.providerID was written once as {id}; the machine keeps {id}",
-                m.provider_id
-            ),
-        )),
-        (_, Some(domain)) if m.failure_domain.as_deref() != Some(domain) => Some((
-            reasons::FAILURE_DOMAIN_MISMATCH,
-            format!(
-                "the Machine asks for failure domain {domain}, the module placed it in {}",
-                m.failure_domain.as_deref().unwrap_or("none")
-            ),
-        )),
-        _ => None,
-    };
-    if let Some((reason, message)) = &mismatch {
-        conds.set(types::OUTPUTS_VALID, Status::False, reason, message, g, now);
-    }
-    status.addresses = Some(serde_json::from_value(serde_json::to_value(&m.addresses)?)?)
-        .filter(|a: &Vec<_>| !a.is_empty());
-    status.failure_domain = m.failure_domain.clone();
-    status.interruptible = Some(m.interruptible);
-    if tm.spec.provider_id.is_none() {
-        api.patch(
-            &tm.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": {"providerID": m.provider_id}})),
-        )
-        .await
-        .during(|| "writing spec.providerID".to_owned())?;
-    }
-    if state.inputs_hash.is_some() && !health.pending && mismatch.is_none() && !provisioned(status)
-    {
-        status.workspace.initialization = Some(Initialization {
-            provisioned: Some(true),
-        });
+    // What only a readable set of outputs says; the health samples and the remediation
+    // below hold for an empty provider_id too (the instance may be gone).
+    if let Some(m) = decoded {
+        let requested_domain = deps.and_then(|d| d.machine.spec.failure_domain.as_deref());
+        let mismatch = match (&tm.spec.provider_id, requested_domain) {
+            (Some(id), _) if *id != m.provider_id => Some((
+                reasons::PROVIDER_ID_CHANGED,
+                format!(
+                    "the module's provider_id output is {}, but spec.providerID was written once as {id}; the machine keeps {id}",
+                    m.provider_id
+                ),
+            )),
+            (_, Some(domain)) if m.failure_domain.as_deref() != Some(domain) => Some((
+                reasons::FAILURE_DOMAIN_MISMATCH,
+                format!(
+                    "the Machine asks for failure domain {domain}, the module placed it in {}",
+                    m.failure_domain.as_deref().unwrap_or("none")
+                ),
+            )),
+            _ => None,
+        };
+        if let Some((reason, message)) = &mismatch {
+            conds.set(types::OUTPUTS_VALID, Status::False, reason, message, g, now);
+        }
+        status.addresses = Some(serde_json::from_value(serde_json::to_value(&m.addresses)?)?)
+            .filter(|a: &Vec<_>| !a.is_empty());
+        status.failure_domain = m.failure_domain.clone();
+        status.interruptible = Some(m.interruptible);
+        if tm.spec.provider_id.is_none() {
+            api.patch(
+                &tm.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&serde_json::json!({"spec": {"providerID": m.provider_id}})),
+            )
+            .await
+            .during(|| "writing spec.providerID".to_owned())?;
+        }
+        if state.inputs_hash.is_some()
+            && !health.pending
+            && mismatch.is_none()
+            && !provisioned(status)
+        {
+            status.workspace.initialization = Some(Initialization {
+                provisioned: Some(true),
+            });
+        }
     }
     if sampled && provisioned(status) {
         status.unhealthy_samples =

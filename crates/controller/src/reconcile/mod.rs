@@ -7,6 +7,7 @@ pub mod backups;
 pub mod bookkeeping;
 pub mod cluster;
 pub mod credentials;
+pub mod identity;
 pub mod jobs;
 pub mod launch;
 pub mod leases;
@@ -23,6 +24,7 @@ pub mod secrets;
 pub mod snapshot;
 pub mod state;
 pub mod template;
+pub mod variables;
 pub mod verify_owner;
 
 use std::sync::Arc;
@@ -86,6 +88,7 @@ pub fn error_policy<K: kube::Resource<DynamicType = ()>>(
         "TerraformMachine" => "terraformmachine",
         "TerraformMachinePool" => "terraformmachinepool",
         "TerraformMachineTemplate" => "terraformmachinetemplate",
+        "TerraformClusterIdentity" => "terraformclusteridentity",
         _ => "terraformcluster",
     };
     ctx.metrics

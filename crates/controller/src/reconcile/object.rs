@@ -21,6 +21,29 @@ impl<K> Workload for K where
 {
 }
 
+/// A workload kind's status part that every kind shares.
+pub trait WithWorkspaceStatus {
+    fn workspace_status(&self) -> Option<&captf_api::WorkspaceStatus>;
+}
+
+impl WithWorkspaceStatus for captf_api::TerraformCluster {
+    fn workspace_status(&self) -> Option<&captf_api::WorkspaceStatus> {
+        self.status.as_ref().map(|s| &s.workspace)
+    }
+}
+
+impl WithWorkspaceStatus for captf_api::TerraformMachine {
+    fn workspace_status(&self) -> Option<&captf_api::WorkspaceStatus> {
+        self.status.as_ref().map(|s| &s.workspace)
+    }
+}
+
+impl WithWorkspaceStatus for captf_api::TerraformMachinePool {
+    fn workspace_status(&self) -> Option<&captf_api::WorkspaceStatus> {
+        self.status.as_ref().map(|s| &s.workspace)
+    }
+}
+
 /// `clusterctl.cluster.x-k8s.io/block-move` while a Job runs, so `clusterctl move` waits.
 pub async fn set_block_move<K: Workload>(api: &Api<K>, tc: &K, on: bool) -> Result<()> {
     let present = tc.annotations().contains_key(annotations::BLOCK_MOVE);

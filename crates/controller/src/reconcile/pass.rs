@@ -19,7 +19,7 @@ use super::state::{DurableInputs, StateRead};
 use super::{Context, credentials};
 use crate::conditions::Conditions;
 use crate::decide::{self, StateView};
-use crate::error::Result;
+use crate::error::{KubeContext, Result};
 
 /// One pass over one object: who it is and when the pass runs.
 pub struct Pass<'a, K> {
@@ -397,6 +397,79 @@ where
     }
 }
 
+impl<K> Pass<'_, K>
+where
+    K: super::object::Workload
+        + super::object::WithWorkspaceStatus
+        + Resource<Scope = kube::core::NamespaceResourceScope>,
+{
+    /// Apply Jobs that disappeared while they ran (deleted by hand or by a namespace
+    /// clean-up) may have applied part of their change. One is recorded on the durable inputs,
+    /// so the apply runs again under a new name even with unchanged inputs; its run lease is
+    /// released, and `ApplyJobSucceeded` and an event say so. `status.activeJob` names it; the
+    /// object is read live first, so a stale cache never takes a finished Job for a lost one.
+    /// The apply that followed it ends the record when it succeeds. Returns whether the
+    /// durable inputs changed.
+    pub async fn interrupted_applies(
+        &self,
+        jobs: &[ObservedJob],
+        finished: &[Finished],
+        conds: &mut Conditions,
+    ) -> Result<bool> {
+        let client = &self.ctx.client;
+        let followed = finished.iter().any(|f| {
+            f.op == captf_api::Operation::Apply
+                && f.succeeded
+                && jobs.iter().any(|j| {
+                    j.name == f.name
+                        && j.annotations
+                            .contains_key(annotations::AFTER_INTERRUPTED_APPLY)
+                })
+        });
+        if followed {
+            super::secrets::clear_interrupted_apply(client, self.key).await?;
+        }
+        let named = |object: &K| {
+            object
+                .workspace_status()
+                .and_then(|s| s.active_job.as_ref())
+                .filter(|a| a.operation == captf_api::Operation::Apply)
+                .map(|a| a.name.clone())
+        };
+        let Some(name) = named(self.object) else {
+            return Ok(followed);
+        };
+        if jobs.iter().any(|j| j.name == name) {
+            return Ok(followed);
+        }
+        let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
+        let live = api
+            .get_opt(self.key.name())
+            .await
+            .during(|| "reading the object live".to_owned())?;
+        if live.as_ref().and_then(named).as_ref() != Some(&name) {
+            return Ok(followed);
+        }
+        super::secrets::record_interrupted_apply(client, self.key, &name).await?;
+        bookkeeping::release_run_lease(client, self.key, &name).await;
+        conds.set(
+            types::APPLY_JOB_SUCCEEDED,
+            Status::False,
+            reasons::APPLY_FAILED,
+            &format!("Job {name}: disappeared while it ran and may have applied part of its change; an apply of the current inputs is due (guarded by the destructive-plan check)"),
+            self.generation,
+            self.now,
+        );
+        self.publish(
+            EventType::Warning,
+            captf_api::events::JOB_FAILED,
+            &format!("Job {name} disappeared while it ran; the apply runs again"),
+        )
+        .await;
+        Ok(true)
+    }
+}
+
 /// An event about `object` (best effort: a lost event never fails the pass).
 pub async fn publish<K: Resource<DynamicType = ()>>(
     ctx: &Context,
@@ -568,23 +641,4 @@ pub async fn finish_bookkeeping(
         bookkeeping::finish(&ctx.client, key, f).await?;
     }
     Ok(())
-}
-
-/// `spec.variables` of a workload, each name checked against the role's inputs.
-pub fn variables(
-    role: captf_contract::Role,
-    workspace: &captf_api::WorkspaceSpec,
-) -> Result<captf_contract::Variables> {
-    let mut out = captf_contract::Variables::new();
-    for (name, value) in workspace.variables.clone().unwrap_or_default() {
-        captf_contract::validate_variable_name(role, &name)?;
-        out.insert(
-            name,
-            captf_contract::Variable {
-                value,
-                sensitive: false,
-            },
-        );
-    }
-    Ok(out)
 }

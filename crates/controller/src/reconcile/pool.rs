@@ -25,7 +25,7 @@ use super::act::Acted;
 use super::jobs::{self, Phase};
 use super::launch::Launch;
 use super::object::{add_finalizer, set_block_move};
-use super::pass::{Pass, first_visit, variables};
+use super::pass::{Pass, first_visit};
 use super::snapshot::Observation;
 use super::state::{self, DurableInputs, StateRead};
 use super::verify_owner::{self, Gate};
@@ -125,6 +125,16 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
     pass.lifecycle(&mut conds, deleting, paused);
 
     let finished = bookkeeping::collect(&client, &namespace, &jobs).await?;
+    // The durable inputs were read for the guard; read again if an interrupted apply was
+    // recorded or cleared.
+    let durable = if pass
+        .interrupted_applies(&jobs, &finished, &mut conds)
+        .await?
+    {
+        state::durable_inputs(&client, &key).await?
+    } else {
+        durable
+    };
     let owner_ref = pool
         .controller_owner_ref(&())
         .ok_or_else(|| Error::InvalidObject("TerraformMachinePool without a UID".into()))?;
@@ -391,7 +401,12 @@ async fn render(
         scaling,
     ));
     let image = &pool.spec.workspace.source.image;
-    let variables = variables(Role::MachinePool, &pool.spec.workspace)?;
+    let workspace = &pool.spec.workspace;
+    let variables =
+        match super::variables::resolve(ctx, namespace, Role::MachinePool, workspace).await? {
+            Ok(variables) => variables,
+            Err(gate) => return Ok(Err(gate)),
+        };
     let rendered = captf_contract::render(Role::MachinePool, image, &inputs, &variables)?;
     let applied = durable
         .annotations

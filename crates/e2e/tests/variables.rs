@@ -1,0 +1,157 @@
+//! Module variables from `spec.variablesFrom`: a labelled ConfigMap (JSON format) and Secret
+//! (String format) reach the module, Secret values declared sensitive; an unlabelled or
+//! missing source holds the object with `VariablesSourceNotFound`, a bad key with
+//! `VariablesInvalid`; and a change of a source (even of its label) wakes the object.
+
+use captf_api::TerraformCluster;
+use captf_api::names::WorkloadKind;
+use captf_e2e::fixture::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+
+const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
+
+fn merge(value: serde_json::Value) -> Patch<serde_json::Value> {
+    Patch::Merge(value)
+}
+
+#[tokio::test]
+async fn variables_come_from_labelled_config_maps_and_secrets() {
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("variables", &[]).await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    // Not labelled yet: it is not read.
+    config_maps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "knobs"},
+                "data": {"extra_exports": r#"{"region":"eu"}"#},
+            }))
+            .expect("ConfigMap"),
+        )
+        .await
+        .expect("create the ConfigMap");
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "triggers", "labels": {"captf.io/variables": "true"}},
+                "stringData": {"replace_trigger": "one"},
+            }))
+            .expect("Secret"),
+        )
+        .await
+        .expect("create the Secret");
+    let name = "variables";
+    create_cluster(
+        &client,
+        &ns,
+        name,
+        IMAGE,
+        "  variablesFrom:\n  - {configMapRef: {name: knobs}, format: JSON}\n  - {secretRef: {name: triggers}}\n  - {configMapRef: {name: absent}, optional: true}",
+    )
+    .await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let not_found =
+        |t: &TerraformCluster| has(t, "DependenciesReady", "False", "VariablesSourceNotFound");
+    let tc = wait_until(&api, name, "VariablesSourceNotFound", &manager, not_found).await;
+    let message = condition(&tc, "DependenciesReady").expect("condition").2;
+    assert!(
+        message.contains(&format!("ConfigMap {ns}/knobs"))
+            && message.contains("not labelled captf.io/variables=true"),
+        "{message}"
+    );
+    assert!(
+        job_names(&client, &ns).await.is_empty(),
+        "nothing runs meanwhile"
+    );
+
+    // Labelled: the watch wakes the cluster, and both sources reach the module.
+    config_maps
+        .patch(
+            "knobs",
+            &PatchParams::default(),
+            &merge(serde_json::json!({"metadata": {"labels": {"captf.io/variables": "true"}}})),
+        )
+        .await
+        .expect("label the ConfigMap");
+    let tc = wait_until(&api, name, "Ready", &manager, ready).await;
+    assert!(
+        exports(&tc).contains(r#""region":"eu""#),
+        "{}",
+        exports(&tc)
+    );
+    let (tfvars, root) = durable_inputs(&client, &ns, WorkloadKind::Cluster, name).await;
+    assert_eq!(tfvars["extra_exports"], serde_json::json!({"region": "eu"}));
+    assert_eq!(tfvars["replace_trigger"], "one");
+    assert_eq!(
+        root["variable"]["replace_trigger"]["sensitive"], true,
+        "a value from a Secret is sensitive: {root}"
+    );
+    assert_ne!(root["variable"]["extra_exports"]["sensitive"], true);
+
+    // A change of the ConfigMap re-applies.
+    config_maps
+        .patch(
+            "knobs",
+            &PatchParams::default(),
+            &merge(serde_json::json!({"data": {"extra_exports": r#"{"region":"us"}"#}})),
+        )
+        .await
+        .expect("change the ConfigMap");
+    wait_until(&api, name, "the new exports", &manager, |t| {
+        exports(t).contains(r#""region":"us""#) && ready(t)
+    })
+    .await;
+
+    // Taking the Secret's label away holds the cluster, and says which source.
+    secrets
+        .patch(
+            "triggers",
+            &PatchParams::default(),
+            &merge(serde_json::json!({"metadata": {"labels": {"captf.io/variables": null}}})),
+        )
+        .await
+        .expect("unlabel the Secret");
+    let tc = wait_until(
+        &api,
+        name,
+        "VariablesSourceNotFound again",
+        &manager,
+        not_found,
+    )
+    .await;
+    let message = condition(&tc, "DependenciesReady").expect("condition").2;
+    assert!(
+        message.contains(&format!("Secret {ns}/triggers")),
+        "{message}"
+    );
+
+    // A key that is no variable name is named, never its value.
+    secrets
+        .patch(
+            "triggers",
+            &PatchParams::default(),
+            &merge(serde_json::json!({
+                "metadata": {"labels": {"captf.io/variables": "true"}},
+                "stringData": {"app.conf": "hunter2"},
+            })),
+        )
+        .await
+        .expect("a bad key");
+    let tc = wait_until(&api, name, "VariablesInvalid", &manager, |t| {
+        has(t, "DependenciesReady", "False", "VariablesInvalid")
+    })
+    .await;
+    let message = condition(&tc, "DependenciesReady").expect("condition").2;
+    assert!(
+        message.contains("\"app.conf\"") && !message.contains("hunter2"),
+        "{message}"
+    );
+}
