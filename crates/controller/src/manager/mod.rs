@@ -347,12 +347,7 @@ async fn run_members<K, F, Fut>(
         }
     };
     let controller = Controller::new(crate::cache::scoped::<K>(client, &args.namespace), config);
-    // A machine renders its inputs once; clusters and pools again on every change of a source.
-    let controller = if K::kind(&()) == "TerraformMachine" {
-        controller
-    } else {
-        variables_sources(controller, client, &args.namespace)
-    };
+    let controller = variables_sources(controller, client, &args.namespace);
     let members = |store: kube::runtime::reflector::Store<K>| {
         move |namespace: Option<String>, cluster: Option<String>| {
             store

@@ -10,7 +10,7 @@ use captf_api::conditions::{Status, reasons, types};
 use captf_api::{TerraformClusterIdentity, TerraformClusterIdentityStatus, annotations, labels};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
@@ -66,22 +66,8 @@ pub async fn reconcile(
         conditions: Some(conds.into_vec()),
         namespaces: (!namespaces.is_empty()).then_some(namespaces),
     };
-    if previous != Some(&next) {
-        let before_json = previous
-            .map(serde_json::to_value)
-            .transpose()?
-            .unwrap_or_else(|| serde_json::json!({}));
-        if let Some(change) = crate::merge::diff(&before_json, &serde_json::to_value(&next)?) {
-            let api: Api<TerraformClusterIdentity> = Api::all(ctx.client.clone());
-            api.patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(&serde_json::json!({"status": change})),
-            )
-            .await
-            .during(|| format!("patching the status of TerraformClusterIdentity {name}"))?;
-        }
-    }
+    let api: Api<TerraformClusterIdentity> = Api::all(ctx.client.clone());
+    super::object::write_status(&api, &name, previous, &next).await?;
     // One event per transition; a first reading that finds the Secret says nothing.
     match (before.as_deref(), reason) {
         (Some(r), reasons::SECRET_FOUND) if r != reasons::SECRET_FOUND => {

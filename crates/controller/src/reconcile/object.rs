@@ -150,3 +150,32 @@ pub async fn patch_status<K: Workload, S: serde::Serialize>(
         .during(|| "patching status".to_owned())?;
     Ok(())
 }
+
+/// Writes `after` as the status of `name` with the merge patch from `before`; nothing when
+/// they are equal. For the kinds without a workload pass (templates, identities).
+pub async fn write_status<K, S>(
+    api: &Api<K>,
+    name: &str,
+    before: Option<&S>,
+    after: &S,
+) -> Result<()>
+where
+    K: Workload,
+    S: serde::Serialize,
+{
+    let before = before
+        .map(serde_json::to_value)
+        .transpose()?
+        .unwrap_or_else(|| serde_json::json!({}));
+    let Some(change) = crate::merge::diff(&before, &serde_json::to_value(after)?) else {
+        return Ok(());
+    };
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({ "status": change })),
+    )
+    .await
+    .during(|| format!("patching the status of {} {name}", K::kind(&())))?;
+    Ok(())
+}

@@ -11,7 +11,7 @@ use captf_api::conditions::{Status, reasons, types};
 use captf_api::templates::{TerraformMachineTemplate, TerraformMachineTemplateStatus};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
@@ -51,21 +51,8 @@ pub async fn reconcile(
     }
     let status = status(&template, &resolved);
     if previous != Some(&status) {
-        let before = previous.map(serde_json::to_value).transpose()?;
-        let after = serde_json::to_value(&status)?;
-        if let Some(change) =
-            crate::merge::diff(&before.unwrap_or_else(|| serde_json::json!({})), &after)
-        {
-            let api: Api<TerraformMachineTemplate> =
-                Api::namespaced(ctx.client.clone(), &namespace);
-            api.patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(&serde_json::json!({"status": change})),
-            )
-            .await
-            .during(|| format!("patching the status of {KIND} {namespace}/{name}"))?;
-        }
+        let api: Api<TerraformMachineTemplate> = Api::namespaced(ctx.client.clone(), &namespace);
+        super::object::write_status(&api, &name, previous, &status).await?;
         announce(&ctx, &template, previous, &resolved).await;
     }
     Ok(if resolved.reason == reasons::IMAGE_INSPECT_FAILED {
