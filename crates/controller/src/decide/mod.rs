@@ -323,11 +323,13 @@ fn apply_reason(s: &Snapshot) -> Option<Reason> {
         }
         StateView::Lost | StateView::Unreadable => return None,
     }
+    // An apply cut short runs again, on a machine too while it still renders its inputs (not
+    // provisioned yet); once provisioned a machine is never applied again.
+    if s.interrupted_apply && (mutable || s.inputs_hash.is_some()) {
+        return Some(Reason::ApplyInterrupted);
+    }
     if !mutable {
         return None;
-    }
-    if s.interrupted_apply {
-        return Some(Reason::ApplyInterrupted);
     }
     if let Some(newest) = &s.history.newest_apply
         && newest.outcome == ApplyOutcome::Failed

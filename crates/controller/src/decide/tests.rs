@@ -465,9 +465,17 @@ fn decision_table() {
             Run(Apply, Reason::ApplyInterrupted),
         ),
         (
-            "interrupted apply ignored on a machine",
-            machine().with(|s| s.interrupted_apply = true),
+            "interrupted apply ignored on a provisioned machine (it renders nothing)",
+            machine().with(|s| {
+                s.interrupted_apply = true;
+                s.inputs_hash = None;
+            }),
             Wait(Reason::UpToDate),
+        ),
+        (
+            "interrupted apply runs again on a machine that still renders",
+            machine().with(|s| s.interrupted_apply = true),
+            Run(Apply, Reason::ApplyInterrupted),
         ),
         // Drift remediation.
         (
