@@ -525,3 +525,61 @@ pub async fn remediation_requested(
         .get("captf.io/remediation-requested")
         .cloned()
 }
+
+/// Deletes the apply Job that `status.activeJob` of `name` names once the engine is applying,
+/// as a drain or a hasty operator would, and waits for the apply that follows it: that Job
+/// must name the lost one in `captf.io/after-interrupted-apply`. `workspace` reads the kind's
+/// shared status.
+pub async fn delete_apply_mid_run<K>(
+    api: &Api<K>,
+    client: &kube::Client,
+    name: &str,
+    manager: &Manager,
+    workspace: fn(&K) -> Option<&captf_api::WorkspaceStatus>,
+) where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let ns = api.namespace().expect("a namespaced Api").to_owned();
+    let running = wait_until(api, name, "an active apply Job", manager, |o| {
+        workspace(o)
+            .and_then(|w| w.active_job.as_ref())
+            .is_some_and(|a| a.operation == captf_api::Operation::Apply)
+    })
+    .await;
+    let status = workspace(&running).expect("status").clone();
+    let lost = status.active_job.expect("active").name;
+    let suffix = status.state_secret_suffix.expect("suffix");
+    wait_for_apply_lock(client, &ns, &suffix, manager).await;
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), &ns);
+    jobs.delete(&lost, &kube::api::DeleteParams::background())
+        .await
+        .expect("delete the Job");
+    let selector = format!(
+        "{}={},{}={name},{}=apply",
+        captf_api::labels::OWNER_KIND,
+        K::kind(&()),
+        captf_api::labels::OWNER_NAME,
+        captf_api::labels::OP
+    );
+    let retry = wait_for("an apply after the lost one", TIMEOUT, || async {
+        Ok(jobs
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await?
+            .items
+            .into_iter()
+            .find(|j| j.metadata.name.as_deref() != Some(lost.as_str())))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let after = retry
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .get("captf.io/after-interrupted-apply")
+        .cloned();
+    assert_eq!(
+        after.as_deref(),
+        Some(lost.as_str()),
+        "the retry names the lost Job"
+    );
+}

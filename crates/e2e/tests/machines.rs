@@ -423,9 +423,6 @@ async fn an_instance_gone_out_of_band_is_terminated_after_two_empty_reads() {
 /// again under a new name (a machine still renders its inputs until it is provisioned).
 #[tokio::test]
 async fn a_machine_apply_deleted_mid_run_runs_again() {
-    use k8s_openapi::api::batch::v1::Job;
-    use kube::api::ListParams;
-
     let (scene, cluster) = ready_cluster("machine-lost").await;
     let Scene {
         client,
@@ -446,47 +443,8 @@ async fn a_machine_apply_deleted_mid_run_runs_again() {
     )
     .await;
     let api: Api<TerraformMachine> = Api::namespaced(client.clone(), ns);
-    let running = wait_until(&api, name, "an active apply Job", manager, |m| {
-        m.status
-            .as_ref()
-            .and_then(|s| s.workspace.active_job.as_ref())
-            .is_some_and(|a| a.operation == captf_api::Operation::Apply)
+    delete_apply_mid_run(&api, client, name, manager, |m| {
+        m.status.as_ref().map(|s| &s.workspace)
     })
     .await;
-    let status = running.status.clone().expect("status");
-    let lost = status.workspace.active_job.clone().expect("active").name;
-    let suffix = status
-        .workspace
-        .state_secret_suffix
-        .clone()
-        .expect("suffix");
-    wait_for_apply_lock(client, ns, &suffix, manager).await;
-    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    jobs.delete(&lost, &DeleteParams::background())
-        .await
-        .expect("delete the Job");
-
-    let retry = wait_for("an apply after the lost one", TIMEOUT, || async {
-        let selector = format!(
-            "{}=TerraformMachine,{}={name},{}=apply",
-            captf_api::labels::OWNER_KIND,
-            captf_api::labels::OWNER_NAME,
-            captf_api::labels::OP
-        );
-        Ok(jobs
-            .list(&ListParams::default().labels(&selector))
-            .await?
-            .items
-            .into_iter()
-            .find(|j| j.metadata.name.as_deref() != Some(lost.as_str())))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
-    let after = retry
-        .metadata
-        .annotations
-        .unwrap_or_default()
-        .get("captf.io/after-interrupted-apply")
-        .cloned();
-    assert_eq!(after.as_deref(), Some(lost.as_str()));
 }
