@@ -113,6 +113,18 @@ impl StateError {
         }
     }
 
+    /// The `reason` label of `captf_state_read_errors_total` (operations.md §11.4): an
+    /// unsupported version and an incomplete backup set count as corrupt.
+    pub fn metric_reason(&self) -> &'static str {
+        match self {
+            StateError::Inconsistent { .. } => "inconsistent",
+            StateError::Encrypted { .. } => "encrypted",
+            StateError::Corrupt { .. }
+            | StateError::UnsupportedVersion { .. }
+            | StateError::BackupIncomplete { .. } => "corrupt",
+        }
+    }
+
     pub(crate) fn corrupt(base: &str, problem: impl Into<String>) -> Self {
         StateError::Corrupt {
             base: base.to_owned(),

@@ -9,6 +9,16 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+/// The kinds that run Jobs: every per-kind series exists for each.
+const WORKLOAD_KINDS: [&str; 3] = [
+    "TerraformCluster",
+    "TerraformMachine",
+    "TerraformMachinePool",
+];
+/// The `reason` values of `captf_state_read_errors_total` (operations.md §11.4).
+const STATE_READ_ERROR_REASONS: [&str; 5] =
+    ["inconsistent", "encrypted", "corrupt", "lost", "locked"];
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindOpResult {
     pub kind: &'static str,
@@ -101,6 +111,7 @@ pub struct Metrics {
     pub plan_approvals_total: Family<KindResult, Counter>,
     pub lease_waits_total: Family<KindReason, Counter>,
     pub ready: Family<Object, Gauge>,
+    pub drift_detected: Family<Object, Gauge>,
     pub last_success_timestamp_seconds: Family<ObjectOp, Gauge>,
     pub reconcile_errors_total: Family<Controller, Counter>,
     pub image_inspect_errors_total: Family<KindReason, Counter>,
@@ -148,6 +159,7 @@ impl Metrics {
             plan_approvals_total: Family::default(),
             lease_waits_total: Family::default(),
             ready: Family::default(),
+            drift_detected: Family::default(),
             last_success_timestamp_seconds: Family::default(),
             reconcile_errors_total: Family::default(),
             image_inspect_errors_total: Family::default(),
@@ -236,6 +248,11 @@ impl Metrics {
             m.ready.clone(),
         );
         r.register(
+            "captf_drift_detected",
+            "[ALPHA] 1 while DriftDetected is True, else 0",
+            m.drift_detected.clone(),
+        );
+        r.register(
             "captf_last_success_timestamp_seconds",
             "[ALPHA] Finish time of the newest successful Job of an operation",
             m.last_success_timestamp_seconds.clone(),
@@ -250,6 +267,18 @@ impl Metrics {
             "[ALPHA] Machine template image reads that failed, by condition reason",
             m.image_inspect_errors_total.clone(),
         );
+        // The alerted counters start at 0: `increase()` sees nothing in a series' first
+        // sample, so a series born at 1 would hide the first unreadable state or force-unlock.
+        for kind in WORKLOAD_KINDS {
+            for reason in STATE_READ_ERROR_REASONS {
+                m.state_read_errors_total
+                    .get_or_create(&KindReason { kind, reason })
+                    .inc_by(0);
+            }
+            m.lock_force_unlocks_total
+                .get_or_create(&Kind { kind })
+                .inc_by(0);
+        }
         m
     }
 
@@ -267,11 +296,7 @@ impl Metrics {
     pub fn set_jobs_active(&self, jobs: &[std::sync::Arc<crate::cache::JobMeta>]) {
         self.jobs_active.clear();
         // Every series exists, at 0 when nothing runs, so dashboards and alerts see a value.
-        for kind in [
-            "TerraformCluster",
-            "TerraformMachine",
-            "TerraformMachinePool",
-        ] {
+        for kind in WORKLOAD_KINDS {
             for op in captf_api::Operation::ALL {
                 self.jobs_active
                     .get_or_create(&KindOp {
@@ -319,6 +344,7 @@ impl Metrics {
             &self.state_bytes,
             &self.inputs_bytes,
             &self.ready,
+            &self.drift_detected,
         ] {
             family.remove(&object);
         }
@@ -365,6 +391,8 @@ mod tests {
             "captf_build_info",
             "captf_jobs_total{kind=\"TerraformCluster\",op=\"apply\",result=\"succeeded\"} 1",
             "captf_ready{kind=\"TerraformCluster\",namespace=\"n\",name=\"c\"} 1",
+            "captf_state_read_errors_total{kind=\"TerraformMachine\",reason=\"corrupt\"} 0",
+            "captf_lock_force_unlocks_total{kind=\"TerraformMachinePool\"} 0",
         ] {
             assert!(text.contains(name), "{name} missing from:\n{text}");
         }

@@ -331,14 +331,22 @@ where
             "False" => 0,
             _ => -1,
         });
+        let object = crate::manager::metrics::Object {
+            kind: self.kind,
+            namespace: key.namespace().to_owned(),
+            name: key.name().to_owned(),
+        };
         ctx.metrics
             .ready
-            .get_or_create(&crate::manager::metrics::Object {
-                kind: self.kind,
-                namespace: key.namespace().to_owned(),
-                name: key.name().to_owned(),
-            })
+            .get_or_create(&object)
             .set(ready.unwrap_or(-1));
+        let drifted = conds
+            .get(types::DRIFT_DETECTED)
+            .is_some_and(|c| c.status == "True");
+        ctx.metrics
+            .drift_detected
+            .get_or_create(&object)
+            .set(i64::from(drifted));
         let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
         patch_status(
             &api,

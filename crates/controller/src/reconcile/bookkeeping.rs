@@ -50,13 +50,25 @@ impl Finished {
 
 impl Finished {
     /// The `result` label of the Job metrics.
+    /// A blocked, plan-changed or interrupted run is not a failure of the module, so the
+    /// `CAPTFJobFailing` alert must not count it.
     pub fn result_label(&self) -> &'static str {
         if self.succeeded {
-            "succeeded"
-        } else if self.deadline {
-            "deadline"
-        } else {
-            "failed"
+            return "succeeded";
+        }
+        if self.deadline {
+            return "deadline";
+        }
+        match self
+            .result
+            .as_ref()
+            .and_then(|r| r.error.as_ref())
+            .map(|e| e.kind)
+        {
+            Some(ErrorKind::Blocked) => "blocked",
+            Some(ErrorKind::PlanChanged) => "plan_changed",
+            Some(ErrorKind::Interrupted) => "interrupted",
+            _ => "failed",
         }
     }
 

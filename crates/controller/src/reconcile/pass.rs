@@ -132,7 +132,7 @@ where
                     .state_read_errors_total
                     .get_or_create(&crate::manager::metrics::KindReason {
                         kind: self.kind,
-                        reason: e.category(),
+                        reason: e.metric_reason(),
                     })
                     .inc();
                 StateView::Unreadable
