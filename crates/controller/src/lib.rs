@@ -20,5 +20,6 @@ pub mod registry;
 pub mod schedule;
 pub mod slots;
 pub mod variables;
+pub mod webhook;
 
 pub use error::{Error, Result};

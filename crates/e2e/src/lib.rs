@@ -256,6 +256,11 @@ impl Manager {
             .arg(format!("--health-addr=127.0.0.1:{health_port}"))
             .args(insecure.then_some("--insecure-diagnostics"))
             .arg("--log-level=info,captf_controller=debug")
+            // No webhooks unless the test registers them (tests/webhooks.rs).
+            .args(
+                (!extra.iter().any(|f| f.starts_with("--webhook-port")))
+                    .then_some("--webhook-port=0"),
+            )
             .args(extra)
             .env("POD_NAMESPACE", "captf-system")
             .env("SERVICE_ACCOUNT_NAME", "captf-controller-manager")

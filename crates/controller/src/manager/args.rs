@@ -36,7 +36,7 @@ pub struct ManagerArgs {
     pub kubeconfig: Option<std::path::PathBuf>,
 
     /// Elect one active replica through a Lease.
-    #[arg(long, default_value_t = false, help_heading = "Leader election")]
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, help_heading = "Leader election")]
     pub leader_elect: bool,
     /// Name of the leader-election Lease (per-namespace managers need distinct names).
     #[arg(
@@ -87,11 +87,30 @@ pub struct ManagerArgs {
     #[arg(long, default_value = ":8443", help_heading = "Diagnostics")]
     pub diagnostics_address: String,
     /// Serve `/metrics` over plain HTTP without authentication (development only).
-    #[arg(long, default_value_t = false, help_heading = "Diagnostics")]
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, help_heading = "Diagnostics")]
     pub insecure_diagnostics: bool,
     /// Lowest TLS version of the metrics server: `VersionTLS12` or `VersionTLS13`.
     #[arg(long, default_value = "VersionTLS12", help_heading = "Diagnostics")]
     pub tls_min_version: String,
+
+    /// Port of the admission webhooks (HTTPS), served by every replica; 0 serves none (a
+    /// manager run outside the cluster, with no ValidatingWebhookConfiguration pointing at it).
+    #[arg(long, default_value_t = 9443, help_heading = "Webhook server")]
+    pub webhook_port: u16,
+    /// Directory of the webhook's serving certificate (the cert-manager Secret's mount); the
+    /// files are read again when they change.
+    #[arg(
+        long,
+        default_value = "/tmp/k8s-webhook-server/serving-certs/",
+        help_heading = "Webhook server"
+    )]
+    pub webhook_cert_dir: std::path::PathBuf,
+    /// Certificate file in `--webhook-cert-dir`.
+    #[arg(long, default_value = "tls.crt", help_heading = "Webhook server")]
+    pub webhook_cert_name: String,
+    /// Private key file in `--webhook-cert-dir`.
+    #[arg(long, default_value = "tls.key", help_heading = "Webhook server")]
+    pub webhook_key_name: String,
 
     /// `text` or `json`.
     #[arg(long, default_value = "json", help_heading = "Logging")]
@@ -159,7 +178,7 @@ impl ManagerArgs {
                 self.logging_format
             ));
         }
-        if let Err(e) = super::diagnostics::protocol_versions(&self.tls_min_version) {
+        if let Err(e) = super::tls::protocol_versions(&self.tls_min_version) {
             problems.push(e);
         }
         if self.leader_elect && self.leader_elect_renew_deadline >= self.leader_elect_lease_duration
@@ -236,6 +255,34 @@ mod tests {
         );
         assert!(a.runner_events && a.cluster_operation_gate && !a.leader_elect);
         assert_eq!(a.validate(), Ok(()));
+    }
+
+    #[test]
+    fn the_shipped_deployment_args_parse() {
+        let a = parse(&[
+            "--leader-elect",
+            "--diagnostics-address=:8443",
+            "--insecure-diagnostics=false",
+            "--webhook-port=9443",
+        ]);
+        assert!(a.leader_elect && !a.insecure_diagnostics);
+        assert!(parse(&["--insecure-diagnostics"]).insecure_diagnostics);
+        assert!(!parse(&["--leader-elect=false"]).leader_elect);
+        let d = parse(&[]);
+        assert_eq!(
+            (
+                d.webhook_port,
+                d.webhook_cert_dir.to_str(),
+                d.webhook_cert_name.as_str(),
+                d.webhook_key_name.as_str()
+            ),
+            (
+                9443,
+                Some("/tmp/k8s-webhook-server/serving-certs/"),
+                "tls.crt",
+                "tls.key"
+            )
+        );
     }
 
     #[test]

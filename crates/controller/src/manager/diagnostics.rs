@@ -9,10 +9,8 @@
 //! scraper costs two API calls per token and period, not per scrape.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -26,18 +24,10 @@ use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
 };
 use kube::api::{Api, PostParams};
-use rustls::SupportedProtocolVersion;
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert};
-use rustls::sign::CertifiedKey;
 use sha2::{Digest, Sha256};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
-use tokio_rustls::TlsAcceptor;
-use tokio_rustls::server::TlsStream;
+use tokio::net::TcpListener;
 
+use super::tls::{CertFiles, WhenMissing, server_config, tls_listener, watch_certificate};
 use crate::Error;
 
 /// Where a serving certificate is read from (`tls.crt`, `tls.key`), as in controller-runtime.
@@ -50,30 +40,6 @@ const DECISION_TTL: Duration = Duration::from_secs(10);
 const DECISION_CAPACITY: usize = 1024;
 /// Longest wait for the API server's answer to one review.
 const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often mounted certificate files are checked for a change.
-const CERT_CHECK_INTERVAL: Duration = Duration::from_secs(10);
-
-static FROM_TLS12: &[&SupportedProtocolVersion] =
-    &[&rustls::version::TLS13, &rustls::version::TLS12];
-static FROM_TLS13: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13];
-
-/// The TLS versions `--tls-min-version` allows, or the flag's problem.
-pub fn protocol_versions(
-    flag: &str,
-) -> Result<&'static [&'static SupportedProtocolVersion], String> {
-    match flag {
-        "VersionTLS12" => Ok(FROM_TLS12),
-        "VersionTLS13" => Ok(FROM_TLS13),
-        "VersionTLS10" | "VersionTLS11" => Err(format!(
-            "--tls-min-version {flag:?}: TLS 1.0 and 1.1 are not supported; use VersionTLS12 or VersionTLS13"
-        )),
-        _ => Err(format!(
-            "--tls-min-version {flag:?}: use VersionTLS12 or VersionTLS13"
-        )),
-    }
-}
 
 /// Serves `metrics` (the `/metrics` router) on `address` over HTTPS, behind TokenReview and
 /// SubjectAccessReview made with `client`.
@@ -84,7 +50,9 @@ pub async fn serve(
     metrics: Router,
 ) -> Result<(), Error> {
     let startup = |e: String| Error::Startup(format!("metrics server: {e}"));
-    let (config, cert) = tls_config(Path::new(CERT_DIR), tls_min_version).map_err(startup)?;
+    let files = CertFiles::in_dir(CERT_DIR);
+    let (config, cert) =
+        server_config(&files, WhenMissing::SelfSign, tls_min_version).map_err(startup)?;
     let addr = super::args::bind_address(address).map_err(Error::Startup)?;
     let tcp = TcpListener::bind(addr)
         .await
@@ -95,9 +63,7 @@ pub async fn serve(
         certificate = %cert.origin(),
         "metrics server listening (HTTPS; TokenReview and SubjectAccessReview)"
     );
-    if cert.from_files {
-        tokio::spawn(watch_certificate(cert));
-    }
+    tokio::spawn(watch_certificate(cert, "metrics server"));
     run(tcp, config, client, metrics).await
 }
 
@@ -108,232 +74,13 @@ async fn run(
     client: kube::Client,
     metrics: Router,
 ) -> Result<(), Error> {
-    let listener = tls_listener(tcp, TlsAcceptor::from(config))
+    let listener = tls_listener(tcp, config, "metrics server")
         .map_err(|e| Error::Startup(format!("metrics server: {e}")))?;
     let auth = Arc::new(Auth::new(client));
     let app = metrics.layer(axum::middleware::from_fn_with_state(auth, authorize));
     axum::serve(listener, app)
         .await
         .map_err(|e| Error::Startup(format!("metrics server: {e}")))
-}
-
-// --- TLS ---------------------------------------------------------------------------------
-
-/// The server's TLS configuration (ring, as kube's client) and its certificate.
-fn tls_config(
-    cert_dir: &Path,
-    tls_min_version: &str,
-) -> Result<(Arc<rustls::ServerConfig>, Arc<ServingCert>), String> {
-    let versions = protocol_versions(tls_min_version)?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let cert = Arc::new(ServingCert::load(cert_dir, provider.clone())?);
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(versions)
-        .map_err(|e| format!("TLS: {e}"))?
-        .with_no_client_auth()
-        .with_cert_resolver(cert.clone());
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok((Arc::new(config), cert))
-}
-
-/// The modification times of `tls.crt` and `tls.key`, when both exist.
-type Stamp = Option<(SystemTime, SystemTime)>;
-
-/// The serving certificate; swapped in place when the files it was read from change.
-#[derive(Debug)]
-struct ServingCert {
-    dir: PathBuf,
-    /// Read from `dir` (else self-signed, and never changed).
-    from_files: bool,
-    stamp: Mutex<Stamp>,
-    current: RwLock<Arc<CertifiedKey>>,
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServingCert {
-    /// `tls.crt` and `tls.key` from `dir` when both exist (an error when they do not make a
-    /// certificate), else a self-signed certificate.
-    fn load(dir: &Path, provider: Arc<CryptoProvider>) -> Result<ServingCert, String> {
-        let stamp = stamp(dir);
-        let (key, from_files) = if stamp.is_some() {
-            (read_pair(dir, &provider)?, true)
-        } else {
-            if dir.join("tls.crt").exists() || dir.join("tls.key").exists() {
-                tracing::warn!(
-                    dir = %dir.display(),
-                    "only one of tls.crt and tls.key exists: using a self-signed certificate"
-                );
-            }
-            (self_signed(&provider)?, false)
-        };
-        Ok(ServingCert {
-            dir: dir.to_owned(),
-            from_files,
-            stamp: Mutex::new(stamp),
-            current: RwLock::new(Arc::new(key)),
-            provider,
-        })
-    }
-
-    fn origin(&self) -> String {
-        if self.from_files {
-            format!("{}/tls.crt", self.dir.display())
-        } else {
-            "self-signed".into()
-        }
-    }
-
-    /// Reads the files again when they changed since the last read; `Ok(true)` when the new
-    /// certificate is now served. A pair that does not load leaves the current one in place.
-    fn refresh(&self) -> Result<bool, String> {
-        if !self.from_files {
-            return Ok(false);
-        }
-        let now = stamp(&self.dir);
-        {
-            let mut last = self.stamp.lock().unwrap_or_else(PoisonError::into_inner);
-            if now.is_none() || now == *last {
-                return Ok(false);
-            }
-            // Tried once per change: a half-written pair is retried when its second file lands.
-            *last = now;
-        }
-        let key = read_pair(&self.dir, &self.provider)?;
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(key);
-        Ok(true)
-    }
-}
-
-impl ResolvesServerCert for ServingCert {
-    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(
-            self.current
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
-        )
-    }
-}
-
-async fn watch_certificate(cert: Arc<ServingCert>) {
-    let mut tick = tokio::time::interval(CERT_CHECK_INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        match cert.refresh() {
-            Ok(true) => {
-                tracing::info!(certificate = %cert.origin(), "metrics server: certificate reloaded")
-            }
-            Ok(false) => {}
-            Err(error) => {
-                tracing::warn!(%error, "metrics server: keeping the previous certificate")
-            }
-        }
-    }
-}
-
-fn stamp(dir: &Path) -> Stamp {
-    let modified = |name: &str| std::fs::metadata(dir.join(name)).and_then(|m| m.modified());
-    Some((modified("tls.crt").ok()?, modified("tls.key").ok()?))
-}
-
-fn read_pair(dir: &Path, provider: &CryptoProvider) -> Result<CertifiedKey, String> {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read(&path)
-            .map(|bytes| (path.display().to_string(), bytes))
-            .map_err(|e| format!("{}: {e}", path.display()))
-    };
-    let (crt_path, crt) = read("tls.crt")?;
-    let chain = CertificateDer::pem_slice_iter(&crt)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{crt_path}: {e}"))?;
-    if chain.is_empty() {
-        return Err(format!("{crt_path}: no certificate"));
-    }
-    let (key_path, key) = read("tls.key")?;
-    let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| format!("{key_path}: {e}"))?;
-    CertifiedKey::from_der(chain, key, provider)
-        .map_err(|e| format!("{crt_path} with {key_path}: {e}"))
-}
-
-fn self_signed(provider: &CryptoProvider) -> Result<CertifiedKey, String> {
-    let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
-    // The pod's name, when it is a plain DNS label (anything else would fail the generation).
-    if let Ok(host) = std::env::var("HOSTNAME")
-        && !host.is_empty()
-        && host
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
-    {
-        names.push(host);
-    }
-    let generated = rcgen::generate_simple_self_signed(names)
-        .map_err(|e| format!("self-signed certificate: {e}"))?;
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
-        generated.signing_key.serialize_der(),
-    ));
-    CertifiedKey::from_der(vec![generated.cert.der().clone()], key, provider)
-        .map_err(|e| format!("self-signed certificate: {e}"))
-}
-
-/// Connections that completed their TLS handshake. Handshakes run in their own tasks, so a
-/// client that stalls one holds up no other.
-struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    local: SocketAddr,
-}
-
-fn tls_listener(tcp: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<TlsListener> {
-    let local = tcp.local_addr()?;
-    let (sender, ready) = mpsc::channel(64);
-    tokio::spawn(async move {
-        loop {
-            let accepted = tokio::select! {
-                _ = sender.closed() => return,
-                accepted = tcp.accept() => accepted,
-            };
-            let (stream, peer) = match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::debug!(%error, "metrics server: accept");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let acceptor = acceptor.clone();
-            let sender = sender.clone();
-            tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                    Ok(Ok(tls)) => {
-                        let _ = sender.send((tls, peer)).await;
-                    }
-                    Ok(Err(error)) => {
-                        tracing::debug!(%peer, %error, "metrics server: TLS handshake failed")
-                    }
-                    Err(_) => tracing::debug!(%peer, "metrics server: TLS handshake timed out"),
-                }
-            });
-        }
-    });
-    Ok(TlsListener { ready, local })
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(connection) => connection,
-            // The accept loop only ends once this receiver is gone.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
-    }
 }
 
 // --- Authentication and authorization ----------------------------------------------------
@@ -576,28 +323,23 @@ mod tests {
     use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+    use std::net::SocketAddr;
+    use std::path::Path;
+    use std::time::SystemTime;
+
     use axum::http::HeaderValue;
     use axum::routing::{get, post};
+    use rustls::SupportedProtocolVersion;
+    use rustls::pki_types::CertificateDer;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
+    use super::super::tls::testing::{temp_dir, write_cert};
+    use super::super::tls::{FROM_TLS12, FROM_TLS13};
     use super::*;
 
-    #[test]
-    fn tls_versions() {
-        assert_eq!(protocol_versions("VersionTLS12").expect("12").len(), 2);
-        assert_eq!(
-            protocol_versions("VersionTLS13").expect("13"),
-            &[&rustls::version::TLS13]
-        );
-        for (flag, says) in [
-            ("VersionTLS10", "not supported"),
-            ("VersionTLS11", "not supported"),
-            ("VersionTLS14", "use VersionTLS12 or VersionTLS13"),
-            ("1.2", "use VersionTLS12 or VersionTLS13"),
-        ] {
-            let err = protocol_versions(flag).expect_err(flag);
-            assert!(err.contains(says), "{err}");
-        }
+    fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+        Arc::new(rustls::crypto::ring::default_provider())
     }
 
     #[test]
@@ -763,96 +505,6 @@ mod tests {
         );
     }
 
-    /// A fresh directory under the system temp dir.
-    fn temp_dir(name: &str) -> PathBuf {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "captf-diagnostics-{}-{name}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        dir
-    }
-
-    /// Writes a certificate for `localhost` into `dir` with the given modification time;
-    /// returns it.
-    fn write_cert(dir: &Path, modified: SystemTime) -> CertificateDer<'static> {
-        let generated =
-            rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("cert");
-        for (name, text) in [
-            ("tls.crt", generated.cert.pem()),
-            ("tls.key", generated.signing_key.serialize_pem()),
-        ] {
-            std::fs::write(dir.join(name), text).expect("write");
-            std::fs::File::options()
-                .write(true)
-                .open(dir.join(name))
-                .and_then(|f| f.set_modified(modified))
-                .expect("mtime");
-        }
-        generated.cert.der().clone()
-    }
-
-    fn provider() -> Arc<CryptoProvider> {
-        Arc::new(rustls::crypto::ring::default_provider())
-    }
-
-    fn served(cert: &ServingCert) -> CertificateDer<'static> {
-        cert.current.read().expect("lock").cert[0].clone()
-    }
-
-    #[test]
-    fn certificates_come_from_the_directory_else_are_self_signed() {
-        let empty = temp_dir("empty");
-        let generated = ServingCert::load(&empty, provider()).expect("self-signed");
-        assert!(!generated.from_files);
-        assert_eq!(generated.origin(), "self-signed");
-        assert_eq!(generated.refresh(), Ok(false));
-        let missing = ServingCert::load(&empty.join("nope"), provider()).expect("self-signed");
-        assert!(!missing.from_files);
-
-        let dir = temp_dir("files");
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let first = write_cert(&dir, t0);
-        let cert = ServingCert::load(&dir, provider()).expect("from files");
-        assert!(cert.from_files);
-        assert_eq!(served(&cert), first);
-        assert_eq!(
-            cert.refresh(),
-            Ok(false),
-            "unchanged files are not read again"
-        );
-
-        let second = write_cert(&dir, t0 + Duration::from_secs(60));
-        assert_eq!(cert.refresh(), Ok(true));
-        assert_eq!(served(&cert), second);
-
-        // A broken pair keeps the served certificate, and is not retried until it changes.
-        std::fs::write(dir.join("tls.key"), "not a key").expect("write");
-        let err = cert.refresh().expect_err("broken key");
-        assert!(err.contains("tls.key"), "{err}");
-        assert_eq!(served(&cert), second);
-        assert_eq!(cert.refresh(), Ok(false));
-
-        // A broken pair at start is a start-up error, not a silent self-signed certificate.
-        let err = ServingCert::load(&dir, provider()).expect_err("broken");
-        assert!(err.contains("tls.key"), "{err}");
-        std::fs::write(dir.join("tls.crt"), "nothing").expect("write");
-        let err = ServingCert::load(&dir, provider()).expect_err("no certificate");
-        assert!(err.contains("no certificate"), "{err}");
-        // One file alone: self-signed.
-        std::fs::remove_file(dir.join("tls.key")).expect("rm");
-        assert!(
-            !ServingCert::load(&dir, provider())
-                .expect("self-signed")
-                .from_files
-        );
-        let _ = std::fs::remove_dir_all(&dir);
-        let _ = std::fs::remove_dir_all(&empty);
-    }
-
     /// A fake API server: tokens `reader` and `nobody` authenticate as ServiceAccounts of
     /// those names, others do not; only `reader` may get /metrics. Counts TokenReviews, and
     /// answers them with 500 while `failing` is set.
@@ -904,7 +556,8 @@ mod tests {
 
     /// Starts the secure server with the certificate in `dir`; returns its address.
     async fn start(dir: &Path, min: &str, client: kube::Client) -> SocketAddr {
-        let (config, _cert) = tls_config(dir, min).expect("TLS config");
+        let (config, _cert) =
+            server_config(&CertFiles::in_dir(dir), WhenMissing::SelfSign, min).expect("TLS config");
         let tcp = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = tcp.local_addr().expect("addr");
         let metrics = Router::new().route("/metrics", get(|| async { "captf_build_info 1\n" }));

@@ -4,6 +4,7 @@
 pub mod args;
 pub mod diagnostics;
 pub mod metrics;
+pub mod tls;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -42,11 +43,26 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
     ensure_crds(&client).await?;
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
+    let webhook_ready = Arc::new(AtomicBool::new(false));
     // The caches are filled by the leader only: their change notifications must be consumed
     // as they come, and only a leader's controllers consume them.
     let caches: Arc<OnceLock<Caches>> = Arc::new(OnceLock::new());
 
-    let health = serve("health", &args.health_addr, health_router(ready.clone()));
+    let health = serve(
+        "health",
+        &args.health_addr,
+        health_router(ready.clone(), webhook_ready.clone()),
+    );
+    // Every replica admits, leader or not: the webhooks fail closed, so the standby keeps the
+    // API writable while the leader restarts.
+    let webhook = Arc::new(crate::webhook::Webhook {
+        client: client.clone(),
+        manager: crate::webhook::rules::ManagerUser::new(
+            pod_namespace.as_deref(),
+            service_account.as_deref(),
+        ),
+    });
+    let webhooks = crate::webhook::serve(&args, webhook, webhook_ready);
     let metrics_router = metrics_router(metrics.clone(), caches.clone());
     let metrics_server = async {
         if args.insecure_diagnostics {
@@ -74,6 +90,7 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
     tokio::select! {
         result = health => result,
         result = metrics_server => result,
+        result = webhooks => result,
         result = controllers => result,
         _ = shutdown() => {
             tracing::info!("shutting down");
@@ -459,18 +476,25 @@ async fn report<T, E: std::fmt::Display>(result: Result<T, E>) {
     }
 }
 
-fn health_router(ready: Arc<AtomicBool>) -> Router {
+/// `/readyz` fails until the controllers started and the webhook server listens (a replica
+/// whose certificate does not load drops out of the webhook Service's endpoints).
+fn health_router(ready: Arc<AtomicBool>, webhook_ready: Arc<AtomicBool>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
             get(move || {
-                let ready = ready.clone();
+                let (ready, webhook_ready) = (ready.clone(), webhook_ready.clone());
                 async move {
-                    if ready.load(Ordering::Relaxed) {
-                        (axum::http::StatusCode::OK, "ok")
-                    } else {
+                    if !ready.load(Ordering::Relaxed) {
                         (axum::http::StatusCode::SERVICE_UNAVAILABLE, "starting")
+                    } else if !webhook_ready.load(Ordering::Relaxed) {
+                        (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            "webhook server: no certificate loaded yet",
+                        )
+                    } else {
+                        (axum::http::StatusCode::OK, "ok")
                     }
                 }
             }),

@@ -153,6 +153,8 @@ fn start_manager(kubeconfig: &std::path::Path, dir: &std::path::Path) -> anyhow:
             .arg(format!("--diagnostics-address=127.0.0.1:{metrics}"))
             .arg(format!("--health-addr=127.0.0.1:{health}"))
             .arg("--insecure-diagnostics")
+            // A local manager has no webhook configuration pointing at it.
+            .arg("--webhook-port=0")
             .env("POD_NAMESPACE", "captf-system")
             .env("SERVICE_ACCOUNT_NAME", "captf-controller-manager")
             .stdin(Stdio::null())

@@ -1,0 +1,438 @@
+//! One admission review: decode the request, run the kind's rules (and, where a rule needs
+//! the API server, ask it), and answer as the API server expects: 422 Invalid with one cause per
+//! violation, 403 for a refused delete, 500 when a check could not be made.
+
+use std::time::Duration;
+
+use captf_api::common::SecretReference;
+use captf_api::{TerraformClusterIdentity, TerraformMachine};
+use k8s_openapi::api::authentication::v1::UserInfo;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::Status;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
+use serde::de::DeserializeOwned;
+
+use super::Endpoint;
+use super::guards;
+use super::rules::{self, Change, ManagerUser};
+use super::violations::Violations;
+
+/// Longest wait for the API server while deciding (its own timeout for us is 10 s).
+const CHECK_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// What the webhooks need besides the request.
+pub struct Webhook {
+    /// The manager's client; its reads bypass every cache.
+    pub client: kube::Client,
+    pub manager: ManagerUser,
+}
+
+/// How a request is answered.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    Allowed,
+    /// 422: the object breaks these rules.
+    Invalid(Violations),
+    /// 403: the operation is refused as a whole (a delete guard).
+    Forbidden(String),
+    /// 400: the request itself cannot be read.
+    BadRequest(String),
+    /// 500: a check could not be made; the API server refuses the write (fail closed).
+    Internal(String),
+}
+
+/// Answers one AdmissionReview body.
+pub async fn review(
+    webhook: &Webhook,
+    endpoint: Endpoint,
+    body: &[u8],
+) -> AdmissionReview<DynamicObject> {
+    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
+        Ok(review) => review,
+        Err(e) => {
+            return AdmissionResponse::invalid(format!("the body is not an AdmissionReview: {e}"))
+                .into_review();
+        }
+    };
+    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
+        Ok(request) => request,
+        Err(_) => {
+            return AdmissionResponse::invalid("the AdmissionReview carries no request")
+                .into_review();
+        }
+    };
+    let outcome = decide(webhook, endpoint, &request).await;
+    tracing::debug!(
+        kind = endpoint.kind(),
+        namespace = request.namespace.as_deref().unwrap_or_default(),
+        name = %request.name,
+        operation = ?request.operation,
+        user = request.user_info.username.as_deref().unwrap_or_default(),
+        ?outcome,
+        "admission"
+    );
+    respond(&request, endpoint, outcome).into_review()
+}
+
+async fn decide(
+    webhook: &Webhook,
+    endpoint: Endpoint,
+    request: &AdmissionRequest<DynamicObject>,
+) -> Outcome {
+    match request.operation {
+        Operation::Create | Operation::Update => write(webhook, endpoint, request).await,
+        Operation::Delete => delete(webhook, endpoint, request).await,
+        Operation::Connect => Outcome::Allowed,
+    }
+}
+
+async fn write(
+    webhook: &Webhook,
+    endpoint: Endpoint,
+    request: &AdmissionRequest<DynamicObject>,
+) -> Outcome {
+    let violations = match endpoint {
+        Endpoint::Cluster => admit(request, |c| rules::cluster(&c)),
+        Endpoint::ClusterTemplate => admit(request, |c| rules::cluster_template(&c)),
+        Endpoint::Machine => admit(request, |c| rules::machine(&c, &webhook.manager)),
+        Endpoint::MachineTemplate => admit(request, |c| rules::machine_template(&c)),
+        Endpoint::MachinePool => admit(request, |c| rules::machine_pool(&c)),
+        Endpoint::MachinePoolTemplate => admit(request, |c| rules::machine_pool_template(&c)),
+        Endpoint::Identity => {
+            let verdict = match admit(request, |c: Change<'_, TerraformClusterIdentity>| {
+                rules::identity(&c)
+            }) {
+                Ok(verdict) => verdict,
+                Err(outcome) => return outcome,
+            };
+            if let Some(secret) = &verdict.check_read {
+                match may_read(&webhook.client, &request.user_info, secret).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        let mut v = verdict.violations;
+                        v.forbidden(
+                            "spec.secretRef",
+                            format!(
+                                "user {:?} may not get Secret {}/{}; an identity may only reference a Secret its author can read",
+                                request.user_info.username.as_deref().unwrap_or_default(),
+                                secret.namespace,
+                                secret.name
+                            ),
+                        );
+                        return Outcome::Invalid(v);
+                    }
+                    Err(e) => {
+                        return Outcome::Internal(format!(
+                            "cannot check that the author may read the Secret: {e}"
+                        ));
+                    }
+                }
+            }
+            Ok(verdict.violations)
+        }
+    };
+    match violations {
+        Ok(v) if v.is_empty() => Outcome::Allowed,
+        Ok(v) => Outcome::Invalid(v),
+        Err(outcome) => outcome,
+    }
+}
+
+/// Decodes the request's objects as `K` and runs `rules` over them.
+fn admit<K: DeserializeOwned + kube::Resource, T>(
+    request: &AdmissionRequest<DynamicObject>,
+    rules: impl FnOnce(Change<'_, K>) -> T,
+) -> Result<T, Outcome> {
+    let new: K = decode(request.object.as_ref())?
+        .ok_or_else(|| Outcome::BadRequest("the request carries no object".into()))?;
+    let old: Option<K> = match request.operation {
+        Operation::Update => decode(request.old_object.as_ref())?,
+        _ => None,
+    };
+    Ok(rules(Change {
+        new: &new,
+        old: old.as_ref(),
+        user: request.user_info.username.as_deref().unwrap_or_default(),
+        dry_run: request.dry_run,
+    }))
+}
+
+fn decode<K: DeserializeOwned>(object: Option<&DynamicObject>) -> Result<Option<K>, Outcome> {
+    object
+        .map(|o| {
+            serde_json::to_value(o)
+                .and_then(serde_json::from_value)
+                .map_err(|e| Outcome::BadRequest(format!("the object does not decode: {e}")))
+        })
+        .transpose()
+}
+
+async fn delete(
+    webhook: &Webhook,
+    endpoint: Endpoint,
+    request: &AdmissionRequest<DynamicObject>,
+) -> Outcome {
+    let checked = match endpoint {
+        Endpoint::Machine => {
+            let machine: TerraformMachine = match decode(request.old_object.as_ref()) {
+                Ok(Some(machine)) => machine,
+                // Nothing to judge by: the entry fails open anyway.
+                _ => return Outcome::Allowed,
+            };
+            timed(guards::machine_delete_facts(&webhook.client, &machine))
+                .await
+                .map(|(moving, owners)| guards::machine_delete(&machine, moving, &owners))
+        }
+        Endpoint::Identity => {
+            let identity: TerraformClusterIdentity = match decode(request.old_object.as_ref()) {
+                Ok(Some(identity)) => identity,
+                _ => return Outcome::Allowed,
+            };
+            timed(guards::identity_users_now(&webhook.client, &request.name))
+                .await
+                .map(|users| guards::identity_delete(&identity, &users))
+        }
+        _ => Ok(Ok(())),
+    };
+    match checked {
+        Ok(Ok(())) => Outcome::Allowed,
+        Ok(Err(refusal)) => Outcome::Forbidden(refusal),
+        Err(e) => Outcome::Internal(format!("cannot check what still uses the object: {e}")),
+    }
+}
+
+async fn timed<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, String> {
+    match tokio::time::timeout(CHECK_TIMEOUT, call).await {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(_) => Err(format!(
+            "the API server did not answer within {}s",
+            CHECK_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// A SubjectAccessReview: may the requesting user `get` the Secret?
+async fn may_read(
+    client: &kube::Client,
+    user: &UserInfo,
+    secret: &SecretReference,
+) -> Result<bool, String> {
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: user.username.clone(),
+            uid: user.uid.clone(),
+            groups: user.groups.clone(),
+            extra: user.extra.clone(),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(secret.namespace.clone()),
+                verb: Some("get".into()),
+                group: Some(String::new()),
+                version: Some("v1".into()),
+                resource: Some("secrets".into()),
+                name: Some(secret.name.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    let answer = timed(api.create(&PostParams::default(), &review)).await?;
+    Ok(answer
+        .status
+        .is_some_and(|s| s.allowed && s.denied != Some(true)))
+}
+
+fn respond(
+    request: &AdmissionRequest<DynamicObject>,
+    endpoint: Endpoint,
+    outcome: Outcome,
+) -> AdmissionResponse {
+    let mut response = AdmissionResponse::from(request);
+    let (code, reason, message, causes) = match outcome {
+        Outcome::Allowed => return response,
+        Outcome::Invalid(v) => {
+            let message = v.message(endpoint.kind(), &request.name);
+            let causes = v
+                .into_vec()
+                .into_iter()
+                .map(|v| StatusCause {
+                    reason: v.problem.cause().into(),
+                    message: v.detail,
+                    field: v.field,
+                })
+                .collect();
+            (422, "Invalid", message, causes)
+        }
+        Outcome::Forbidden(message) => (403, "Forbidden", message, Vec::new()),
+        Outcome::BadRequest(message) => (400, "BadRequest", message, Vec::new()),
+        Outcome::Internal(message) => (500, "InternalError", message, Vec::new()),
+    };
+    response.allowed = false;
+    let mut status = Status::failure(&message, reason);
+    status.status = Some(StatusSummary::Failure);
+    status.code = code;
+    status.details = Some(StatusDetails {
+        name: request.name.clone(),
+        group: captf_api::GROUP.into(),
+        kind: endpoint.plural().into(),
+        uid: String::new(),
+        causes,
+        retry_after_seconds: 0,
+    });
+    response.result = status;
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A webhook whose client reaches nothing: the rules under test never call the API server.
+    fn offline() -> Webhook {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("uri"));
+        Webhook {
+            client: kube::Client::try_from(config).expect("client"),
+            manager: ManagerUser::new(Some("captf-system"), Some("captf-controller-manager")),
+        }
+    }
+
+    fn body(operation: &str, object: serde_json::Value, old: serde_json::Value) -> Vec<u8> {
+        json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+                "kind": {"group": "infrastructure.cluster.x-k8s.io", "version": "v1alpha1", "kind": "TerraformMachine"},
+                "resource": {"group": "infrastructure.cluster.x-k8s.io", "version": "v1alpha1", "resource": "terraformmachines"},
+                "name": "m",
+                "namespace": "default",
+                "operation": operation,
+                "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+                "object": object,
+                "oldObject": old,
+                "dryRun": false
+            }
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    fn machine(image: &str, provider_id: Option<&str>) -> serde_json::Value {
+        let mut m = json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+            "kind": "TerraformMachine",
+            "metadata": {"name": "m", "namespace": "default"},
+            "spec": {"source": {"image": image}}
+        });
+        if let Some(id) = provider_id {
+            m["spec"]["providerID"] = json!(id);
+        }
+        m
+    }
+
+    #[tokio::test]
+    async fn answers_carry_the_uid_and_every_cause() {
+        let webhook = offline();
+        let allowed = review(
+            &webhook,
+            Endpoint::Machine,
+            &body(
+                "CREATE",
+                machine("ghcr.io/x/m:v1", None),
+                serde_json::Value::Null,
+            ),
+        )
+        .await;
+        let response = allowed.response.expect("response");
+        assert!(response.allowed);
+        assert_eq!(response.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
+
+        let denied = review(
+            &webhook,
+            Endpoint::Machine,
+            &body(
+                "UPDATE",
+                machine("ghcr.io/x/m:v2", Some("noop://m")),
+                machine("ghcr.io/x/m:v1", None),
+            ),
+        )
+        .await;
+        let response = denied.response.expect("response");
+        assert!(!response.allowed);
+        assert_eq!(
+            (response.result.code, response.result.reason.as_str()),
+            (422, "Invalid")
+        );
+        let details = response.result.details.expect("details");
+        assert_eq!(details.kind, "terraformmachines");
+        assert_eq!(
+            details
+                .causes
+                .iter()
+                .map(|c| (c.field.as_str(), c.reason.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("spec.source", "FieldValueInvalid"),
+                ("spec.providerID", "FieldValueForbidden")
+            ]
+        );
+        assert!(
+            response.result.message.starts_with(
+                "TerraformMachine.infrastructure.cluster.x-k8s.io \"m\" is invalid: [spec.source: Invalid value: the field is immutable"
+            ),
+            "{}",
+            response.result.message
+        );
+    }
+
+    #[tokio::test]
+    async fn unreadable_requests_are_refused() {
+        let webhook = offline();
+        let garbage = review(&webhook, Endpoint::Machine, b"{not json").await;
+        assert!(!garbage.response.expect("response").allowed);
+        let wrong = review(
+            &webhook,
+            Endpoint::Machine,
+            &body(
+                "CREATE",
+                json!({"spec": {"source": "not an object"}}),
+                serde_json::Value::Null,
+            ),
+        )
+        .await;
+        let response = wrong.response.expect("response");
+        assert_eq!((response.allowed, response.result.code), (false, 400));
+    }
+
+    #[tokio::test]
+    async fn a_failed_check_fails_closed() {
+        // An identity's Secret read check needs the API server; unreachable, the write is
+        // refused with an internal error rather than let through.
+        let identity = json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+            "kind": "TerraformClusterIdentity",
+            "metadata": {"name": "aws"},
+            "spec": {"secretRef": {"name": "creds", "namespace": "captf-system"}}
+        });
+        let answer = review(
+            &offline(),
+            Endpoint::Identity,
+            &body("CREATE", identity, serde_json::Value::Null),
+        )
+        .await;
+        let response = answer.response.expect("response");
+        assert_eq!((response.allowed, response.result.code), (false, 500));
+        assert!(
+            response.result.message.contains("cannot check"),
+            "{}",
+            response.result.message
+        );
+    }
+}
