@@ -7,10 +7,12 @@
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{capi-manager,capi-kubeadm-bootstrap-manager}
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-manager/  (their webhook manifests, kubeadm CRDs)
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{registry,crane}  (an OCI registry and its client)
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{kustomize,promtool}  (install manifests, alert rules)
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/manifest-crds/{cert-manager,prometheus-operator}/*.yaml
 #
 # Usage: hack/build-tools.sh [--force] [COMPONENT...]
 #   COMPONENT: etcd kube kubectl tofu terraform capi-crds capi registry crane
-#              (default: all of them)
+#              kustomize promtool manifest-crds (default: all of them)
 #   --force    rebuild even if up to date
 #
 # Versions come from hack/versions.env; the Go builds use the committed wrapper
@@ -36,7 +38,8 @@ TMPROOT="$CAPTF_CACHE/tmp"
 GO_PARALLEL="${CAPTF_GO_PARALLEL:-2}" # go build -p: the machines have 2 cores
 
 # Bump a component's revision when its build recipe below changes.
-declare -A RECIPE=([etcd]=1 [kube]=1 [kubectl]=1 [tofu]=1 [terraform]=1 [capi-crds]=1 [capi]=1 [registry]=1 [crane]=1)
+declare -A RECIPE=([etcd]=1 [kube]=1 [kubectl]=1 [tofu]=1 [terraform]=1 [capi-crds]=1 [capi]=1 [registry]=1 [crane]=1
+	[kustomize]=1 [promtool]=1 [manifest-crds]=1)
 declare -A OUTPUTS=(
 	[etcd]="bin/etcd"
 	[kube]="bin/kube-apiserver bin/kube-controller-manager"
@@ -47,11 +50,15 @@ declare -A OUTPUTS=(
 	[capi]="bin/capi-manager bin/capi-kubeadm-bootstrap-manager capi-manager"
 	[registry]="bin/registry"
 	[crane]="bin/crane"
+	[kustomize]="bin/kustomize"
+	[promtool]="bin/promtool"
+	[manifest-crds]="manifest-crds/cert-manager manifest-crds/prometheus-operator"
 )
-ALL=(etcd kube kubectl tofu terraform capi-crds capi registry crane)
+ALL=(etcd kube kubectl tofu terraform capi-crds capi registry crane kustomize promtool manifest-crds)
 # capi (the real Cluster API controllers, ~9 min cold) runs in the e2e suite
 # (crates/e2e/tests/capi.rs).
-DEFAULT=(etcd kube kubectl tofu terraform capi-crds capi registry crane)
+# kustomize, promtool and manifest-crds serve crates/e2e/tests/manifests.rs.
+DEFAULT=(etcd kube kubectl tofu terraform capi-crds capi registry crane kustomize promtool manifest-crds)
 
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -61,8 +68,9 @@ COMPONENTS=()
 for a in "$@"; do
 	case "$a" in
 	--force) FORCE=1 ;;
-	-h | --help) sed -n '2,23p' "$0"; exit 0 ;;
-	etcd | kube | kubectl | tofu | terraform | capi-crds | capi | registry | crane) COMPONENTS+=("$a") ;;
+	-h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+	etcd | kube | kubectl | tofu | terraform | capi-crds | capi | registry | crane | kustomize | promtool | manifest-crds)
+		COMPONENTS+=("$a") ;;
 	*) die "unknown argument: $a (components: ${ALL[*]})" ;;
 	esac
 done
@@ -126,6 +134,9 @@ stamp_key() { # COMPONENT
 		capi) echo "$CLUSTER_API_VERSION $GO_VERSION"; cat "$HACK/go/capi/go.mod" "$HACK/go/capi/go.sum" ;;
 		registry) echo "$DISTRIBUTION_VERSION $GO_VERSION"; cat "$HACK/go/registry/go.mod" "$HACK/go/registry/go.sum" ;;
 		crane) echo "$GGCR_VERSION $GO_VERSION"; cat "$HACK/go/crane/go.mod" "$HACK/go/crane/go.sum" ;;
+		kustomize) echo "$KUSTOMIZE_VERSION $GO_VERSION"; cat "$HACK/go/kustomize/go.mod" "$HACK/go/kustomize/go.sum" ;;
+		promtool) echo "$PROMETHEUS_VERSION $GO_VERSION"; cat "$HACK/go/promtool/go.mod" "$HACK/go/promtool/go.sum" ;;
+		manifest-crds) echo "$CERT_MANAGER_VERSION $PROMETHEUS_OPERATOR_VERSION" ;;
 		esac
 	} | sha256sum | cut -d' ' -f1
 }
@@ -395,6 +406,76 @@ build_crane() {
 	[ "$got" = "$v" ] || die "crane: unexpected version: $got"
 	install_bins "$out" crane
 	rm -rf "$out"
+}
+
+# kustomize builds config/default and the components (crates/e2e/tests/manifests.rs).
+# Release builds stamp provenance.version as "kustomize/vX.Y.Z"; `kustomize
+# version` prints the part after the slash.
+build_kustomize() {
+	check_wrapper kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION"
+	local out got v="$KUSTOMIZE_VERSION"
+	out="$(mktemp -d "$TMPROOT/kustomize.XXXXXX")"
+	log "kustomize: go build sigs.k8s.io/kustomize/kustomize/v5@$v (-p $GO_PARALLEL)"
+	(cd "$HACK/go/kustomize" && timed "kustomize: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
+		-ldflags "-s -w -X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$v" \
+		-o "$out/kustomize" sigs.k8s.io/kustomize/kustomize/v5)
+	got="$("$out/kustomize" version 2>&1)" || die "kustomize: version failed: $got"
+	[ "$got" = "$v" ] || die "kustomize: unexpected version: $got"
+	install_bins "$out" kustomize
+	rm -rf "$out"
+}
+
+# promtool checks and unit-tests config/prometheus's alert rules with
+# Prometheus' own PromQL engine. remove_all_sd leaves out the service discovery
+# plugins (cloud SDKs; `promtool check config` then knows only static and file
+# SD, which the rule commands never use). Version -X as Prometheus' .promu.yml;
+# the module v0.X.Y is Prometheus v3.X.Y (its VERSION file).
+build_promtool() {
+	check_wrapper promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION"
+	local out got dir ver pkg=github.com/prometheus/common/version
+	dir="$(cd "$HACK/go/promtool" && go list -mod=readonly -m -f '{{.Dir}}' github.com/prometheus/prometheus)"
+	ver="$(cat "$dir/VERSION")" || die "promtool: no VERSION in $dir"
+	out="$(mktemp -d "$TMPROOT/promtool.XXXXXX")"
+	log "promtool: go build github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION (Prometheus $ver, -p $GO_PARALLEL)"
+	(cd "$HACK/go/promtool" && timed "promtool: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
+		-tags remove_all_sd -ldflags "-s -w -X $pkg.Version=$ver -X $pkg.Branch=HEAD" \
+		-o "$out/promtool" github.com/prometheus/prometheus/cmd/promtool)
+	got="$("$out/promtool" --version 2>&1)" || die "promtool: --version failed: $got"
+	[[ "${got%%$'\n'*}" == "promtool, version $ver "* ]] || die "promtool: unexpected version: $got"
+	install_bins "$out" promtool
+	rm -rf "$out"
+}
+
+# The CRDs of the kinds the install manifests use besides our own, from the
+# module zips on the Go module proxy (plain controller-gen output, no
+# templating): cert-manager's deploy/crds (Issuer, Certificate) and the
+# Prometheus Operator's example/prometheus-operator-crd (ServiceMonitor,
+# PrometheusRule). crates/e2e/tests/manifests.rs installs the ones it needs.
+build_manifest_crds() {
+	local out dir src name n
+	out="$(mktemp -d "$TMPROOT/manifest-crds.XXXXXX")"
+	for name in cert-manager prometheus-operator; do
+		case "$name" in
+		cert-manager) src="github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION deploy/crds" ;;
+		prometheus-operator) src="github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION example/prometheus-operator-crd" ;;
+		esac
+		log "manifest-crds: go mod download ${src% *}"
+		dir="$(cd / && timed "manifest-crds: go mod download $name" go mod download -json "${src% *}" |
+			python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error", "no Dir")))')"
+		[ -d "$dir/${src#* }" ] || die "manifest-crds: no ${src#* } in $dir"
+		mkdir -p "$out/$name"
+		n=0
+		for f in "$dir/${src#* }"/*.yaml; do
+			grep -q '^kind: CustomResourceDefinition$' "$f" || die "manifest-crds: $f is not a CRD"
+			install -m 0644 "$f" "$out/$name/"
+			n=$((n + 1))
+		done
+		[ "$n" -gt 0 ] || die "manifest-crds: no CRDs in $dir/${src#* }"
+		log "manifest-crds: $n CRDs from ${src% *} ${src#* }"
+	done
+	invalidate
+	rm -rf "$CAPTF_CACHE/manifest-crds"
+	mv "$out" "$CAPTF_CACHE/manifest-crds"
 }
 
 # ---------------------------------------------------------------------- main

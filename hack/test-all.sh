@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== hack/build-tools.sh (etcd, kube-apiserver, kube-controller-manager, kubectl, tofu, terraform, CAPI CRDs and managers, registry, crane)"
+echo "== hack/build-tools.sh (etcd, kube-apiserver, kube-controller-manager, kubectl, tofu, terraform, CAPI CRDs and managers, registry, crane, kustomize, promtool, cert-manager and Prometheus Operator CRDs)"
 bash hack/build-tools.sh
 # The machine may point TF_CLI_CONFIG_FILE at a file that does not exist; the engines then
 # print a warning on stdout that breaks their JSON output. Tests use an empty config instead.

@@ -2,7 +2,7 @@
 # Regenerate the Go wrapper modules hack/go/<component>/{go.mod,go.sum}
 # from the pins in hack/versions.env. Needs the Go module proxy.
 #
-#   hack/update-go-wrappers.sh            # all: kube etcd tofu capi registry crane
+#   hack/update-go-wrappers.sh            # all: kube etcd tofu capi registry crane kustomize promtool
 #   hack/update-go-wrappers.sh kube       # just one
 #
 # Each wrapper requires one upstream module, copies the upstream go.mod's
@@ -42,7 +42,7 @@ regen() { # COMPONENT UPSTREAM_MODULE VERSION TOOL_PKG...
 }
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(kube etcd tofu capi registry crane)
+[ ${#components[@]} -gt 0 ] || components=(kube etcd tofu capi registry crane kustomize promtool)
 for c in "${components[@]}"; do
 	case "$c" in
 	kube) regen kube k8s.io/kubernetes "$KUBERNETES_VERSION" \
@@ -56,6 +56,10 @@ for c in "${components[@]}"; do
 		github.com/distribution/distribution/v3/cmd/registry ;;
 	crane) regen crane github.com/google/go-containerregistry "$GGCR_VERSION" \
 		github.com/google/go-containerregistry/cmd/crane ;;
-	*) log "unknown component: $c (kube|etcd|tofu|capi|registry|crane)"; exit 2 ;;
+	kustomize) regen kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION" \
+		sigs.k8s.io/kustomize/kustomize/v5 ;;
+	promtool) regen promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" \
+		github.com/prometheus/prometheus/cmd/promtool ;;
+	*) log "unknown component: $c (kube|etcd|tofu|capi|registry|crane|kustomize|promtool)"; exit 2 ;;
 	esac
 done

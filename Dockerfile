@@ -1,0 +1,38 @@
+# syntax=docker/dockerfile:1
+# The CAPTF image: one static binary, run as /manager by the Deployment
+# (config/manager: command ["/manager", "manager"]) and as /runner by every Job's init
+# container (`/runner copy /captf/bin/runner`: under the name `runner` the binary is the
+# runner). Both names are the same file.
+#
+#   docker build -t ghcr.io/captf-io/cluster-api-provider-terraform:dev .
+#
+# The binary is linked statically against musl (no libc in the final image), so it runs on
+# distroless/static. TLS is rustls with ring: no OpenSSL.
+
+ARG RUST_VERSION=1.95.0
+
+FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
+# musl-tools: ring compiles C and assembly for the musl target.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends musl-tools \
+    && rm -rf /var/lib/apt/lists/* \
+    && rustup target add x86_64-unknown-linux-musl
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY crates crates
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    CARGO_PROFILE_RELEASE_STRIP=symbols \
+    cargo build --release --locked -p captf --bin captf --target x86_64-unknown-linux-musl \
+    && mkdir -p /out \
+    && cp target/x86_64-unknown-linux-musl/release/captf /out/manager \
+    && ln /out/manager /out/runner \
+    && /out/manager version \
+    && /out/runner version
+
+FROM gcr.io/distroless/static:nonroot
+COPY --from=build /out/manager /out/runner /
+# distroless' nonroot user; the Deployment's pod securityContext says the same.
+USER 65532:65532
+ENTRYPOINT ["/manager"]
+CMD ["manager"]
