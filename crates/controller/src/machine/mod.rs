@@ -8,7 +8,10 @@ mod policy;
 pub use health::{
     RemediationChange, missing_provider_id, next_unhealthy_samples, remediation_change,
 };
-pub use policy::{MachinePolicy, Remediation, inherited_identity, machine_policy};
+pub use policy::{
+    MachinePolicy, Remediation, ZeroInterval, inherited_drift_interval, inherited_identity,
+    machine_policy,
+};
 
 #[cfg(test)]
 mod tests;

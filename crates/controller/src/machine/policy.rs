@@ -44,6 +44,34 @@ pub fn inherited_identity(
     .map(|r| r.name.clone())
 }
 
+/// Whether `intervalSeconds: 0` turns drift checks off: a machine's may be, a pool's never
+/// (its drift check is also how membership changes made outside CAPTF are found).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZeroInterval {
+    Disables,
+    Ignored,
+}
+
+/// The drift interval of a machine or pool whose own `drift.intervalSeconds` is `own`: its own,
+/// else the cluster's `spec.defaults.drift`, else `default` (`--drift-default-interval`).
+/// `None` when the checks are off.
+pub fn inherited_drift_interval(
+    own: Option<i32>,
+    cluster: Option<&TerraformCluster>,
+    default: Duration,
+    zero: ZeroInterval,
+) -> Option<Duration> {
+    let inherited = cluster
+        .and_then(|c| c.spec.defaults.as_ref())
+        .and_then(|d| d.drift.as_ref())
+        .and_then(|d| d.interval_seconds);
+    match own.or(inherited) {
+        Some(0) if zero == ZeroInterval::Disables => None,
+        Some(s) if s > 0 => Some(Duration::from_secs(u64::try_from(s).unwrap_or(0))),
+        _ => Some(default),
+    }
+}
+
 /// The policy of `tm` under `cluster` (`None` while its TerraformCluster is unknown), with the
 /// manager's `--drift-default-interval`.
 pub fn machine_policy(
@@ -53,21 +81,12 @@ pub fn machine_policy(
 ) -> MachinePolicy {
     let defaults = cluster.and_then(|c| c.spec.defaults.as_ref());
     let identity = inherited_identity(tm.spec.workspace.identity_ref.as_ref(), cluster);
-    let drift_seconds = tm
-        .spec
-        .drift
-        .as_ref()
-        .and_then(|d| d.interval_seconds)
-        .or_else(|| {
-            defaults
-                .and_then(|d| d.drift.as_ref())
-                .and_then(|d| d.interval_seconds)
-        });
-    let drift_interval = match drift_seconds {
-        Some(0) => None,
-        Some(s) => Some(Duration::from_secs(u64::try_from(s).unwrap_or(0))),
-        None => Some(drift_default),
-    };
+    let drift_interval = inherited_drift_interval(
+        tm.spec.drift.as_ref().and_then(|d| d.interval_seconds),
+        cluster,
+        drift_default,
+        ZeroInterval::Disables,
+    );
     let own = tm.spec.remediation.as_ref();
     let inherited = defaults.and_then(|d| d.remediation.as_ref());
     let field = |f: fn(&captf_api::MachineRemediation) -> Option<i32>| {

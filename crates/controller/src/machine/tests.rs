@@ -139,6 +139,32 @@ fn drift_interval_own_then_defaults_then_flag() {
         let got = machine_policy(&machine(None, own, None), tc.as_ref(), DRIFT_DEFAULT);
         assert_eq!(got.drift_interval, want, "{name}");
     }
+    // A pool inherits the same way, but 0 never turns its checks off.
+    let pool_cases: [DriftCase; 4] = [
+        ("manager default", None, None, Some(DRIFT_DEFAULT)),
+        (
+            "inherited",
+            None,
+            Some(with_default(120)),
+            Some(Duration::from_secs(120)),
+        ),
+        (
+            "own 0",
+            Some(0),
+            Some(with_default(120)),
+            Some(DRIFT_DEFAULT),
+        ),
+        (
+            "inherited 0",
+            None,
+            Some(with_default(0)),
+            Some(DRIFT_DEFAULT),
+        ),
+    ];
+    for (name, own, tc, want) in pool_cases {
+        let got = inherited_drift_interval(own, tc.as_ref(), DRIFT_DEFAULT, ZeroInterval::Ignored);
+        assert_eq!(got, want, "pool: {name}");
+    }
 }
 
 #[test]

@@ -207,17 +207,12 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
         pool.spec.workspace.jobs.as_ref(),
         infra,
     ));
-    let drift_seconds = pool
-        .spec
-        .drift
-        .as_ref()
-        .and_then(|d| d.interval_seconds)
-        .or_else(|| {
-            defaults
-                .and_then(|d| d.drift.as_ref())
-                .and_then(|d| d.interval_seconds)
-        })
-        .filter(|s| *s > 0);
+    let drift_interval = crate::machine::inherited_drift_interval(
+        pool.spec.drift.as_ref().and_then(|d| d.interval_seconds),
+        infra,
+        ctx.args.drift_default_interval,
+        crate::machine::ZeroInterval::Ignored,
+    );
     let drift_action = pool
         .spec
         .drift
@@ -254,10 +249,7 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
         conds: &conds,
         policy: Policy {
             apply_policy: captf_api::ApplyPolicy::Automatic,
-            // Drift checks of a pool can never be disabled.
-            drift_interval: Some(drift_seconds.map_or(ctx.args.drift_default_interval, |s| {
-                Duration::from_secs(u64::try_from(s).unwrap_or(0))
-            })),
+            drift_interval,
             drift_action,
             failed_history_limit: job_policy.failed_jobs_history_limit,
             refresh_after_apply: true,
