@@ -89,7 +89,7 @@ pub struct ManagerArgs {
     /// Serve `/metrics` over plain HTTP without authentication (development only).
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, help_heading = "Diagnostics")]
     pub insecure_diagnostics: bool,
-    /// Lowest TLS version of the metrics server: `VersionTLS12` or `VersionTLS13`.
+    /// Lowest TLS version of the metrics and webhook servers: `VersionTLS12` or `VersionTLS13`.
     #[arg(long, default_value = "VersionTLS12", help_heading = "Diagnostics")]
     pub tls_min_version: String,
 
