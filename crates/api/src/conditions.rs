@@ -413,6 +413,7 @@ pub fn allowed_reasons(condition_type: &str) -> Option<AllowedReasons> {
                 INPUTS_TOO_LARGE,
                 JOB_POLICY_INVALID,
                 DESTRUCTIVE_PLAN_BLOCKED,
+                SERVICE_ACCOUNT_NOT_OPTED_IN,
             ],
             &[
                 NO_APPLY_YET,

@@ -15,6 +15,10 @@ use kube::{Resource, ResourceExt};
 use super::bookkeeping::Finished;
 use super::jobs::{self, ObservedJob};
 use super::launch::{GATE_REQUEUE, Launch, Started};
+
+/// How often a Job waiting for its ServiceAccount's opt-in looks again (the label is not
+/// watched).
+const OPT_IN_REQUEUE: Duration = Duration::from_secs(30);
 use super::object::{Workload, patch_status, remove_finalizer};
 use super::pass::{Pass, abandon_cause, finish_bookkeeping};
 use super::{credentials, secrets};
@@ -283,6 +287,28 @@ where
                 requeue: Some(GATE_REQUEUE),
             });
         };
+        let account = &launch.policy.service_account_name;
+        if let Err(refusal) =
+            credentials::check_service_account(&self.ctx.client, self.key.namespace(), account)
+                .await?
+        {
+            // Consent is checked before every Job, destroys included: a Job runs with the
+            // account's permissions.
+            for type_ in [types::RUNNER_RBAC_READY, types::APPLY_JOB_SUCCEEDED] {
+                conds.set(
+                    type_,
+                    Status::False,
+                    reasons::SERVICE_ACCOUNT_NOT_OPTED_IN,
+                    &refusal,
+                    self.generation,
+                    self.now,
+                );
+            }
+            return Ok(Acted {
+                active: None,
+                requeue: Some(OPT_IN_REQUEUE),
+            });
+        }
         Ok(
             match self
                 .start_job(

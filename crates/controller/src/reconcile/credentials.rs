@@ -8,7 +8,7 @@ use captf_api::{TerraformClusterIdentity, annotations, labels, names};
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use sha2::{Digest, Sha256};
 
 use crate::error::{KubeContext, Result};
@@ -216,8 +216,114 @@ fn source_hash(data: &BTreeMap<String, k8s_openapi::ByteString>) -> String {
     hex::encode(h.finalize())
 }
 
+/// What to do about the namespace's `captf-runner` RoleBinding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindingAction {
+    Create,
+    /// Only the subjects changed.
+    Update,
+    /// The role changed, which a RoleBinding cannot: delete it and create it again.
+    Recreate,
+    Keep,
+    /// Someone else's RoleBinding of that name (no `captf.io/managed=true`): never touched.
+    Foreign,
+}
+
+/// Compares the RoleBinding there with the one wanted.
+pub fn binding_action(existing: Option<&RoleBinding>, desired: &RoleBinding) -> BindingAction {
+    let Some(existing) = existing else {
+        return BindingAction::Create;
+    };
+    let managed = existing
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::MANAGED))
+        .is_some_and(|v| v == labels::TRUE);
+    if !managed {
+        BindingAction::Foreign
+    } else if existing.role_ref != desired.role_ref {
+        BindingAction::Recreate
+    } else if existing.subjects != desired.subjects {
+        BindingAction::Update
+    } else {
+        BindingAction::Keep
+    }
+}
+
+/// The runner RoleBinding of `namespace`: `captf-runner`, and every ServiceAccount of the
+/// namespace that opted in with `captf.io/runner=true`, sorted.
+pub fn runner_binding(namespace: &str, opted_in: &[String]) -> Result<RoleBinding> {
+    let mut names: Vec<&str> = opted_in.iter().map(String::as_str).collect();
+    names.push(RUNNER);
+    names.sort_unstable();
+    names.dedup();
+    let subjects: Vec<serde_json::Value> = names
+        .into_iter()
+        .map(|name| serde_json::json!({"kind": "ServiceAccount", "name": name, "namespace": namespace}))
+        .collect();
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": RUNNER,
+            "namespace": namespace,
+            "labels": {labels::MANAGED: labels::TRUE},
+        },
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RUNNER},
+        "subjects": subjects,
+    }))?)
+}
+
+/// Whether Jobs may run as the ServiceAccount `name` (`sa` as read): `captf-runner` always;
+/// another only when it exists and carries `captf.io/runner=true`. The label is its owner's
+/// consent to lend it to CAPTF Jobs, so a tenant cannot run a module as any account of the
+/// namespace merely by naming it.
+pub fn may_run_as(
+    namespace: &str,
+    name: &str,
+    sa: Option<&ServiceAccount>,
+) -> std::result::Result<(), String> {
+    if name == RUNNER {
+        return Ok(());
+    }
+    let opted_in = sa
+        .and_then(|sa| sa.metadata.labels.as_ref())
+        .and_then(|l| l.get(labels::RUNNER))
+        .is_some_and(|v| v == labels::TRUE);
+    match (sa, opted_in) {
+        (_, true) => Ok(()),
+        (None, _) => Err(format!(
+            "the Jobs would run as ServiceAccount {namespace}/{name} (spec.jobs.serviceAccountName), which does not exist: create it with the label {}=true, or remove serviceAccountName to use {RUNNER}",
+            labels::RUNNER
+        )),
+        (Some(_), false) => Err(format!(
+            "the Jobs would run as ServiceAccount {namespace}/{name} (spec.jobs.serviceAccountName), which has not opted in: kubectl label serviceaccount {name} -n {namespace} {}=true, or remove serviceAccountName to use {RUNNER}",
+            labels::RUNNER
+        )),
+    }
+}
+
+/// Reads the ServiceAccount a Job would run as and checks [`may_run_as`].
+pub async fn check_service_account(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<std::result::Result<(), String>> {
+    if name == RUNNER {
+        return Ok(Ok(()));
+    }
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let sa = sas
+        .get_opt(name)
+        .await
+        .during(|| format!("reading ServiceAccount {namespace}/{name}"))?;
+    Ok(may_run_as(namespace, name, sa.as_ref()))
+}
+
 /// Ensures the namespace's `captf-runner` ServiceAccount and its RoleBinding to the
-/// `captf-runner` ClusterRole.
+/// `captf-runner` ClusterRole, whose subjects are `captf-runner` and every opted-in
+/// ServiceAccount (removing the label removes the account at the next pass).
 pub async fn ensure_runner_rbac(client: &kube::Client, namespace: &str) -> Result<()> {
     let managed = BTreeMap::from([(labels::MANAGED.to_owned(), labels::TRUE.to_owned())]);
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
@@ -246,42 +352,65 @@ pub async fn ensure_runner_rbac(client: &kube::Client, namespace: &str) -> Resul
             }
         }
     }
-    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": RUNNER, "namespace": namespace, "labels": managed},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RUNNER},
-        "subjects": [{"kind": "ServiceAccount", "name": RUNNER, "namespace": namespace}],
-    }))?;
+    let opted_in: Vec<String> = sas
+        .list_metadata(&ListParams::default().labels(&format!(
+            "{}={}",
+            labels::RUNNER,
+            labels::TRUE
+        )))
+        .await
+        .during(|| format!("listing opted-in ServiceAccounts of {namespace}"))?
+        .items
+        .into_iter()
+        .filter_map(|sa| sa.metadata.name)
+        .collect();
+    let binding = runner_binding(namespace, &opted_in)?;
     // get/create/update rather than server-side apply: the manager's role has no patch on
     // RoleBindings.
     let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
-    match bindings
+    let existing = bindings
         .get_opt(RUNNER)
         .await
-        .during(|| format!("reading RoleBinding {namespace}/{RUNNER}"))?
-    {
-        None => match bindings.create(&PostParams::default(), &binding).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => {
-                return Err(crate::Error::Kube {
-                    action: format!("creating RoleBinding {namespace}/{RUNNER}"),
-                    source: e,
-                });
-            }
-        },
-        Some(existing)
-            if existing.subjects != binding.subjects || existing.role_ref != binding.role_ref =>
-        {
-            let mut updated = binding.clone();
-            updated.metadata.resource_version = existing.metadata.resource_version.clone();
+        .during(|| format!("reading RoleBinding {namespace}/{RUNNER}"))?;
+    let create = |bindings: Api<RoleBinding>, binding: RoleBinding| async move {
+        match bindings.create(&PostParams::default(), &binding).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(e) => Err(crate::Error::Kube {
+                action: format!("creating RoleBinding {namespace}/{RUNNER}"),
+                source: e,
+            }),
+        }
+    };
+    match binding_action(existing.as_ref(), &binding) {
+        BindingAction::Keep => {}
+        BindingAction::Create => create(bindings, binding).await?,
+        BindingAction::Recreate => {
+            bindings
+                .delete(RUNNER, &Default::default())
+                .await
+                .during(|| {
+                    format!("deleting RoleBinding {namespace}/{RUNNER} to change its role")
+                })?;
+            create(bindings, binding).await?;
+        }
+        BindingAction::Update => {
+            let mut updated = binding;
+            updated.metadata.resource_version = existing.and_then(|e| e.metadata.resource_version);
             bindings
                 .replace(RUNNER, &PostParams::default(), &updated)
                 .await
                 .during(|| format!("updating RoleBinding {namespace}/{RUNNER}"))?;
         }
-        Some(_) => {}
+        BindingAction::Foreign => {
+            return Err(crate::Error::InvalidObject(format!(
+                "RoleBinding {namespace}/{RUNNER} exists and is not CAPTF's (it lacks {}={}), so it is left alone and Jobs may lack their permissions: delete or rename it, or label it {}={} to hand it to CAPTF",
+                labels::MANAGED,
+                labels::TRUE,
+                labels::MANAGED,
+                labels::TRUE
+            )));
+        }
     }
     Ok(())
 }
@@ -345,6 +474,105 @@ mod tests {
         ];
         for (name, existing, owner, want) in cases {
             assert_eq!(with_owner(existing, &owner), want, "{name}");
+        }
+    }
+
+    fn account(name: &str, labels: &[(&str, &str)]) -> ServiceAccount {
+        ServiceAccount {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn jobs_run_only_as_accounts_that_opted_in() {
+        let opted = account("deployer", &[(labels::RUNNER, labels::TRUE)]);
+        let plain = account("deployer", &[]);
+        let other_value = account("deployer", &[(labels::RUNNER, "yes")]);
+        let cases = [
+            ("the default account", RUNNER, None, None),
+            ("opted in", "deployer", Some(&opted), None),
+            (
+                "not labelled",
+                "deployer",
+                Some(&plain),
+                Some(
+                    "has not opted in: kubectl label serviceaccount deployer -n ns captf.io/runner=true",
+                ),
+            ),
+            (
+                "labelled otherwise",
+                "deployer",
+                Some(&other_value),
+                Some("has not opted in"),
+            ),
+            (
+                "missing",
+                "deployer",
+                None,
+                Some("does not exist: create it with the label captf.io/runner=true"),
+            ),
+        ];
+        for (name, sa_name, sa, refused) in cases {
+            match (may_run_as("ns", sa_name, sa), refused) {
+                (Ok(()), None) => {}
+                (Err(e), Some(says)) => assert!(e.contains(says), "{name}: {e}"),
+                (got, want) => panic!("{name}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_runner_binding_lists_every_opted_in_account_and_never_takes_a_foreign_one() {
+        let desired =
+            runner_binding("ns", &["b".into(), "a".into(), RUNNER.into()]).expect("binding");
+        let subjects: Vec<&str> = desired
+            .subjects
+            .iter()
+            .flatten()
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(subjects, ["a", "b", RUNNER]);
+        assert!(
+            desired
+                .subjects
+                .iter()
+                .flatten()
+                .all(|s| s.namespace.as_deref() == Some("ns"))
+        );
+
+        let only_runner = runner_binding("ns", &[]).expect("binding");
+        let mut foreign = only_runner.clone();
+        foreign.metadata.labels = None;
+        let mut other_role = only_runner.clone();
+        other_role.role_ref.name = "edit".into();
+        let cases = [
+            ("none", None, BindingAction::Create),
+            ("same", Some(&only_runner), BindingAction::Keep),
+            (
+                "an account opted in",
+                Some(&only_runner),
+                BindingAction::Update,
+            ),
+            ("someone else's", Some(&foreign), BindingAction::Foreign),
+            ("another role", Some(&other_role), BindingAction::Recreate),
+        ];
+        for (name, existing, want) in cases {
+            let target = if name == "an account opted in" {
+                &desired
+            } else {
+                &only_runner
+            };
+            assert_eq!(binding_action(existing, target), want, "{name}");
         }
     }
 }
