@@ -319,7 +319,7 @@ impl Manager {
         let config = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()?
             .dangerous()
-            .with_custom_certificate_verifier(std::sync::Arc::new(AnyCertificate(provider)))
+            .with_custom_certificate_verifier(std::sync::Arc::new(AnyCertificate::new(provider)))
             .with_no_client_auth();
         let name = rustls::pki_types::ServerName::try_from("localhost")?;
         let connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name)?;
@@ -364,19 +364,59 @@ impl Drop for Manager {
     }
 }
 
-/// Accepts any server certificate (tests only), still checking the handshake signatures.
+/// The certificate (DER) a TLS server on loopback `port` presents.
+pub fn served_certificate(port: u16) -> anyhow::Result<Vec<u8>> {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = std::sync::Arc::new(AnyCertificate::new(provider.clone()));
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier.clone())
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost")?;
+    let mut connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name)?;
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
+    while connection.is_handshaking() {
+        connection.complete_io(&mut tcp)?;
+    }
+    let seen = verifier
+        .seen
+        .lock()
+        .map_err(|_| anyhow::anyhow!("poisoned"))?
+        .clone();
+    Ok(seen)
+}
+
+/// Accepts any server certificate (tests only), still checking the handshake signatures, and
+/// remembers the last one it was shown.
 #[derive(Debug)]
-struct AnyCertificate(std::sync::Arc<rustls::crypto::CryptoProvider>);
+struct AnyCertificate {
+    provider: std::sync::Arc<rustls::crypto::CryptoProvider>,
+    seen: std::sync::Mutex<Vec<u8>>,
+}
+
+impl AnyCertificate {
+    fn new(provider: std::sync::Arc<rustls::crypto::CryptoProvider>) -> Self {
+        AnyCertificate {
+            provider,
+            seen: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+}
 
 impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
     fn verify_server_cert(
         &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        end_entity: &rustls::pki_types::CertificateDer<'_>,
         _intermediates: &[rustls::pki_types::CertificateDer<'_>],
         _server_name: &rustls::pki_types::ServerName<'_>,
         _ocsp_response: &[u8],
         _now: rustls::pki_types::UnixTime,
     ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        if let Ok(mut seen) = self.seen.lock() {
+            *seen = end_entity.to_vec();
+        }
         Ok(rustls::client::danger::ServerCertVerified::assertion())
     }
 
@@ -390,7 +430,7 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
@@ -404,11 +444,13 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }

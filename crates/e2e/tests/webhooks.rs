@@ -3,10 +3,10 @@
 //! input with a message naming the field and the fix, lets valid objects through, and keeps
 //! working when the serving certificate is rotated on disk.
 
-use std::sync::{Arc, Mutex};
-
 use captf_e2e::fixture::{TIMEOUT, namespace_with_identity};
-use captf_e2e::{Manager, apply_yaml, manager_kubeconfig, service_account_token, workspace};
+use captf_e2e::{
+    Manager, apply_yaml, manager_kubeconfig, served_certificate, service_account_token, workspace,
+};
 use captf_testenv::{TestEnv, wait_for};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -118,73 +118,6 @@ async fn create(
 ) -> kube::Result<DynamicObject> {
     let object: DynamicObject = serde_json::from_value(object).expect("object");
     api.create(&PostParams::default(), &object).await
-}
-
-/// The certificate a TLS handshake with `port` is served, DER.
-fn served_certificate(port: u16) -> anyhow::Result<Vec<u8>> {
-    #[derive(Debug)]
-    struct Capture(Arc<rustls::crypto::CryptoProvider>, Arc<Mutex<Vec<u8>>>);
-    impl rustls::client::danger::ServerCertVerifier for Capture {
-        fn verify_server_cert(
-            &self,
-            end_entity: &rustls::pki_types::CertificateDer<'_>,
-            _: &[rustls::pki_types::CertificateDer<'_>],
-            _: &rustls::pki_types::ServerName<'_>,
-            _: &[u8],
-            _: rustls::pki_types::UnixTime,
-        ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-            *self.1.lock().expect("lock") = end_entity.to_vec();
-            Ok(rustls::client::danger::ServerCertVerified::assertion())
-        }
-        fn verify_tls12_signature(
-            &self,
-            message: &[u8],
-            cert: &rustls::pki_types::CertificateDer<'_>,
-            dss: &rustls::DigitallySignedStruct,
-        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-            rustls::crypto::verify_tls12_signature(
-                message,
-                cert,
-                dss,
-                &self.0.signature_verification_algorithms,
-            )
-        }
-        fn verify_tls13_signature(
-            &self,
-            message: &[u8],
-            cert: &rustls::pki_types::CertificateDer<'_>,
-            dss: &rustls::DigitallySignedStruct,
-        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-            rustls::crypto::verify_tls13_signature(
-                message,
-                cert,
-                dss,
-                &self.0.signature_verification_algorithms,
-            )
-        }
-        fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-            self.0.signature_verification_algorithms.supported_schemes()
-        }
-    }
-    use std::io::Write;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(Capture(provider, seen.clone())))
-        .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from("localhost")?;
-    let connection = rustls::ClientConnection::new(Arc::new(config), name)?;
-    let tcp = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    tcp.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
-    let mut tls = rustls::StreamOwned::new(connection, tcp);
-    tls.flush()?;
-    while tls.conn.is_handshaking() {
-        tls.conn.complete_io(&mut tls.sock)?;
-    }
-    let der = seen.lock().expect("lock").clone();
-    Ok(der)
 }
 
 fn der(pem: &str) -> Vec<u8> {

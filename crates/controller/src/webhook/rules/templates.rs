@@ -3,12 +3,12 @@
 //! ClusterClass topology dry-runs are exempt: the topology controller server-side-applies a
 //! changed template with `dryRun` to compute what a rebase would do, and must not be refused.
 
+use captf_api::cluster::TerraformClusterSpec;
 use captf_api::common::ObjectMeta;
-use captf_api::templates::{
-    TerraformClusterTemplateResource, TerraformMachinePoolTemplateResource,
-    TerraformMachineTemplateResource,
+use captf_api::{
+    TerraformClusterTemplate, TerraformMachinePoolSpec, TerraformMachinePoolTemplate,
+    TerraformMachineSpec, TerraformMachineTemplate,
 };
-use captf_api::{TerraformClusterTemplate, TerraformMachinePoolTemplate, TerraformMachineTemplate};
 use captf_contract::Role;
 use kube::ResourceExt;
 
@@ -23,92 +23,98 @@ pub const TOPOLOGY_DRY_RUN: &str = "topology.cluster.x-k8s.io/dry-run";
 
 const SPEC: &str = "spec.template.spec";
 
-pub fn cluster_template(c: &Change<'_, TerraformClusterTemplate>) -> Violations {
-    let mut v = Violations::default();
-    fn template(t: &TerraformClusterTemplate) -> &TerraformClusterTemplateResource {
-        &t.spec.template
+/// What the three template kinds share: metadata to copy, and the spec they stamp out.
+trait Template: kube::Resource {
+    type Spec: PartialEq;
+    /// Who points at the template, for the message that says how to change it.
+    const USERS: &'static str;
+    fn template_metadata(&self) -> Option<&ObjectMeta>;
+    fn template_spec(&self) -> &Self::Spec;
+}
+
+impl Template for TerraformClusterTemplate {
+    type Spec = TerraformClusterSpec;
+    const USERS: &'static str = "the ClusterClass";
+    fn template_metadata(&self) -> Option<&ObjectMeta> {
+        self.spec.template.metadata.as_ref()
     }
-    cluster_spec(
+    fn template_spec(&self) -> &Self::Spec {
+        &self.spec.template.spec
+    }
+}
+
+impl Template for TerraformMachineTemplate {
+    type Spec = TerraformMachineSpec;
+    const USERS: &'static str = "the MachineDeployment (or ClusterClass)";
+    fn template_metadata(&self) -> Option<&ObjectMeta> {
+        self.spec.template.metadata.as_ref()
+    }
+    fn template_spec(&self) -> &Self::Spec {
+        &self.spec.template.spec
+    }
+}
+
+impl Template for TerraformMachinePoolTemplate {
+    type Spec = TerraformMachinePoolSpec;
+    const USERS: &'static str = "the ClusterClass";
+    fn template_metadata(&self) -> Option<&ObjectMeta> {
+        self.spec.template.metadata.as_ref()
+    }
+    fn template_spec(&self) -> &Self::Spec {
+        &self.spec.template.spec
+    }
+}
+
+/// The stamped-out kind's `rules` over the template spec (new, old, deleting), the metadata,
+/// and the frozen spec.
+fn template<K: Template<DynamicType = ()>>(
+    c: &Change<'_, K>,
+    rules: impl FnOnce(&mut Violations, &K::Spec, Option<&K::Spec>, bool),
+) -> Violations {
+    let mut v = Violations::default();
+    rules(
         &mut v,
-        SPEC,
-        &template(c.new).spec,
-        c.old.map(|o| &template(o).spec),
+        c.new.template_spec(),
+        c.old.map(Template::template_spec),
         c.deleting(),
-        IdentityRef::Optional,
     );
-    metadata(&mut v, template(c.new).metadata.as_ref());
-    frozen(
-        &mut v,
-        c,
-        |t| &template(t).spec,
-        "TerraformClusterTemplate",
-        "the ClusterClass",
-    );
+    if let Some(meta) = c.new.template_metadata() {
+        metadata(&mut v, meta);
+    }
+    frozen(&mut v, c);
     v
+}
+
+pub fn cluster_template(c: &Change<'_, TerraformClusterTemplate>) -> Violations {
+    template(c, |v, new, old, deleting| {
+        cluster_spec(v, SPEC, new, old, deleting, IdentityRef::Optional)
+    })
 }
 
 pub fn machine_template(c: &Change<'_, TerraformMachineTemplate>) -> Violations {
-    let mut v = Violations::default();
-    fn template(t: &TerraformMachineTemplate) -> &TerraformMachineTemplateResource {
-        &t.spec.template
-    }
-    workspace(
-        &mut v,
-        SPEC,
-        Role::Machine,
-        &template(c.new).spec.workspace,
-        c.old.map(|o| &template(o).spec.workspace),
-        c.deleting(),
-    );
-    metadata(&mut v, template(c.new).metadata.as_ref());
-    frozen(
-        &mut v,
-        c,
-        |t| &template(t).spec,
-        "TerraformMachineTemplate",
-        "the MachineDeployment (or ClusterClass)",
-    );
-    v
+    template(c, |v, new, old, deleting| {
+        let old = old.map(|o| &o.workspace);
+        workspace(v, SPEC, Role::Machine, &new.workspace, old, deleting)
+    })
 }
 
 pub fn machine_pool_template(c: &Change<'_, TerraformMachinePoolTemplate>) -> Violations {
-    let mut v = Violations::default();
-    fn template(t: &TerraformMachinePoolTemplate) -> &TerraformMachinePoolTemplateResource {
-        &t.spec.template
-    }
-    workspace(
-        &mut v,
-        SPEC,
-        Role::MachinePool,
-        &template(c.new).spec.workspace,
-        c.old.map(|o| &template(o).spec.workspace),
-        c.deleting(),
-    );
-    metadata(&mut v, template(c.new).metadata.as_ref());
-    frozen(
-        &mut v,
-        c,
-        |t| &template(t).spec,
-        "TerraformMachinePoolTemplate",
-        "the ClusterClass",
-    );
-    v
+    template(c, |v, new, old, deleting| {
+        let old = old.map(|o| &o.workspace);
+        workspace(v, SPEC, Role::MachinePool, &new.workspace, old, deleting)
+    })
 }
 
 /// `spec.template.spec` may not change, except in a topology dry-run.
-fn frozen<K: kube::Resource, S: PartialEq>(
-    v: &mut Violations,
-    c: &Change<'_, K>,
-    spec: impl Fn(&K) -> &S,
-    kind: &str,
-    user: &str,
-) {
+fn frozen<K: Template<DynamicType = ()>>(v: &mut Violations, c: &Change<'_, K>) {
     let Some(old) = c.old else { return };
-    if spec(old) != spec(c.new) && !topology_dry_run(c) {
+    if old.template_spec() != c.new.template_spec() && !topology_dry_run(c) {
         v.immutable(
             SPEC,
             &format!(
-                "create a new {kind} with the change and point {user} at it; objects already stamped out keep the old template"
+                "create a new {} with the change and point {} at it; objects already stamped out keep the old template",
+                K::kind(&()),
+                K::USERS
             ),
         );
     }
@@ -119,8 +125,7 @@ fn topology_dry_run<K: kube::Resource>(c: &Change<'_, K>) -> bool {
     c.dry_run && c.new.annotations().contains_key(TOPOLOGY_DRY_RUN)
 }
 
-fn metadata(v: &mut Violations, meta: Option<&ObjectMeta>) {
-    let Some(meta) = meta else { return };
+fn metadata(v: &mut Violations, meta: &ObjectMeta) {
     if let Some(l) = &meta.labels {
         labels(v, "spec.template.metadata.labels", l);
     }
