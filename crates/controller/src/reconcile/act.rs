@@ -15,10 +15,6 @@ use kube::{Resource, ResourceExt};
 use super::bookkeeping::Finished;
 use super::jobs::{self, ObservedJob};
 use super::launch::{GATE_REQUEUE, Launch, Started};
-
-/// How often a Job waiting for its ServiceAccount's opt-in looks again (the label is not
-/// watched).
-const OPT_IN_REQUEUE: Duration = Duration::from_secs(30);
 use super::object::{Workload, patch_status, remove_finalizer};
 use super::pass::{Pass, abandon_cause, finish_bookkeeping};
 use super::{credentials, secrets};
@@ -26,6 +22,10 @@ use crate::conditions::Conditions;
 use crate::decide::{self, StateView};
 use crate::error::Result;
 use crate::job::EffectivePolicy;
+
+/// How often a Job waiting for its ServiceAccount's opt-in looks again (the label is not
+/// watched).
+const OPT_IN_REQUEUE: Duration = Duration::from_secs(30);
 
 /// What the act step leaves for the status write.
 #[derive(Default)]
