@@ -1,0 +1,1114 @@
+//! `captf-bench`: the manager at fleet scale and the cost of one operation (issue #9), on the
+//! local control plane (`captf_testenv`), with a JSON report and a Markdown table.
+//!
+//! 1. One operation against the bare engine: a TerraformCluster on the no-op cluster module
+//!    (the template) is applied by a manager, then its spec changes `--op-runs` times, each
+//!    timed to Ready, side by side with `tofu init && tofu apply` of the same root by hand.
+//! 2. The fleet at rest: `--objects` clones of the template, seeded up to date (see `seed`),
+//!    then a fresh manager over all namespaces: time until every object is Ready, its RSS and
+//!    CPU, and the API server's requests and writes per minute at rest.
+//! 3. Reaction time: `--reaction` objects get a spec change, each timed from the write to
+//!    the arrival of its Job on a watch.
+//!
+//! Build the three binaries in one profile, then run it:
+//! `cargo build --release -p captf -p captf-testenv -p captf-bench --bins &&
+//!  target/release/captf-bench --objects 1000`.
+
+mod op;
+mod probe;
+mod seed;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use captf_api::names::{ObjectKey, WorkloadKind};
+use captf_api::{TerraformCluster, labels};
+use captf_contract::{Role, RoleInputs};
+use captf_testenv::TestEnv;
+use clap::Parser;
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::watcher;
+use serde_json::json;
+
+use crate::probe::{Counters, ProcSample, Requests, TICKS_PER_SECOND};
+
+/// The goals of issue #9.
+const RSS_GOAL_1K_MIB: f64 = 48.0;
+const RSS_GOAL_10K_MIB: f64 = 128.0;
+const CPU_GOAL_CORE_PERCENT: f64 = 1.0;
+const REACTION_P99_GOAL_MS: f64 = 250.0;
+const OP_RATIO_GOAL: f64 = 1.3;
+
+/// The image the reaction's spec changes set: new inputs, so an apply is due, and an image the
+/// process node does not have, so the Jobs wait in `ErrImagePull` instead of running a hundred
+/// engines on the machine while the later changes are timed.
+const REACTION_IMAGE: &str = "captf.local/modules/noop-cluster:bench-reaction-not-pulled";
+
+const TEMPLATE_NS: &str = "bench-tpl";
+const TEMPLATE: &str = "tpl";
+const IDENTITY: &str = "bench";
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "captf-bench",
+    about = "The manager at fleet scale and one operation against the bare engine, on the local control plane"
+)]
+struct Args {
+    /// TerraformClusters seeded up to date (1000 and 10000 are the sizes issue #9 asks for).
+    #[arg(long, default_value_t = 1000)]
+    objects: usize,
+    /// Objects per namespace (each namespace has its credential mirror and runner RBAC).
+    #[arg(long, default_value_t = 100)]
+    per_namespace: usize,
+    /// Seeding requests in flight.
+    #[arg(long, default_value_t = 16)]
+    seed_parallel: usize,
+    /// How long the control plane is watched without the manager (the other clients' rate).
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    baseline: Duration,
+    /// The wait between "every object Ready" and the rest window.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    settle: Duration,
+    /// The rest window (RSS, CPU, requests and writes at rest).
+    #[arg(long, default_value = "3m", value_parser = humantime::parse_duration)]
+    rest: Duration,
+    /// Most time the fleet may take to become Ready.
+    #[arg(long, default_value = "20m", value_parser = humantime::parse_duration)]
+    ready_timeout: Duration,
+    /// Objects whose spec changes for the reaction time (0: skip).
+    #[arg(long, default_value_t = 100)]
+    reaction: usize,
+    /// The pause between two of those spec changes (0s: all at once).
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    reaction_interval: Duration,
+    /// Spec changes of the template timed through CAPTF, each next to one bare engine run
+    /// (0: skip).
+    #[arg(long, default_value_t = 3)]
+    op_runs: usize,
+    /// An extra flag for the manager of the fleet (repeatable), e.g. `--manager-arg=--sync-period=1m`.
+    #[arg(long = "manager-arg")]
+    manager_args: Vec<String>,
+    /// An environment variable `NAME=VALUE` for the manager of the fleet (repeatable), e.g.
+    /// `--manager-env=MALLOC_ARENA_MAX=1`.
+    #[arg(long = "manager-env")]
+    manager_env: Vec<String>,
+    /// Keep the control plane's folder (logs) after the run.
+    #[arg(long)]
+    keep: bool,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    anyhow::ensure!(args.objects >= 1, "--objects must be at least 1");
+    let dir = std::env::temp_dir().join(format!("captf-bench-{}", std::process::id()));
+    let started = Instant::now();
+    let env = TestEnv::start(&dir, Some(std::process::id()), !args.keep)?;
+    eprintln!(
+        "control plane up in {:.1}s ({})",
+        started.elapsed().as_secs_f64(),
+        env.dir.display()
+    );
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(run(args, env))
+}
+
+/// `captf manager` over the fleet, with the RBAC an install grants.
+struct ManagerProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl ManagerProcess {
+    fn start(
+        env: &TestEnv,
+        kubeconfig: &Path,
+        name: &str,
+        extra: &[String],
+        vars: &[String],
+    ) -> anyhow::Result<Self> {
+        let metrics_port = captf_testenv::process::free_port()?;
+        let health_port = captf_testenv::process::free_port()?;
+        let log = env.dir.join(format!("manager-{name}.log"));
+        let out = std::fs::File::create(&log)?;
+        let child = Command::new(captf_e2e::captf_binary()?)
+            .arg("manager")
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--runner-image={}", captf_e2e::RUNNER_IMAGE))
+            .arg(format!("--diagnostics-address=127.0.0.1:{metrics_port}"))
+            .arg(format!("--health-addr=127.0.0.1:{health_port}"))
+            .arg("--insecure-diagnostics")
+            .arg("--webhook-port=0")
+            .args(extra)
+            .env("POD_NAMESPACE", "captf-system")
+            .env("SERVICE_ACCOUNT_NAME", "captf-controller-manager")
+            .env("POD_NAME", format!("manager-{name}"))
+            .envs(vars.iter().filter_map(|v| v.split_once('=')))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .context("starting captf manager")?;
+        Ok(ManagerProcess { child, log })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn tail(&self) -> String {
+        captf_testenv::control_plane::tail(&self.log, 40)
+    }
+
+    fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ManagerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn run(args: Args, env: TestEnv) -> anyhow::Result<()> {
+    let run_started = Instant::now();
+    let client = env.client().await?;
+    captf_e2e::write_images(&env)?;
+    let kubeconfig = captf_e2e::manager_kubeconfig(&env, &client).await?;
+    captf_e2e::apply_yaml(&client, &flow_schemas()).await?;
+    let namespaces = seed::namespaces(args.objects, args.per_namespace);
+    let mut allowed = vec![TEMPLATE_NS.to_owned()];
+    allowed.extend(namespaces.iter().cloned());
+    captf_e2e::apply_yaml(
+        &client,
+        &serde_json::to_string(&json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TEMPLATE_NS}
+        }))?,
+    )
+    .await?;
+    captf_e2e::apply_yaml(
+        &client,
+        &format!(
+            r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: bench-credentials, namespace: captf-system}}
+stringData: {{NOOP_TOKEN: not-a-real-credential}}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: TerraformClusterIdentity
+metadata: {{name: {IDENTITY}}}
+spec:
+  secretRef: {{name: bench-credentials, namespace: captf-system}}
+  allowedNamespaces: {{list: {}}}
+"#,
+            serde_json::to_string(&allowed)?
+        ),
+    )
+    .await?;
+
+    // The template, applied for real by a manager of its namespace.
+    let manager = ManagerProcess::start(
+        &env,
+        &kubeconfig,
+        "template",
+        &[
+            format!("--namespace={TEMPLATE_NS}"),
+            "--log-level=info".into(),
+        ],
+        &[],
+    )?;
+    let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), TEMPLATE_NS);
+    create_template(&client).await?;
+    let template_started = Instant::now();
+    wait_template(&tcs, &manager, Duration::from_secs(300)).await?;
+    let first_apply = template_started.elapsed();
+    eprintln!(
+        "template Ready in {:.1}s (first apply)",
+        first_apply.as_secs_f64()
+    );
+    let template = seed::Template::read(&client, TEMPLATE_NS, TEMPLATE).await?;
+    eprintln!(
+        "template: {} Secret(s) of its own: {}",
+        template.secrets.len(),
+        template
+            .secrets
+            .iter()
+            .map(|s| s.metadata.name.clone().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
+    // One operation against the bare engine, alternating.
+    let op = if args.op_runs > 0 {
+        Some(one_operation(&args, &env, &tcs, &template).await?)
+    } else {
+        None
+    };
+    // The manager records each finished Job after the status that shows it Ready: let it, so
+    // the fleet's manager finds nothing left to do in the template's namespace either.
+    wait_until_async(
+        "the template's Jobs bookkept",
+        Duration::from_secs(120),
+        || async {
+            let jobs: Api<Job> = Api::namespaced(client.clone(), TEMPLATE_NS);
+            let list = jobs.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .all(|j| {
+                    j.metadata
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key(captf_api::annotations::BOOKKEPT))
+                })
+                .then_some(())
+        },
+    )
+    .await
+    .with_context(|| manager.tail())?;
+    manager.stop();
+
+    // The fleet, seeded up to date.
+    let seeding = Instant::now();
+    seed::seed_fleet(
+        &client,
+        &template,
+        args.objects,
+        args.per_namespace,
+        args.seed_parallel,
+    )
+    .await?;
+    let seed_secs = seeding.elapsed().as_secs_f64();
+    eprintln!(
+        "seeded {} objects in {seed_secs:.0}s ({:.0}/s)",
+        args.objects,
+        args.objects as f64 / seed_secs
+    );
+
+    // Watch the fleet (before the baseline, so the watch is part of it).
+    let tracker = Arc::new(Mutex::new(Tracker::default()));
+    let all: Api<TerraformCluster> = Api::all(client.clone());
+    let watch_task = tokio::spawn(track(all.clone(), tracker.clone()));
+    wait_until("the fleet watch to list", Duration::from_secs(600), || {
+        let t = tracker.lock().ok()?;
+        (t.listed && t.seen.len() >= args.objects).then_some(())
+    })
+    .await?;
+
+    // The other clients' rate, without the manager.
+    let b0 = probe::apiserver(&client).await?;
+    let baseline_started = Instant::now();
+    tokio::time::sleep(args.baseline).await;
+    let b1 = probe::apiserver(&client).await?;
+    let baseline_minutes = baseline_started.elapsed().as_secs_f64() / 60.0;
+    let baseline = b1.since(&b0);
+
+    // The fleet's manager: start-up until every object is Ready.
+    let r0 = probe::apiserver(&client).await?;
+    let mut flags = vec!["--log-level=info".to_owned()];
+    flags.extend(args.manager_args.iter().cloned());
+    let manager = ManagerProcess::start(&env, &kubeconfig, "fleet", &flags, &args.manager_env)?;
+    let pid = manager.pid();
+    let started = Instant::now();
+    let mut rss_samples: Vec<(f64, u64)> = Vec::new();
+    let (ready_after, startup_sample) = loop {
+        let Some(sample) = probe::sample(pid) else {
+            anyhow::bail!("the manager exited:\n{}", manager.tail());
+        };
+        rss_samples.push((started.elapsed().as_secs_f64(), sample.rss_kib));
+        let ready = tracker.lock().map(|t| t.ready.len()).unwrap_or(0);
+        if ready >= args.objects {
+            break (started.elapsed(), sample);
+        }
+        anyhow::ensure!(
+            started.elapsed() < args.ready_timeout,
+            "{ready} of {} objects Ready after {:?}:\n{}",
+            args.objects,
+            args.ready_timeout,
+            manager.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let r1 = probe::apiserver(&client).await?;
+    let startup_requests = r1.since(&r0);
+    eprintln!(
+        "every object Ready {:.1}s after the manager started (RSS {:.1} MiB, peak {:.1} MiB)",
+        ready_after.as_secs_f64(),
+        mib(startup_sample.rss_kib),
+        mib(startup_sample.hwm_kib)
+    );
+    let jobs_at_start = fleet_jobs(&client).await?;
+
+    // At rest.
+    let settle_until = Instant::now() + args.settle;
+    sample_until(pid, settle_until, &mut rss_samples, started).await;
+    let m0 = probe::apiserver(&client).await?;
+    let c0 = probe::sample(pid).context("the manager exited")?;
+    let events_before = tracker.lock().map(|t| t.changes).unwrap_or(0);
+    let rest_started = Instant::now();
+    let rest_first = rss_samples.len();
+    sample_until(pid, rest_started + args.rest, &mut rss_samples, started).await;
+    let rest_minutes = rest_started.elapsed().as_secs_f64() / 60.0;
+    let c1 = probe::sample(pid).context("the manager exited")?;
+    let m1 = probe::apiserver(&client).await?;
+    let events_at_rest = tracker.lock().map(|t| t.changes).unwrap_or(0) - events_before;
+    let at_rest = m1.since(&m0);
+    let rest_rss: Vec<u64> = rss_samples[rest_first..].iter().map(|s| s.1).collect();
+    let steady_rss_kib = median_u64(&rest_rss);
+    let cpu_secs = (c1.cpu_ticks - c0.cpu_ticks) as f64 / TICKS_PER_SECOND;
+    let cpu_core_percent = cpu_secs / (rest_minutes * 60.0) * 100.0;
+    let jobs_at_rest = fleet_jobs(&client).await?;
+    eprintln!(
+        "at rest: RSS {:.1} MiB, CPU {:.2}% of a core, {} object change(s) seen",
+        mib(steady_rss_kib),
+        cpu_core_percent,
+        events_at_rest
+    );
+
+    // Reaction time.
+    let reaction = if args.reaction > 0 {
+        Some(reaction(&args, &client, &manager).await?)
+    } else {
+        None
+    };
+    let final_sample = probe::sample(pid);
+    manager.stop();
+    watch_task.abort();
+
+    let report = Report {
+        args: &args,
+        first_apply,
+        op,
+        seed_secs,
+        ready_after,
+        startup_sample,
+        startup_requests,
+        jobs_at_start,
+        baseline,
+        baseline_minutes,
+        at_rest,
+        rest_minutes,
+        steady_rss_kib,
+        peak_rss_kib: final_sample.map_or(c1.hwm_kib, |s| s.hwm_kib),
+        rest_hwm_kib: c1.hwm_kib,
+        cpu_secs,
+        cpu_core_percent,
+        events_at_rest,
+        jobs_at_rest,
+        reaction,
+        rss_samples,
+        total_secs: run_started.elapsed().as_secs_f64(),
+    };
+    let (json, table) = report.render();
+    let dir = captf_bench::report_dir();
+    std::fs::create_dir_all(&dir)?;
+    let name = format!("fleet-{}", args.objects);
+    let json_path = dir.join(format!("{name}.json"));
+    std::fs::write(&json_path, serde_json::to_vec_pretty(&json)?)?;
+    let md_path = dir.join(format!("{name}.md"));
+    std::fs::write(&md_path, &table)?;
+    println!("{table}");
+    println!(
+        "report: {}\ntable: {}",
+        json_path.canonicalize().unwrap_or(json_path).display(),
+        md_path.canonicalize().unwrap_or(md_path).display()
+    );
+    Ok(())
+}
+
+/// The manager's own flow schemas, so the API server counts its reads and writes apart from
+/// every other client's (`apiserver_flowcontrol_dispatched_requests_total{flow_schema}`).
+const MANAGER_WRITES: &str = "captf-bench-manager-writes";
+const MANAGER_READS: &str = "captf-bench-manager-reads";
+
+fn flow_schemas() -> String {
+    let subject = "subjects: [{kind: ServiceAccount, serviceAccount: {name: captf-controller-manager, namespace: captf-system}}]";
+    format!(
+        r#"
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {{name: {MANAGER_WRITES}}}
+spec:
+  matchingPrecedence: 1000
+  priorityLevelConfiguration: {{name: workload-low}}
+  distinguisherMethod: {{type: ByUser}}
+  rules:
+  - {subject}
+    resourceRules: [{{verbs: [create, update, patch, delete, deletecollection], apiGroups: ["*"], resources: ["*"], clusterScope: true, namespaces: ["*"]}}]
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {{name: {MANAGER_READS}}}
+spec:
+  matchingPrecedence: 1001
+  priorityLevelConfiguration: {{name: workload-low}}
+  distinguisherMethod: {{type: ByUser}}
+  rules:
+  - {subject}
+    resourceRules: [{{verbs: ["*"], apiGroups: ["*"], resources: ["*"], clusterScope: true, namespaces: ["*"]}}]
+    nonResourceRules: [{{verbs: ["*"], nonResourceURLs: ["*"]}}]
+"#
+    )
+}
+
+async fn create_template(client: &kube::Client) -> anyhow::Result<()> {
+    captf_e2e::apply_yaml(
+        client,
+        &format!(
+            r#"
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata: {{name: {TEMPLATE}, namespace: {TEMPLATE_NS}}}
+spec:
+  infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: TerraformCluster, name: {TEMPLATE}}}
+"#
+        ),
+    )
+    .await?;
+    let clusters: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        TEMPLATE_NS,
+        &captf_e2e::fixture::capi_cluster_resource(),
+    );
+    let uid = clusters
+        .get(TEMPLATE)
+        .await?
+        .metadata
+        .uid
+        .context("Cluster uid")?;
+    captf_e2e::apply_yaml(
+        client,
+        &format!(
+            r#"
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: TerraformCluster
+metadata:
+  name: {TEMPLATE}
+  namespace: {TEMPLATE_NS}
+  labels: {{cluster.x-k8s.io/cluster-name: {TEMPLATE}}}
+  ownerReferences:
+  - {{apiVersion: cluster.x-k8s.io/v1beta2, kind: Cluster, name: {TEMPLATE}, uid: {uid}}}
+spec:
+  source: {{image: "{}"}}
+  identityRef: {{name: {IDENTITY}}}
+"#,
+            captf_e2e::fixture::CLUSTER_IMAGE
+        ),
+    )
+    .await
+}
+
+/// Ready, no Job running, and its state backed up (what the fleet is cloned from).
+async fn wait_template(
+    api: &Api<TerraformCluster>,
+    manager: &ManagerProcess,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    wait_until_async(
+        "the template Ready with a state backup",
+        timeout,
+        || async {
+            let tc = api.get(TEMPLATE).await.ok()?;
+            let s = tc.status.as_ref()?;
+            (captf_e2e::fixture::ready(&tc)
+                && s.workspace.active_job.is_none()
+                && s.workspace
+                    .state_backups
+                    .as_ref()
+                    .is_some_and(|b| !b.is_empty()))
+            .then_some(())
+        },
+    )
+    .await
+    .with_context(|| manager.tail())
+}
+
+/// The bare engine and CAPTF, alternating, `--op-runs` times each.
+async fn one_operation(
+    args: &Args,
+    env: &TestEnv,
+    tcs: &Api<TerraformCluster>,
+    template: &seed::Template,
+) -> anyhow::Result<OpReport> {
+    let tools = captf_testenv::tools::Tools::locate()?;
+    let module = captf_e2e::workspace().join("modules/noop/cluster");
+    // The root CAPTF renders for the template, for the bare runs.
+    let clusters: Api<DynamicObject> = Api::namespaced_with(
+        tcs.clone().into_client(),
+        TEMPLATE_NS,
+        &captf_e2e::fixture::capi_cluster_resource(),
+    );
+    let cluster: captf_controller::capi::Cluster =
+        serde_json::from_value(serde_json::to_value(clusters.get(TEMPLATE).await?)?)?;
+    let variables = captf_controller::variables::merge(
+        Role::Cluster,
+        TEMPLATE_NS,
+        &template.tc.spec.workspace,
+        &[],
+    )
+    .map_err(|gate| anyhow::anyhow!("variables: {gate:?}"))?;
+    let rendered = captf_contract::render(
+        Role::Cluster,
+        &template.tc.spec.workspace.source.image,
+        &RoleInputs::Cluster(captf_controller::inputs::cluster_inputs(
+            &template.tc,
+            &cluster,
+            &captf_controller::inputs::ClusterHistory {
+                control_plane_initialized: template.control_plane_initialized,
+                endpoint_from_module: true,
+            },
+        )),
+        &variables,
+    )?;
+    let mut bare = Vec::new();
+    let mut captf = Vec::new();
+    for i in 0..args.op_runs {
+        let work = env.dir.join(format!("bare-{i}"));
+        let b = tokio::task::block_in_place(|| op::bare(&tools.tofu, &module, &rendered, &work))?;
+        let c =
+            op::through_captf(tcs, TEMPLATE, &format!("op-{i}"), Duration::from_secs(300)).await?;
+        eprintln!(
+            "one operation {i}: bare {:.0} ms, CAPTF {:.0} ms",
+            b.wall_ms, c.wall_ms
+        );
+        bare.push(b);
+        captf.push(c);
+    }
+    Ok(OpReport { bare, captf })
+}
+
+struct OpReport {
+    bare: Vec<op::Run>,
+    captf: Vec<op::Run>,
+}
+
+/// What the fleet watch saw.
+#[derive(Default)]
+struct Tracker {
+    listed: bool,
+    seen: HashSet<String>,
+    ready: HashSet<String>,
+    /// Changes of fleet objects seen after the initial list.
+    changes: u64,
+}
+
+async fn track(api: Api<TerraformCluster>, tracker: Arc<Mutex<Tracker>>) {
+    let config = watcher::Config::default().labels(&seed::fleet_selector());
+    let mut stream = watcher::watcher(api, config).boxed();
+    while let Some(event) = stream.next().await {
+        let Ok(event) = event else { continue };
+        let Ok(mut t) = tracker.lock() else { return };
+        match event {
+            watcher::Event::Init => {}
+            watcher::Event::InitApply(tc) | watcher::Event::Apply(tc) => {
+                let key = format!(
+                    "{}/{}",
+                    tc.metadata.namespace.as_deref().unwrap_or_default(),
+                    tc.metadata.name.as_deref().unwrap_or_default()
+                );
+                if t.listed {
+                    t.changes += 1;
+                }
+                t.seen.insert(key.clone());
+                if captf_e2e::fixture::ready(&tc) {
+                    t.ready.insert(key);
+                } else {
+                    t.ready.remove(&key);
+                }
+            }
+            watcher::Event::InitDone => t.listed = true,
+            watcher::Event::Delete(_) => {}
+        }
+    }
+}
+
+/// Jobs of TerraformClusters in the fleet's namespaces.
+async fn fleet_jobs(client: &kube::Client) -> anyhow::Result<usize> {
+    let jobs: Api<Job> = Api::all(client.clone());
+    let list = jobs
+        .list(&ListParams::default().labels(&format!("{}=TerraformCluster", labels::OWNER_KIND)))
+        .await?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|j| {
+            j.metadata
+                .namespace
+                .as_deref()
+                .is_some_and(|n| n.starts_with("fleet-"))
+        })
+        .count())
+}
+
+/// Samples the manager's RSS every 5 s until `until`.
+async fn sample_until(pid: u32, until: Instant, out: &mut Vec<(f64, u64)>, started: Instant) {
+    loop {
+        if let Some(s) = probe::sample(pid) {
+            out.push((started.elapsed().as_secs_f64(), s.rss_kib));
+        }
+        let now = Instant::now();
+        if now >= until {
+            return;
+        }
+        tokio::time::sleep((until - now).min(Duration::from_secs(5))).await;
+    }
+}
+
+/// `--reaction` spec changes spread over the fleet; the time from each write to its Job on a
+/// watch.
+async fn reaction(
+    args: &Args,
+    client: &kube::Client,
+    manager: &ManagerProcess,
+) -> anyhow::Result<ReactionReport> {
+    let count = args.reaction.min(args.objects);
+    let step = (args.objects / count).max(1);
+    let targets: Vec<(String, String)> = (0..count)
+        .map(|k| seed::object(k * step, args.per_namespace))
+        .collect();
+    let arrivals: Arc<Mutex<HashMap<(String, String), Instant>>> = Arc::default();
+    let listed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let jobs: Api<Job> = Api::all(client.clone());
+    let config =
+        watcher::Config::default().labels(&format!("{}=TerraformCluster", labels::OWNER_KIND));
+    let task = {
+        let arrivals = arrivals.clone();
+        let listed = listed.clone();
+        tokio::spawn(async move {
+            let mut stream = watcher::watcher(jobs, config).boxed();
+            while let Some(event) = stream.next().await {
+                let now = Instant::now();
+                match event {
+                    Ok(watcher::Event::InitDone) => {
+                        listed.store(true, std::sync::atomic::Ordering::SeqCst)
+                    }
+                    Ok(watcher::Event::Apply(job)) | Ok(watcher::Event::InitApply(job)) => {
+                        let ns = job.metadata.namespace.clone().unwrap_or_default();
+                        let owner = job
+                            .metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get(labels::OWNER_NAME))
+                            .cloned()
+                            .unwrap_or_default();
+                        if let Ok(mut a) = arrivals.lock() {
+                            a.entry((ns, owner)).or_insert(now);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        })
+    };
+    wait_until("the Job watch to list", Duration::from_secs(60), || {
+        listed
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then_some(())
+    })
+    .await?;
+    let mut writes: Vec<((String, String), Instant)> = Vec::new();
+    let mut written_at: Vec<(String, String, std::time::SystemTime)> = Vec::new();
+    let mut next = Instant::now();
+    for (ns, name) in &targets {
+        let api: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
+        let owner = ObjectKey::new(ns, WorkloadKind::Cluster, name)?.owner_name_label();
+        let at = Instant::now();
+        written_at.push((ns.clone(), name.clone(), std::time::SystemTime::now()));
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"source": {"image": REACTION_IMAGE}}})),
+        )
+        .await?;
+        writes.push(((ns.clone(), owner), at));
+        next += args.reaction_interval;
+        tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
+    }
+    let all = wait_until("a Job for every change", Duration::from_secs(300), || {
+        let a = arrivals.lock().ok()?;
+        writes.iter().all(|(k, _)| a.contains_key(k)).then_some(())
+    })
+    .await;
+    task.abort();
+    let a = arrivals.lock().map(|a| a.clone()).unwrap_or_default();
+    let mut latencies: Vec<f64> = writes
+        .iter()
+        .filter_map(|(k, at)| {
+            a.get(k)
+                .map(|seen| seen.saturating_duration_since(*at).as_secs_f64() * 1e3)
+        })
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    if let Err(e) = all {
+        eprintln!(
+            "{e}: {} of {} Jobs seen\n{}",
+            latencies.len(),
+            writes.len(),
+            manager.tail()
+        );
+    }
+    let mut decided = decisions(&manager.log, &written_at);
+    decided.sort_by(f64::total_cmp);
+    Ok(ReactionReport {
+        changes: writes.len(),
+        latencies_ms: latencies,
+        decided_ms: decided,
+        interval: args.reaction_interval,
+    })
+}
+
+struct ReactionReport {
+    changes: usize,
+    latencies_ms: Vec<f64>,
+    /// From the write to the manager's `decided` log line (its pass, before the Job is made).
+    decided_ms: Vec<f64>,
+    interval: Duration,
+}
+
+/// From each write to the first `decided ... op=apply` line the manager logged for its object
+/// after it (JSON logs, wall-clock timestamps).
+fn decisions(log: &Path, written: &[(String, String, std::time::SystemTime)]) -> Vec<f64> {
+    use k8s_openapi::jiff::Timestamp;
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut first: HashMap<(String, String), Vec<Timestamp>> = HashMap::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let f = &v["fields"];
+        if f["message"] != "decided" || f["op"] != "apply" {
+            continue;
+        }
+        let (Some(ns), Some(name), Some(at)) = (
+            f["namespace"].as_str(),
+            f["name"].as_str(),
+            v["timestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<Timestamp>().ok()),
+        ) else {
+            continue;
+        };
+        first
+            .entry((ns.to_owned(), name.to_owned()))
+            .or_default()
+            .push(at);
+    }
+    written
+        .iter()
+        .filter_map(|(ns, name, at)| {
+            let at = Timestamp::try_from(*at).ok()?;
+            let seen = first
+                .get(&(ns.clone(), name.clone()))?
+                .iter()
+                .filter(|t| **t >= at)
+                .min()?;
+            Some(seen.duration_since(at).as_secs_f64() * 1e3)
+        })
+        .collect()
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, failing after `timeout`.
+async fn wait_until<T>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> anyhow::Result<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return Ok(v);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_until_async<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut check: F,
+) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn median_u64(v: &[u64]) -> u64 {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+struct Report<'a> {
+    args: &'a Args,
+    first_apply: Duration,
+    op: Option<OpReport>,
+    seed_secs: f64,
+    ready_after: Duration,
+    startup_sample: ProcSample,
+    startup_requests: Counters,
+    jobs_at_start: usize,
+    baseline: Counters,
+    baseline_minutes: f64,
+    at_rest: Counters,
+    rest_minutes: f64,
+    steady_rss_kib: u64,
+    peak_rss_kib: u64,
+    rest_hwm_kib: u64,
+    cpu_secs: f64,
+    cpu_core_percent: f64,
+    events_at_rest: u64,
+    jobs_at_rest: usize,
+    reaction: Option<ReactionReport>,
+    rss_samples: Vec<(f64, u64)>,
+    total_secs: f64,
+}
+
+fn per_minute(r: &Requests, minutes: f64) -> BTreeMap<String, f64> {
+    probe::by_verb(r)
+        .into_iter()
+        .map(|(k, v)| (k, v / minutes))
+        .collect()
+}
+
+fn writes(r: &Requests) -> BTreeMap<String, f64> {
+    r.iter()
+        .filter(|((verb, _), _)| probe::is_write(verb))
+        .map(|((verb, resource), v)| (format!("{verb} {resource}"), *v))
+        .collect()
+}
+
+fn goal(met: bool) -> &'static str {
+    if met { "met" } else { "not met" }
+}
+
+impl Report<'_> {
+    fn render(&self) -> (serde_json::Value, String) {
+        let a = self.args;
+        let rss_goal = if a.objects <= 1000 {
+            RSS_GOAL_1K_MIB
+        } else {
+            RSS_GOAL_10K_MIB
+        };
+        let rest_total: f64 = self.at_rest.requests.values().sum::<f64>() / self.rest_minutes;
+        let baseline_total: f64 =
+            self.baseline.requests.values().sum::<f64>() / self.baseline_minutes;
+        // The manager's own, counted by the API server under its flow schemas.
+        let manager_reads = self.at_rest.flow(MANAGER_READS) / self.rest_minutes;
+        let manager_writes = self.at_rest.flow(MANAGER_WRITES);
+        let startup_reads = self.startup_requests.flow(MANAGER_READS);
+        let startup_writes = self.startup_requests.flow(MANAGER_WRITES);
+        let all_writes: f64 = writes(&self.at_rest.requests).values().sum::<f64>();
+        let steady = mib(self.steady_rss_kib);
+        let rss_met = steady <= rss_goal;
+        let cpu_met = self.cpu_core_percent < CPU_GOAL_CORE_PERCENT;
+        let writes_met =
+            manager_writes == 0.0 && self.events_at_rest == 0 && self.jobs_at_rest == 0;
+        let mut md = String::new();
+        md.push_str(&format!(
+            "### Fleet of {} TerraformClusters ({} per namespace)\n\nOn {}; the whole run took {:.0} s.\n\n",
+            a.objects,
+            a.per_namespace,
+            captf_bench::machine(),
+            self.total_secs
+        ));
+        md.push_str("| Measure | Value | Goal |\n| --- | --- | --- |\n");
+        md.push_str(&format!(
+            "| seeding (up to date, {} objects) | {:.0} s ({:.0} objects/s) | |\n",
+            a.objects,
+            self.seed_secs,
+            a.objects as f64 / self.seed_secs
+        ));
+        md.push_str(&format!(
+            "| manager start → every object Ready | {:.1} s ({:.0} objects/s) | |\n",
+            self.ready_after.as_secs_f64(),
+            a.objects as f64 / self.ready_after.as_secs_f64().max(1e-3)
+        ));
+        md.push_str(&format!(
+            "| the manager's API requests during start-up | {startup_reads:.0} reads ({:.1} per object), {startup_writes:.0} writes ({}) | writes: status only |\n",
+            startup_reads / a.objects as f64,
+            fmt_map(&writes(&self.startup_requests.requests))
+        ));
+        md.push_str(&format!(
+            "| Jobs created by the first pass | {} | 0 |\n",
+            self.jobs_at_start
+        ));
+        md.push_str(&format!(
+            "| peak RSS (VmHWM) | {:.1} MiB | |\n",
+            mib(self.rest_hwm_kib)
+        ));
+        md.push_str(&format!(
+            "| steady RSS at rest (median over {:.1} min) | {:.1} MiB | ≤ {rss_goal:.0} MiB: {} |\n",
+            self.rest_minutes,
+            steady,
+            goal(rss_met)
+        ));
+        md.push_str(&format!(
+            "| CPU at rest | {:.2} s per minute ({:.2} % of a core) | < {CPU_GOAL_CORE_PERCENT:.0} %: {} |\n",
+            self.cpu_secs / self.rest_minutes,
+            self.cpu_core_percent,
+            goal(cpu_met)
+        ));
+        md.push_str(&format!(
+            "| the manager's API requests at rest | {manager_reads:.1} reads/min, {manager_writes:.0} writes in {:.1} min | |\n",
+            self.rest_minutes
+        ));
+        md.push_str(&format!(
+            "| API requests at rest, every client | {rest_total:.0}/min ({}); without the manager {baseline_total:.0}/min | |\n",
+            fmt_map(&per_minute(&self.at_rest.requests, self.rest_minutes))
+        ));
+        md.push_str(&format!(
+            "| writes at rest | the manager's {manager_writes:.0}; {} object change(s) seen, {} Job(s); every client's {all_writes:.0} ({}) | none: {} |\n",
+            self.events_at_rest,
+            self.jobs_at_rest,
+            fmt_map(&writes(&self.at_rest.requests)),
+            goal(writes_met)
+        ));
+        let reaction = self.reaction.as_ref().map(|r| {
+            let p50 = probe::percentile(&r.latencies_ms, 50.0);
+            let p99 = probe::percentile(&r.latencies_ms, 99.0);
+            let max = r.latencies_ms.last().copied();
+            md.push_str(&format!(
+                "| reaction: spec change → Job ({} of {} changes, one every {:?}) | p50 {} ms, p99 {} ms, max {} ms | p99 ≤ {REACTION_P99_GOAL_MS:.0} ms: {} |\n",
+                r.latencies_ms.len(),
+                r.changes,
+                r.interval,
+                fmt_opt(p50),
+                fmt_opt(p99),
+                fmt_opt(max),
+                goal(p99.is_some_and(|p| p <= REACTION_P99_GOAL_MS) && r.latencies_ms.len() == r.changes)
+            ));
+            let d50 = probe::percentile(&r.decided_ms, 50.0);
+            let d99 = probe::percentile(&r.decided_ms, 99.0);
+            md.push_str(&format!(
+                "| of which write → the manager's decision (its log) | p50 {} ms, p99 {} ms | |\n",
+                fmt_opt(d50),
+                fmt_opt(d99)
+            ));
+            json!({"changes": r.changes, "interval_ms": r.interval.as_millis(), "jobs_seen": r.latencies_ms.len(),
+                   "decided_p50_ms": d50, "decided_p99_ms": d99, "decided_ms": r.decided_ms,
+                   "p50_ms": p50, "p99_ms": p99, "max_ms": max, "latencies_ms": r.latencies_ms,
+                   "goal": {"what": format!("p99 <= {REACTION_P99_GOAL_MS} ms"), "met": p99.is_some_and(|p| p <= REACTION_P99_GOAL_MS)}})
+        });
+        let op = self.op.as_ref().map(|o| {
+            let bare_ms = median(&o.bare.iter().map(|r| r.wall_ms).collect::<Vec<_>>());
+            let captf_ms = median(&o.captf.iter().map(|r| r.wall_ms).collect::<Vec<_>>());
+            let bare_peak = o.bare.iter().map(|r| r.peak.max_kib).max().unwrap_or(0);
+            let captf_peak = o.captf.iter().map(|r| r.peak.max_kib).max().unwrap_or(0);
+            let captf_sum = o.captf.iter().map(|r| r.peak.sum_kib).max().unwrap_or(0);
+            let ratio = captf_ms / bare_ms.max(1e-3);
+            md.push_str(&format!(
+                "| one apply, bare `tofu init && tofu apply` (median of {}) | {bare_ms:.0} ms, peak {:.1} MiB | |\n",
+                o.bare.len(),
+                mib(bare_peak)
+            ));
+            md.push_str(&format!(
+                "| one apply through CAPTF, spec change → Ready (median of {}) | {captf_ms:.0} ms, peak {:.1} MiB per process ({:.1} MiB runner and engine together) | |\n",
+                o.captf.len(),
+                mib(captf_peak),
+                mib(captf_sum)
+            ));
+            md.push_str(&format!(
+                "| CAPTF / bare engine, wall time | {ratio:.2}x | ≤ {OP_RATIO_GOAL}x: {} |\n",
+                goal(ratio <= OP_RATIO_GOAL)
+            ));
+            json!({"bare": o.bare, "captf": o.captf, "bare_median_ms": bare_ms, "captf_median_ms": captf_ms,
+                   "ratio": ratio, "goal": {"what": format!("CAPTF <= {OP_RATIO_GOAL}x the bare engine"), "met": ratio <= OP_RATIO_GOAL}})
+        });
+        let json = json!({
+            "benchmark": "fleet",
+            "machine": captf_bench::machine(),
+            "objects": a.objects,
+            "per_namespace": a.per_namespace,
+            "total_seconds": self.total_secs,
+            "template_first_apply_ms": self.first_apply.as_secs_f64() * 1e3,
+            "seeding_seconds": self.seed_secs,
+            "startup": {
+                "ready_seconds": self.ready_after.as_secs_f64(),
+                "rss_mib": mib(self.startup_sample.rss_kib),
+                "peak_rss_mib": mib(self.startup_sample.hwm_kib),
+                "requests": flat(&self.startup_requests.requests),
+                "manager_reads": startup_reads,
+                "manager_writes": startup_writes,
+                "jobs_created": self.jobs_at_start,
+            },
+            "baseline": {"minutes": self.baseline_minutes, "requests_per_minute_by_verb": per_minute(&self.baseline.requests, self.baseline_minutes), "requests": flat(&self.baseline.requests)},
+            "at_rest": {
+                "minutes": self.rest_minutes,
+                "steady_rss_mib": steady,
+                "peak_rss_mib": mib(self.rest_hwm_kib),
+                "peak_rss_mib_end_of_run": mib(self.peak_rss_kib),
+                "cpu_seconds_per_minute": self.cpu_secs / self.rest_minutes,
+                "cpu_core_percent": self.cpu_core_percent,
+                "requests_per_minute_by_verb": per_minute(&self.at_rest.requests, self.rest_minutes),
+                "requests_per_minute_total": rest_total,
+                "requests_per_minute_without_manager": baseline_total,
+                "manager_reads_per_minute": manager_reads,
+                "manager_writes": manager_writes,
+                "requests": flat(&self.at_rest.requests),
+                "writes": writes(&self.at_rest.requests),
+                "object_changes_seen": self.events_at_rest,
+                "jobs": self.jobs_at_rest,
+                "goals": {
+                    "steady_rss": {"what": format!("<= {rss_goal} MiB"), "met": rss_met},
+                    "cpu": {"what": format!("< {CPU_GOAL_CORE_PERCENT} % of a core"), "met": cpu_met},
+                    "writes": {"what": "no writes at rest", "met": writes_met},
+                },
+            },
+            "reaction": reaction,
+            "one_operation": op,
+            "rss_samples": self.rss_samples.iter().map(|(t, k)| json!([t, mib(*k)])).collect::<Vec<_>>(),
+        });
+        (json, md)
+    }
+}
+
+fn flat(r: &Requests) -> BTreeMap<String, f64> {
+    r.iter()
+        .map(|((verb, resource), v)| (format!("{verb} {resource}"), *v))
+        .collect()
+}
+
+fn fmt_map(m: &BTreeMap<String, f64>) -> String {
+    m.iter()
+        .map(|(k, v)| format!("{k} {v:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.0}"))
+}

@@ -1,0 +1,388 @@
+//! Seeding a fleet of TerraformClusters that are up to date, by cloning one that the manager
+//! really applied (the template): its state Secrets, durable inputs, state backups, the
+//! namespace's credential mirror and runner RBAC, with names, labels, owner references and the
+//! inputs hash of each clone. The inputs hash is rendered by the manager's own functions
+//! (`captf_controller::inputs::cluster_inputs`, `captf_controller::variables::merge`,
+//! `captf_contract::render`) from the clone as the API server stored it.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context as _;
+use captf_api::names::{ObjectKey, WorkloadKind};
+use captf_api::{TerraformCluster, annotations, labels};
+use captf_contract::{Role, RoleInputs};
+use captf_controller::capi;
+use captf_controller::inputs::{ClusterHistory, cluster_inputs};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, PostParams};
+use kube::{Resource, ResourceExt};
+
+/// The label every seeded object (and the template) carries.
+pub const FLEET_LABEL: &str = "captf-bench/fleet";
+
+/// The template: a TerraformCluster the manager applied, and what it left.
+pub struct Template {
+    pub tc: TerraformCluster,
+    pub key: ObjectKey,
+    /// The inputs hash its state records.
+    pub inputs_hash: String,
+    /// Its own Secrets: state chunks, durable inputs, backups (and a plan key, if any).
+    pub secrets: Vec<Secret>,
+    /// The namespace's credential mirror.
+    pub mirror: Secret,
+    /// `control_plane_initialized` as last rendered (from the durable inputs).
+    pub control_plane_initialized: bool,
+}
+
+impl Template {
+    /// Reads what the manager left for `name` in `ns` (the manager must be stopped).
+    pub async fn read(client: &kube::Client, ns: &str, name: &str) -> anyhow::Result<Template> {
+        let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
+        let tc = tcs.get(name).await?;
+        let uid = tc.uid().context("template uid")?;
+        let key = ObjectKey::new(ns, WorkloadKind::Cluster, name)?;
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+        let all = secrets.list(&ListParams::default()).await?.items;
+        let mirror = all
+            .iter()
+            .find(|s| {
+                s.labels()
+                    .get(labels::MIRRORED)
+                    .is_some_and(|v| v == labels::TRUE)
+            })
+            .cloned()
+            .context("no credential mirror next to the template")?;
+        let own: Vec<Secret> = all
+            .into_iter()
+            .filter(|s| {
+                s.owner_references().iter().any(|o| o.uid == uid)
+                    && !s.labels().contains_key(labels::MIRRORED)
+            })
+            .collect();
+        let base = own
+            .iter()
+            .find(|s| s.name_any() == key.state_secret())
+            .context("the template has no state Secret")?;
+        let inputs_hash = base
+            .annotations()
+            .get(annotations::INPUTS_HASH)
+            .cloned()
+            .context("the template's state has no inputs hash")?;
+        let control_plane_initialized = own
+            .iter()
+            .find(|s| s.name_any() == key.durable_inputs_secret())
+            .and_then(|s| s.data.as_ref()?.get(captf_contract::render::TFVARS_FILE))
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b.0).ok())
+            .and_then(|v| v.get("control_plane_initialized")?.as_bool())
+            .unwrap_or(false);
+        Ok(Template {
+            tc,
+            key,
+            inputs_hash,
+            secrets: own,
+            mirror,
+            control_plane_initialized,
+        })
+    }
+}
+
+/// The namespaces of a fleet of `objects` with `per_namespace` each.
+pub fn namespaces(objects: usize, per_namespace: usize) -> Vec<String> {
+    let count = objects.div_ceil(per_namespace.max(1));
+    (0..count).map(|i| format!("fleet-{i:04}")).collect()
+}
+
+/// The object `i` of the fleet: `(namespace, name)`.
+pub fn object(i: usize, per_namespace: usize) -> (String, String) {
+    let per = per_namespace.max(1);
+    (format!("fleet-{:04}", i / per), format!("c{i:05}"))
+}
+
+/// Creates the namespaces with their runner RBAC (as the manager would create it).
+pub async fn create_namespaces(client: &kube::Client, names: &[String]) -> anyhow::Result<()> {
+    futures::stream::iter(names.iter().map(|ns| {
+        let client = client.clone();
+        async move {
+            let api: Api<Namespace> = Api::all(client.clone());
+            let namespace = Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.clone()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            api.create(&PostParams::default(), &namespace).await?;
+            let runner = captf_controller::reconcile::credentials::RUNNER;
+            let managed = BTreeMap::from([(labels::MANAGED.to_owned(), labels::TRUE.to_owned())]);
+            let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+            let sa = ServiceAccount {
+                metadata: ObjectMeta {
+                    name: Some(runner.into()),
+                    labels: Some(managed.clone()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            sas.create(&PostParams::default(), &sa).await?;
+            let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": runner, "namespace": ns, "labels": managed},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": runner},
+                "subjects": [{"kind": "ServiceAccount", "name": runner, "namespace": ns}],
+            }))?;
+            let rbs: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+            rbs.create(&PostParams::default(), &binding).await?;
+            anyhow::Ok(())
+        }
+    }))
+    .buffer_unordered(8)
+    .try_collect::<Vec<()>>()
+    .await?;
+    Ok(())
+}
+
+/// Seeds object `(ns, name)` as a clone of the template; returns the plain owner reference
+/// the namespace's credential mirror lists for it.
+pub async fn seed_object(
+    client: &kube::Client,
+    template: &Template,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<OwnerReference> {
+    // The CAPI Cluster, as CAPI would create it.
+    let clusters: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        ns,
+        &captf_e2e::fixture::capi_cluster_resource(),
+    );
+    let cluster: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Cluster",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformCluster", "name": name}},
+    }))?;
+    let cluster = clusters.create(&PostParams::default(), &cluster).await?;
+    let cluster: capi::Cluster = serde_json::from_value(serde_json::to_value(&cluster)?)?;
+    let cluster_uid = cluster.metadata.uid.clone().context("Cluster uid")?;
+
+    // The TerraformCluster, as the template is after its apply: finalizer, endpoint written
+    // back from the module's output, no status (the manager's first pass writes it).
+    let t = &template.tc;
+    let mut annotations_of = t.annotations().clone();
+    annotations_of.remove(annotations::BLOCK_MOVE);
+    annotations_of.remove("kubectl.kubernetes.io/last-applied-configuration");
+    let mut labels_of = t.labels().clone();
+    labels_of.insert(labels::CLUSTER_NAME.into(), name.into());
+    labels_of.insert(FLEET_LABEL.into(), "true".into());
+    let mut spec = t.spec.clone();
+    if let Some(endpoint) = spec.control_plane_endpoint.as_mut()
+        && endpoint.host.is_some()
+    {
+        endpoint.host = Some(format!("{name}.noop.invalid"));
+    }
+    let tc = TerraformCluster {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(ns.into()),
+            labels: Some(labels_of),
+            annotations: Some(annotations_of),
+            finalizers: t.metadata.finalizers.clone(),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "cluster.x-k8s.io/v1beta2".into(),
+                kind: "Cluster".into(),
+                name: name.into(),
+                uid: cluster_uid,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        spec,
+        status: None,
+    };
+    let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
+    let tc = tcs.create(&PostParams::default(), &tc).await?;
+    let owner = tc
+        .controller_owner_ref(&())
+        .context("TerraformCluster without uid")?;
+
+    // Its inputs, rendered as the manager renders them.
+    let key = ObjectKey::new(ns, WorkloadKind::Cluster, name)?;
+    let history = ClusterHistory {
+        control_plane_initialized: template.control_plane_initialized,
+        endpoint_from_module: tc
+            .annotations()
+            .get(annotations::ENDPOINT_SOURCE)
+            .is_some_and(|v| v == annotations::ENDPOINT_SOURCE_MODULE),
+    };
+    let variables = captf_controller::variables::merge(Role::Cluster, ns, &tc.spec.workspace, &[])
+        .map_err(|gate| anyhow::anyhow!("variables: {gate:?}"))?;
+    let inputs = RoleInputs::Cluster(cluster_inputs(&tc, &cluster, &history));
+    let rendered = captf_contract::render(
+        Role::Cluster,
+        &tc.spec.workspace.source.image,
+        &inputs,
+        &variables,
+    )?;
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    for s in &template.secrets {
+        let clone = clone_secret(s, template, &key, &owner, &rendered)?;
+        secrets.create(&PostParams::default(), &clone).await?;
+    }
+    Ok(OwnerReference {
+        controller: None,
+        block_owner_deletion: None,
+        ..owner
+    })
+}
+
+/// The template's Secret `s`, renamed and re-labelled for `key`, owned by `owner`.
+fn clone_secret(
+    s: &Secret,
+    template: &Template,
+    key: &ObjectKey,
+    owner: &OwnerReference,
+    rendered: &captf_contract::Rendered,
+) -> anyhow::Result<Secret> {
+    let from = &template.key;
+    let (from_suffix, to_suffix) = (from.state_suffix(), key.state_suffix());
+    let map = |v: &str| -> String {
+        if v == template.inputs_hash {
+            rendered.inputs_hash.clone()
+        } else if v == from.name() {
+            key.name().to_owned()
+        } else if v == from.owner_name_label() {
+            key.owner_name_label()
+        } else {
+            v.replace(&from_suffix, &to_suffix)
+        }
+    };
+    let old_name = s.name_any();
+    let durable = old_name == from.durable_inputs_secret();
+    let name = if durable {
+        key.durable_inputs_secret()
+    } else if old_name == from.plan_key_secret() {
+        key.plan_key_secret()
+    } else {
+        old_name.replace(&from_suffix, &to_suffix)
+    };
+    let tpl_uid = template.tc.uid().unwrap_or_default();
+    let owners = s
+        .owner_references()
+        .iter()
+        .map(|o| {
+            if o.uid == tpl_uid {
+                OwnerReference {
+                    controller: o.controller,
+                    block_owner_deletion: o.block_owner_deletion,
+                    ..owner.clone()
+                }
+            } else {
+                o.clone()
+            }
+        })
+        .collect();
+    let mut data = s.data.clone().unwrap_or_default();
+    if durable {
+        data.insert(
+            captf_contract::render::TFVARS_FILE.into(),
+            ByteString(rendered.tfvars_json.clone()),
+        );
+        data.insert(
+            captf_contract::render::MAIN_TF_FILE.into(),
+            ByteString(rendered.main_tf_json.clone()),
+        );
+    }
+    Ok(Secret {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(key.namespace().into()),
+            labels: Some(
+                s.labels()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), map(v)))
+                    .collect(),
+            ),
+            annotations: Some(
+                s.annotations()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), map(v)))
+                    .collect(),
+            ),
+            owner_references: Some(owners),
+            ..Default::default()
+        },
+        data: Some(data),
+        type_: s.type_.clone(),
+        ..Default::default()
+    })
+}
+
+/// The namespace's credential mirror, listing every object of the namespace as a user (as the
+/// manager leaves it once each object passed once).
+pub async fn create_mirror(
+    client: &kube::Client,
+    template: &Template,
+    ns: &str,
+    owners: Vec<OwnerReference>,
+) -> anyhow::Result<()> {
+    let m = &template.mirror;
+    let mirror = Secret {
+        metadata: ObjectMeta {
+            name: Some(m.name_any()),
+            namespace: Some(ns.into()),
+            labels: m.metadata.labels.clone(),
+            annotations: m.metadata.annotations.clone(),
+            owner_references: Some(owners),
+            ..Default::default()
+        },
+        data: m.data.clone(),
+        type_: m.type_.clone(),
+        ..Default::default()
+    };
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    api.create(&PostParams::default(), &mirror).await?;
+    Ok(())
+}
+
+/// Seeds `objects` clones over `per_namespace`-sized namespaces, `parallel` at a time.
+pub async fn seed_fleet(
+    client: &kube::Client,
+    template: &Template,
+    objects: usize,
+    per_namespace: usize,
+    parallel: usize,
+) -> anyhow::Result<()> {
+    let namespaces = namespaces(objects, per_namespace);
+    create_namespaces(client, &namespaces).await?;
+    let owners: Vec<(String, OwnerReference)> = futures::stream::iter((0..objects).map(|i| {
+        let (ns, name) = object(i, per_namespace);
+        async move {
+            let owner = seed_object(client, template, &ns, &name)
+                .await
+                .with_context(|| format!("seeding {ns}/{name}"))?;
+            anyhow::Ok((ns, owner))
+        }
+    }))
+    .buffered(parallel.max(1))
+    .try_collect()
+    .await?;
+    let mut by_ns: BTreeMap<String, Vec<OwnerReference>> = BTreeMap::new();
+    for (ns, owner) in owners {
+        by_ns.entry(ns).or_default().push(owner);
+    }
+    for (ns, owners) in by_ns {
+        create_mirror(client, template, &ns, owners).await?;
+    }
+    Ok(())
+}
+
+/// The label selector of the fleet's objects.
+pub fn fleet_selector() -> String {
+    format!("{FLEET_LABEL}=true")
+}
