@@ -1,16 +1,21 @@
-//! The manager's caches: metadata only, of the Jobs and Secrets CAPTF manages.
+//! The manager's caches: metadata only, of the Jobs and Secrets CAPTF manages, and the few
+//! small objects every pass consults (identities, namespaces' labels, the runner RBAC).
 //!
 //! Each kind is watched once (a shared reflector) and every controller subscribes to it. Only
-//! `metadata` is held, so memory grows with the number of objects, not with pod templates or
-//! state payloads; state and durable inputs are always read live when a pass needs them.
+//! `metadata` is held where that is all a pass reads, so memory grows with the number of
+//! objects, not with pod templates or state payloads; state and durable inputs are always read
+//! live when a pass needs them. A cache may lag a write by a moment: what a pass reads from
+//! one either only saves a live read that would find the same (and falls back to it when the
+//! cache lacks the object), or is checked live before anything is written.
 
 use std::future::ready;
 use std::sync::Arc;
 
-use captf_api::{annotations, labels};
+use captf_api::{TerraformClusterIdentity, annotations, labels};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ReflectHandle, Store};
@@ -21,12 +26,40 @@ const SUBSCRIBE_BUFFER: usize = 1024;
 
 pub type JobMeta = PartialObjectMeta<Job>;
 pub type SecretMeta = PartialObjectMeta<Secret>;
+pub type NamespaceMeta = PartialObjectMeta<Namespace>;
+pub type ServiceAccountMeta = PartialObjectMeta<ServiceAccount>;
 
 /// Readers of the shared caches.
 #[derive(Clone)]
 pub struct Caches {
     pub jobs: Store<JobMeta>,
     pub secrets: Store<SecretMeta>,
+    /// Every TerraformClusterIdentity (cluster-scoped, few).
+    pub identities: Store<TerraformClusterIdentity>,
+    /// The namespaces' labels, for `allowedNamespaces.selector`.
+    pub namespaces: Store<NamespaceMeta>,
+    /// ServiceAccounts labelled `captf.io/managed=true` (the runner's own).
+    pub managed_accounts: Store<ServiceAccountMeta>,
+    /// ServiceAccounts labelled `captf.io/runner=true` (opted in to run Jobs).
+    pub runner_accounts: Store<ServiceAccountMeta>,
+    /// RoleBindings labelled `captf.io/managed=true` (the runner's).
+    pub role_bindings: Store<RoleBinding>,
+}
+
+impl Caches {
+    /// Every cache holds its first full list.
+    pub async fn wait_until_ready(&self) -> bool {
+        let (a, b, c, d, e, f, g) = futures::join!(
+            self.jobs.wait_until_ready(),
+            self.secrets.wait_until_ready(),
+            self.identities.wait_until_ready(),
+            self.namespaces.wait_until_ready(),
+            self.managed_accounts.wait_until_ready(),
+            self.runner_accounts.wait_until_ready(),
+            self.role_bindings.wait_until_ready(),
+        );
+        [a, b, c, d, e, f, g].iter().all(Result::is_ok)
+    }
 }
 
 /// The caches, the streams that keep them filled (poll them), and one subscription per
@@ -35,7 +68,7 @@ pub struct Reflectors {
     pub caches: Caches,
     pub jobs_events: ReflectHandle<JobMeta>,
     pub secrets_events: ReflectHandle<SecretMeta>,
-    /// Drives both watches; runs for the life of the controllers.
+    /// Drives every watch; runs for the life of the controllers.
     pub run: std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>,
 }
 
@@ -55,22 +88,91 @@ pub fn reflectors(client: &kube::Client, namespace: &str) -> Reflectors {
     let secrets_api: Api<SecretMeta> = scoped(client, namespace);
     let jobs_watch = watcher::watcher(jobs_api, config.clone())
         .default_backoff()
+        .modify(without_managed_fields)
         .reflect_shared(jobs_writer)
         .for_each(|_| ready(()));
     let secrets_watch = watcher::watcher(secrets_api, config)
         .default_backoff()
+        .modify(without_managed_fields)
         .reflect_shared(secrets_writer)
         .for_each(|_| ready(()));
-    let run = futures::stream::select(
-        futures::stream::once(jobs_watch),
-        futures::stream::once(secrets_watch),
+    let runner = format!("{}={}", labels::RUNNER, labels::TRUE);
+    let (identities, identities_watch) = cached(
+        Api::all(client.clone()),
+        watcher::Config::default().any_semantic(),
     );
+    // A manager scoped to one namespace reads only that one's labels.
+    let (namespaces, namespaces_watch) = cached(Api::<NamespaceMeta>::all(client.clone()), {
+        let config = watcher::Config::default().any_semantic();
+        if namespace.is_empty() {
+            config
+        } else {
+            config.fields(&format!("metadata.name={namespace}"))
+        }
+    });
+    let (managed_accounts, managed_accounts_watch) = cached(
+        scoped::<ServiceAccountMeta>(client, namespace),
+        watcher::Config::default().labels(&selector).any_semantic(),
+    );
+    let (runner_accounts, runner_accounts_watch) = cached(
+        scoped::<ServiceAccountMeta>(client, namespace),
+        watcher::Config::default().labels(&runner).any_semantic(),
+    );
+    let (role_bindings, role_bindings_watch) = cached(
+        scoped::<RoleBinding>(client, namespace),
+        watcher::Config::default().labels(&selector).any_semantic(),
+    );
+    let run = futures::stream::select_all([
+        futures::stream::once(jobs_watch).boxed(),
+        futures::stream::once(secrets_watch).boxed(),
+        identities_watch,
+        namespaces_watch,
+        managed_accounts_watch,
+        runner_accounts_watch,
+        role_bindings_watch,
+    ]);
     Reflectors {
-        caches: Caches { jobs, secrets },
+        caches: Caches {
+            jobs,
+            secrets,
+            identities,
+            namespaces,
+            managed_accounts,
+            runner_accounts,
+            role_bindings,
+        },
         jobs_events,
         secrets_events,
         run: Box::pin(run),
     }
+}
+
+/// A cache nobody subscribes to, and the stream that fills it.
+fn cached<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let watch = watcher::watcher(api, config)
+        .default_backoff()
+        .modify(without_managed_fields)
+        .reflect(writer)
+        .for_each(|_| ready(()));
+    (store, futures::stream::once(watch).boxed())
+}
+
+/// No pass reads `managedFields`, and they are often the largest part of an object's metadata.
+fn without_managed_fields<K: kube::Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 /// An `Api` over `namespace`, or over all namespaces when it is empty (`--namespace`).

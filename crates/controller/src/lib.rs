@@ -20,6 +20,7 @@ pub mod registry;
 pub mod schedule;
 pub mod slots;
 pub mod variables;
+pub mod wake;
 pub mod webhook;
 
 pub use error::{Error, Result};

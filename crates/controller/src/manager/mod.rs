@@ -14,7 +14,7 @@ use axum::routing::get;
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
 pub use args::ManagerArgs;
@@ -199,12 +199,8 @@ async fn run_controllers(start: Start) {
     let client = ctx.client.clone();
     let args = &ctx.args;
     // Passes count Jobs from the cache (the caps); start only once it holds the whole list.
-    let (jobs_ready, secrets_ready) = futures::join!(
-        ctx.caches.jobs.wait_until_ready(),
-        ctx.caches.secrets.wait_until_ready()
-    );
-    if jobs_ready.is_err() || secrets_ready.is_err() {
-        tracing::error!("the Job and Secret caches stopped before they were filled");
+    if !ctx.caches.wait_until_ready().await {
+        tracing::error!("the caches stopped before they were filled");
         return;
     }
     let mut filtered = watcher::Config::default().any_semantic();
@@ -222,8 +218,9 @@ async fn run_controllers(start: Start) {
     };
 
     // Jobs and Secrets wake the object they are owned by (state chunks and backups included).
-    let clusters = Controller::new(
-        crate::cache::scoped::<captf_api::TerraformCluster>(&client, &args.namespace),
+    let clusters = workload_controller::<captf_api::TerraformCluster>(
+        &client,
+        &args.namespace,
         filtered.clone(),
     )
     .owns_shared_stream(reflectors.jobs_events.clone())
@@ -335,6 +332,26 @@ impl<K> Watched for K where
 {
 }
 
+/// The controller of a workload kind over its own objects, held without their `managedFields`
+/// and woken only by the changes a pass acts on ([`crate::wake`]), not by its own status patches.
+fn workload_controller<K: Watched>(
+    client: &Client,
+    namespace: &str,
+    config: watcher::Config,
+) -> Controller<K> {
+    let (reader, writer) = kube::runtime::reflector::store();
+    let changes = watcher::watcher(crate::cache::scoped::<K>(client, namespace), config)
+        .default_backoff()
+        .modify(|object: &mut K| object.meta_mut().managed_fields = None)
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(
+            |object: &K| crate::wake::pass_worthy(object.meta()),
+            kube::runtime::PredicateConfig::default(),
+        );
+    Controller::for_stream(changes, reader)
+}
+
 /// The controller of a cluster's members (machines, pools). Besides their Jobs and Secrets they
 /// wake for their CAPI owner (`owner`: bootstrap data, replicas, deletion), and for their
 /// Cluster and TerraformCluster (pause, provisioning, exports, inherited policy): every member
@@ -363,7 +380,7 @@ async fn run_members<K, F, Fut>(
             ns => Api::namespaced_with(client.clone(), ns, resource),
         }
     };
-    let controller = Controller::new(crate::cache::scoped::<K>(client, &args.namespace), config);
+    let controller = workload_controller::<K>(client, &args.namespace, config);
     let controller = variables_sources(controller, client, &args.namespace);
     let members = |store: kube::runtime::reflector::Store<K>| {
         move |namespace: Option<String>, cluster: Option<String>| {

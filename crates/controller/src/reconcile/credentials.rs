@@ -9,8 +9,10 @@ use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
 use sha2::{Digest, Sha256};
 
+use crate::cache::Caches;
 use crate::error::{KubeContext, Result};
 
 /// Name of the runner ServiceAccount, RoleBinding and ClusterRole.
@@ -43,6 +45,7 @@ impl Outcome {
 /// added to the mirror's owner references so the mirror goes away with its last user.
 pub async fn ensure(
     client: &kube::Client,
+    caches: &Caches,
     namespace: &str,
     identity: Option<&str>,
     owner: &OwnerReference,
@@ -54,12 +57,15 @@ pub async fn ensure(
             "no identity: set spec.identityRef.name to a TerraformClusterIdentity".into(),
         ));
     };
-    let identities: Api<TerraformClusterIdentity> = Api::all(client.clone());
-    let Some(id) = identities
-        .get_opt(identity)
-        .await
-        .during(|| format!("reading TerraformClusterIdentity {identity}"))?
-    else {
+    // The cache, or a live read for an identity it has not seen yet.
+    let id = match caches.identities.get(&ObjectRef::new(identity)) {
+        Some(id) => Some(TerraformClusterIdentity::clone(&id)),
+        None => Api::<TerraformClusterIdentity>::all(client.clone())
+            .get_opt(identity)
+            .await
+            .during(|| format!("reading TerraformClusterIdentity {identity}"))?,
+    };
+    let Some(id) = id else {
         return Ok(Outcome::blocked(
             Status::False,
             reasons::IDENTITY_NOT_FOUND,
@@ -68,13 +74,15 @@ pub async fn ensure(
             ),
         ));
     };
-    let ns: Api<Namespace> = Api::all(client.clone());
-    let ns_labels = ns
-        .get_opt(namespace)
-        .await
-        .during(|| format!("reading Namespace {namespace}"))?
-        .and_then(|n| n.metadata.labels)
-        .unwrap_or_default();
+    let ns_labels = match caches.namespaces.get(&ObjectRef::new(namespace)) {
+        Some(ns) => ns.metadata.labels.clone(),
+        None => Api::<Namespace>::all(client.clone())
+            .get_opt(namespace)
+            .await
+            .during(|| format!("reading Namespace {namespace}"))?
+            .and_then(|n| n.metadata.labels),
+    }
+    .unwrap_or_default();
     if !crate::identity::allows(&id, namespace, &ns_labels) {
         return Ok(Outcome::blocked(
             Status::False,
@@ -107,13 +115,22 @@ pub async fn ensure(
     let hash = source_hash(&data);
     let mirrors: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let name = names::credential_mirror(identity);
-    let existing = mirrors
-        .get_opt(&name)
-        .await
-        .during(|| format!("reading Secret {namespace}/{name}"))?;
+    // The mirror's metadata from the cache when it shows the mirror current; read live before
+    // any write, so a lagging cache never drops an owner another pass just added.
+    let cached = caches
+        .secrets
+        .get(&ObjectRef::new(&name).within(namespace))
+        .filter(|m| mirror_current(&m.metadata, &hash, owner));
+    let existing = match cached {
+        Some(m) => Some(m.metadata.clone()),
+        None => mirrors
+            .get_opt(&name)
+            .await
+            .during(|| format!("reading Secret {namespace}/{name}"))?
+            .map(|s| s.metadata),
+    };
     if let Some(existing) = &existing {
         let is_mirror = existing
-            .metadata
             .labels
             .as_ref()
             .and_then(|l| l.get(labels::MIRRORED))
@@ -132,23 +149,17 @@ pub async fn ensure(
             });
         }
     }
-    let owners = with_owner(
-        existing
-            .as_ref()
-            .and_then(|e| e.metadata.owner_references.clone())
-            .unwrap_or_default(),
-        owner,
-    );
-    let current = existing
+    if !existing
         .as_ref()
-        .and_then(|e| e.metadata.annotations.as_ref())
-        .and_then(|a| a.get(annotations::SOURCE_HASH));
-    let owners_changed = existing
-        .as_ref()
-        .and_then(|e| e.metadata.owner_references.clone())
-        .unwrap_or_default()
-        != owners;
-    if current != Some(&hash) || owners_changed {
+        .is_some_and(|e| mirror_current(e, &hash, owner))
+    {
+        let owners = with_owner(
+            existing
+                .as_ref()
+                .and_then(|e| e.owner_references.clone())
+                .unwrap_or_default(),
+            owner,
+        );
         let mirror = Secret {
             metadata: kube::api::ObjectMeta {
                 name: Some(name.clone()),
@@ -184,6 +195,21 @@ pub async fn ensure(
     })
 }
 
+/// The mirror holds the source's data (by its hash) and lists `owner` as it should.
+fn mirror_current(
+    mirror: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    hash: &str,
+    owner: &OwnerReference,
+) -> bool {
+    let owners = mirror.owner_references.clone().unwrap_or_default();
+    mirror
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotations::SOURCE_HASH))
+        .is_some_and(|h| h == hash)
+        && with_owner(owners.clone(), owner) == owners
+}
+
 /// The mirror's owner references once `owner` is among them (pure): one reference per user,
 /// a plain (non-controller) one; a reference to an earlier UID of the same object is replaced
 /// where it stands. Users sharing the mirror (a cluster and its machines) must not reorder
@@ -214,6 +240,33 @@ fn source_hash(data: &BTreeMap<String, k8s_openapi::ByteString>) -> String {
         h.update([0]);
     }
     hex::encode(h.finalize())
+}
+
+/// The caches show the namespace's runner ServiceAccount, and its RoleBinding binding every
+/// opted-in account: nothing to read live or write. Anything else is checked live.
+fn runner_rbac_cached(caches: &Caches, namespace: &str) -> Result<bool> {
+    if caches
+        .managed_accounts
+        .get(&ObjectRef::new(RUNNER).within(namespace))
+        .is_none()
+    {
+        return Ok(false);
+    }
+    let Some(existing) = caches
+        .role_bindings
+        .get(&ObjectRef::new(RUNNER).within(namespace))
+    else {
+        return Ok(false);
+    };
+    let opted_in: Vec<String> = caches
+        .runner_accounts
+        .state()
+        .iter()
+        .filter(|sa| sa.metadata.namespace.as_deref() == Some(namespace))
+        .filter_map(|sa| sa.metadata.name.clone())
+        .collect();
+    let desired = runner_binding(namespace, &opted_in)?;
+    Ok(binding_action(Some(&existing), &desired) == BindingAction::Keep)
 }
 
 /// What to do about the namespace's `captf-runner` RoleBinding.
@@ -324,7 +377,14 @@ pub async fn check_service_account(
 /// Ensures the namespace's `captf-runner` ServiceAccount and its RoleBinding to the
 /// `captf-runner` ClusterRole, whose subjects are `captf-runner` and every opted-in
 /// ServiceAccount (removing the label removes the account at the next pass).
-pub async fn ensure_runner_rbac(client: &kube::Client, namespace: &str) -> Result<()> {
+pub async fn ensure_runner_rbac(
+    client: &kube::Client,
+    caches: &Caches,
+    namespace: &str,
+) -> Result<()> {
+    if runner_rbac_cached(caches, namespace)? {
+        return Ok(());
+    }
     let managed = BTreeMap::from([(labels::MANAGED.to_owned(), labels::TRUE.to_owned())]);
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
     if sas
@@ -427,6 +487,50 @@ mod tests {
             uid: uid.into(),
             controller: None,
             block_owner_deletion: None,
+        }
+    }
+
+    #[test]
+    fn a_mirror_is_current_with_the_source_hash_and_the_owner() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let cluster = reference("TerraformCluster", "c", "1");
+        let machine = reference("TerraformMachine", "m", "2");
+        let mirror = |hash: Option<&str>, owners: Vec<OwnerReference>| ObjectMeta {
+            annotations: hash
+                .map(|h| BTreeMap::from([(annotations::SOURCE_HASH.to_owned(), h.to_owned())])),
+            owner_references: Some(owners),
+            ..ObjectMeta::default()
+        };
+        let cases = [
+            (
+                "hash and owner",
+                mirror(Some("h"), vec![cluster.clone()]),
+                true,
+            ),
+            (
+                "the owner among others",
+                mirror(Some("h"), vec![machine.clone(), cluster.clone()]),
+                true,
+            ),
+            (
+                "the source changed",
+                mirror(Some("old"), vec![cluster.clone()]),
+                false,
+            ),
+            ("never mirrored", mirror(None, vec![cluster.clone()]), false),
+            (
+                "another user only",
+                mirror(Some("h"), vec![machine.clone()]),
+                false,
+            ),
+            (
+                "an earlier UID of the owner",
+                mirror(Some("h"), vec![reference("TerraformCluster", "c", "0")]),
+                false,
+            ),
+        ];
+        for (case, meta, current) in cases {
+            assert_eq!(mirror_current(&meta, "h", &cluster), current, "{case}");
         }
     }
 

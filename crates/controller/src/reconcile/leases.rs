@@ -265,19 +265,26 @@ async fn take(
             ..Default::default()
         }),
     };
+    // Leases are deleted on release, so the create is what usually happens: try it first, and
+    // read the lease only when it is there.
+    match leases.create(&PostParams::default(), &desired(None)).await {
+        Ok(_) => return Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => {
+            return Err(Error::Kube {
+                action: format!("creating Lease {ns}/{name}"),
+                source: e,
+            });
+        }
+    }
     let Some(existing) = leases
         .get_opt(name)
         .await
         .during(|| format!("reading Lease {ns}/{name}"))?
     else {
-        return match leases.create(&PostParams::default(), &desired(None)).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-            Err(e) => Err(Error::Kube {
-                action: format!("creating Lease {ns}/{name}"),
-                source: e,
-            }),
-        };
+        // Released between the two calls: another writer may be taking it; look again next
+        // pass, as after any conflict.
+        return Ok(false);
     };
     let holder = existing
         .spec

@@ -44,9 +44,14 @@ where
         owner_ref: &OwnerReference,
         conds: &mut Conditions,
     ) -> Result<credentials::Outcome> {
-        let creds =
-            credentials::ensure(&self.ctx.client, self.key.namespace(), identity, owner_ref)
-                .await?;
+        let creds = credentials::ensure(
+            &self.ctx.client,
+            &self.ctx.caches,
+            self.key.namespace(),
+            identity,
+            owner_ref,
+        )
+        .await?;
         conds.set(
             types::IDENTITY_ALLOWED,
             creds.identity_allowed.0,
@@ -63,7 +68,13 @@ where
             self.generation,
             self.now,
         );
-        match credentials::ensure_runner_rbac(&self.ctx.client, self.key.namespace()).await {
+        match credentials::ensure_runner_rbac(
+            &self.ctx.client,
+            &self.ctx.caches,
+            self.key.namespace(),
+        )
+        .await
+        {
             Ok(()) => conds.set(
                 types::RUNNER_RBAC_READY,
                 Status::True,

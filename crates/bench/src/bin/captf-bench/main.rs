@@ -45,6 +45,9 @@ const CPU_GOAL_CORE_PERCENT: f64 = 1.0;
 const REACTION_P99_GOAL_MS: f64 = 250.0;
 const OP_RATIO_GOAL: f64 = 1.3;
 
+/// How long the reaction's request count runs on after the last Job appeared.
+const REACTION_TAIL: Duration = Duration::from_secs(10);
+
 /// The image the reaction's spec changes set: new inputs, so an apply is due, and an image the
 /// process node does not have, so the Jobs wait in `ErrImagePull` instead of running a hundred
 /// engines on the machine while the later changes are timed.
@@ -313,8 +316,12 @@ spec:
 
     // The fleet's manager: start-up until every object is Ready.
     let r0 = probe::apiserver(&client).await?;
-    let mut flags = vec!["--log-level=info".to_owned()];
-    flags.extend(args.manager_args.iter().cloned());
+    // Info is what the reaction needs (its `decided` lines); `--manager-arg=--log-level=...` may
+    // ask for more.
+    let mut flags = args.manager_args.clone();
+    if !flags.iter().any(|f| f.starts_with("--log-level")) {
+        flags.push("--log-level=info".to_owned());
+    }
     let manager = ManagerProcess::start(&env, &kubeconfig, "fleet", &flags, &args.manager_env)?;
     let pid = manager.pid();
     let started = Instant::now();
@@ -714,6 +721,7 @@ async fn reaction(
             .then_some(())
     })
     .await?;
+    let before = probe::apiserver(client).await?;
     let mut writes: Vec<((String, String), Instant)> = Vec::new();
     let mut written_at: Vec<(String, String, std::time::SystemTime)> = Vec::new();
     let mut next = Instant::now();
@@ -738,6 +746,10 @@ async fn reaction(
     })
     .await;
     task.abort();
+    // The passes that follow each Job's creation (its first status, the pod's failed pull)
+    // belong to the change too.
+    tokio::time::sleep(REACTION_TAIL).await;
+    let requests = probe::apiserver(client).await?.since(&before);
     let a = arrivals.lock().map(|a| a.clone()).unwrap_or_default();
     let mut latencies: Vec<f64> = writes
         .iter()
@@ -762,6 +774,7 @@ async fn reaction(
         latencies_ms: latencies,
         decided_ms: decided,
         interval: args.reaction_interval,
+        requests,
     })
 }
 
@@ -771,6 +784,8 @@ struct ReactionReport {
     /// From the write to the manager's `decided` log line (its pass, before the Job is made).
     decided_ms: Vec<f64>,
     interval: Duration,
+    /// From just before the first write to [`REACTION_TAIL`] after the last Job.
+    requests: probe::Counters,
 }
 
 /// From each write to the first `decided ... op=apply` line the manager logged for its object
@@ -1018,7 +1033,16 @@ impl Report<'_> {
                 fmt_opt(d50),
                 fmt_opt(d99)
             ));
+            let per_change = |schema| r.requests.flow(schema) / r.changes.max(1) as f64;
+            md.push_str(&format!(
+                "| the manager's API requests per change (until {}s after the last Job) | {:.1} reads, {:.1} writes | |\n",
+                REACTION_TAIL.as_secs(),
+                per_change(MANAGER_READS),
+                per_change(MANAGER_WRITES)
+            ));
             json!({"changes": r.changes, "interval_ms": r.interval.as_millis(), "jobs_seen": r.latencies_ms.len(),
+                   "manager_reads_per_change": per_change(MANAGER_READS), "manager_writes_per_change": per_change(MANAGER_WRITES),
+                   "requests": flat(&r.requests.requests),
                    "decided_p50_ms": d50, "decided_p99_ms": d99, "decided_ms": r.decided_ms,
                    "p50_ms": p50, "p99_ms": p99, "max_ms": max, "latencies_ms": r.latencies_ms,
                    "goal": {"what": format!("p99 <= {REACTION_P99_GOAL_MS} ms"), "met": p99.is_some_and(|p| p <= REACTION_P99_GOAL_MS)}})

@@ -1,0 +1,152 @@
+//! Which changes of a workload object wake a pass over it.
+//!
+//! Every pass ends with a status patch, and the API server sends that patch back on the watch.
+//! Waking for it would run a second pass per pass, each as expensive as the first (the live
+//! reads of state, Jobs and owners), for a change the manager made itself: at start-up that
+//! doubled the requests of a fleet, and under a burst of spec changes those echo passes held
+//! the reconcile slots the changes waited for. So a change wakes a pass only when it touches
+//! what a pass acts on: the spec (the generation), the labels and annotations a user sets,
+//! the finalizers, the deletion, and the owners. Status, `resourceVersion` and
+//! `managedFields` alone never do. The object still passes at its requeue and every
+//! `--sync-period`.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+
+use captf_api::annotations;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// A digest of what in `meta` wakes a pass: two versions of an object with the same digest
+/// are the same to a pass. The shape of [`kube::runtime::Predicate`], so it filters a watch.
+pub fn pass_worthy(meta: &ObjectMeta) -> Option<u64> {
+    let mut hasher = DefaultHasher::new();
+    meta.generation.hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    // The manager's own block-move annotation is set and removed around each Job; the Job's
+    // own events wake the passes that follow it.
+    meta.annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| k.as_str() != annotations::BLOCK_MOVE)
+        .for_each(|kv| kv.hash(&mut hasher));
+    meta.finalizers.hash(&mut hasher);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .hash(&mut hasher);
+    for owner in meta.owner_references.iter().flatten() {
+        (&owner.api_version, &owner.kind, &owner.name, &owner.uid).hash(&mut hasher);
+        owner.controller.hash(&mut hasher);
+    }
+    Some(hasher.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        ManagedFieldsEntry, OwnerReference, Time,
+    };
+    use std::collections::BTreeMap;
+
+    fn base() -> ObjectMeta {
+        ObjectMeta {
+            name: Some("c".into()),
+            namespace: Some("ns".into()),
+            generation: Some(3),
+            resource_version: Some("100".into()),
+            labels: Some(BTreeMap::from([(
+                "cluster.x-k8s.io/cluster-name".into(),
+                "c".into(),
+            )])),
+            annotations: Some(BTreeMap::from([("note".into(), "x".into())])),
+            finalizers: Some(vec![
+                "terraformcluster.infrastructure.cluster.x-k8s.io".into(),
+            ]),
+            ..ObjectMeta::default()
+        }
+    }
+
+    /// A case: what changes, and whether that wakes a pass.
+    type Case = (&'static str, fn(&mut ObjectMeta), bool);
+
+    #[test]
+    fn only_what_a_pass_acts_on_wakes_it() {
+        let table: Vec<Case> = vec![
+            ("nothing changed", |_| {}, false),
+            (
+                "a status patch: a new resourceVersion",
+                |m| m.resource_version = Some("101".into()),
+                false,
+            ),
+            (
+                "managedFields rewritten",
+                |m| m.managed_fields = Some(vec![ManagedFieldsEntry::default()]),
+                false,
+            ),
+            (
+                "the manager's block-move annotation set",
+                |m| {
+                    m.annotations
+                        .get_or_insert_default()
+                        .insert(annotations::BLOCK_MOVE.into(), String::new());
+                },
+                false,
+            ),
+            ("a spec change", |m| m.generation = Some(4), true),
+            (
+                "an approval annotation",
+                |m| {
+                    m.annotations.get_or_insert_default().insert(
+                        annotations::APPROVE_DESTRUCTIVE_PLAN.into(),
+                        "h2:abc".into(),
+                    );
+                },
+                true,
+            ),
+            (
+                "an annotation's value",
+                |m| {
+                    m.annotations
+                        .get_or_insert_default()
+                        .insert("note".into(), "y".into());
+                },
+                true,
+            ),
+            (
+                "a label",
+                |m| {
+                    m.labels
+                        .get_or_insert_default()
+                        .insert("team".into(), "a".into());
+                },
+                true,
+            ),
+            ("the finalizer removed", |m| m.finalizers = None, true),
+            (
+                "deletion requested",
+                |m| m.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+                true,
+            ),
+            (
+                "an owner added",
+                |m| {
+                    m.owner_references = Some(vec![OwnerReference {
+                        api_version: "cluster.x-k8s.io/v1beta2".into(),
+                        kind: "Cluster".into(),
+                        name: "c".into(),
+                        uid: "u".into(),
+                        ..OwnerReference::default()
+                    }]);
+                },
+                true,
+            ),
+        ];
+        let before = pass_worthy(&base());
+        for (case, change, wakes) in table {
+            let mut meta = base();
+            change(&mut meta);
+            assert_eq!(pass_worthy(&meta) != before, wakes, "{case}");
+        }
+    }
+}
