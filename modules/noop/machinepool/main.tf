@@ -64,6 +64,14 @@ resource "terraform_data" "drift" {
   input = uuid()
 }
 
+# Bound to the cluster's exports: with replace_on_exports, an exports change
+# replaces it (delete then create), which the pool's exports guard blocks.
+resource "terraform_data" "exports" {
+  count = var.replace_on_exports ? 1 : 0
+
+  triggers_replace = sha256(jsonencode(var.captf_cluster_outputs))
+}
+
 resource "terraform_data" "group" {
   input            = local.group_input
   triggers_replace = var.replace_trigger
