@@ -25,8 +25,7 @@ use kube::{Resource, ResourceExt};
 
 use super::act::Acted;
 use super::bookkeeping::Finished;
-use super::jobs::ObservedJob;
-use super::jobs::{self, Phase};
+use super::jobs::{self, ObservedJob, Phase};
 use super::launch::{Launch, RenderedExports};
 use super::object::{add_finalizer, set_block_move};
 use super::pass::{Pass, first_visit};
@@ -139,8 +138,8 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
     pass.lifecycle(&mut conds, deleting, paused);
 
     let finished = bookkeeping::collect(&client, &namespace, &jobs).await?;
-    // The durable inputs were read for the guard; read again if an interrupted apply was
-    // recorded or cleared.
+    // The durable inputs were read before the finished Jobs were recorded: read again if an
+    // interrupted apply or one of the exports guard's records changed.
     let mut reread = pass
         .interrupted_applies(&jobs, &finished, &mut conds)
         .await?;
