@@ -480,3 +480,116 @@ async fn a_blocked_exports_change_is_held_until_approved() {
         None
     );
 }
+
+/// An approved exports change whose apply fails may be partly applied: recorded as such, the
+/// pool holds nothing any more, and every apply is guarded by its own approval hash (here, the
+/// retry is blocked and waits) until one succeeds.
+#[tokio::test]
+async fn a_failed_exports_change_guards_every_apply() {
+    let (scene, cluster) = ready_cluster("pool-partial").await;
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = &scene;
+    let name = "partial";
+    write_bootstrap(client, ns, name).await;
+    create_machine_pool(
+        client,
+        ns,
+        &cluster,
+        name,
+        POOL_IMAGE,
+        1,
+        "  variables: {replace_on_exports: true}",
+    )
+    .await;
+    let api: Api<TerraformMachinePool> = Api::namespaced(client.clone(), ns);
+    wait_until(&api, name, "the pool Ready", manager, ready).await;
+
+    // The new exports make the pool's apply fail after it got past the guard.
+    let clusters: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
+    merge_patch(
+        &clusters,
+        &cluster,
+        serde_json::json!({"spec": {"variables": {"extra_exports": {"fail_pool_apply": true}}}}),
+    )
+    .await;
+    wait_until(&api, name, "the exports change held", manager, blocked_held).await;
+    let pending = pending_change(client, ns, name, None, manager).await;
+    let approval = pending["approvalHash"]
+        .as_str()
+        .expect("approvalHash")
+        .to_owned();
+    merge_patch_pool(
+        &api,
+        name,
+        serde_json::json!({"metadata": {"annotations": {
+            "captf.io/approve-destructive-plan": approval,
+        }}}),
+    )
+    .await;
+    let partial = wait_for("the change recorded as partly applied", TIMEOUT, || async {
+        let secret = durable_inputs(client, ns, name).await;
+        Ok(annotation(&secret, "captf.io/partial-cluster-outputs")
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(&p).ok()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let failed = partial["job"].as_str().expect("job").to_owned();
+    assert_eq!(partial["exportsHash"], pending["exportsHash"]);
+    wait_until(&api, name, "the failure reported", manager, |p| {
+        has(p, "ApplyJobSucceeded", "False", "ApplyFailed")
+    })
+    .await;
+    merge_patch_pool(
+        &api,
+        name,
+        serde_json::json!({"metadata": {"annotations": {
+            "captf.io/approve-destructive-plan": null,
+        }}}),
+    )
+    .await;
+
+    // Without the approval the retry is guarded, not held, and is blocked: the pool waits.
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let prefix = format!("captf-mp-{name}-apply-");
+    let retry = wait_for("a guarded retry after the failure", TIMEOUT, || async {
+        let list = jobs.list(&Default::default()).await?.items;
+        let after = list
+            .iter()
+            .position(|j| j.metadata.name.as_deref() == Some(failed.as_str()));
+        Ok(after.and_then(|i| {
+            list[i + 1..]
+                .iter()
+                .find(|j| {
+                    j.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with(&prefix))
+                        && j.metadata
+                            .annotations
+                            .as_ref()
+                            .is_some_and(|a| a.get("captf.io/approval-hash") == Some(&approval))
+                })
+                .cloned()
+        }))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let retry_annotations = retry.metadata.annotations.unwrap_or_default();
+    assert!(
+        !retry_annotations.contains_key("captf.io/held-cluster-outputs"),
+        "a partly applied change holds nothing: {retry_annotations:?}"
+    );
+    let pool = wait_until(&api, name, "the retry blocked, not held", manager, |p| {
+        condition(p, "ApplyJobSucceeded").is_some_and(|(s, r, m)| {
+            s == "False" && r == "DestructivePlanBlocked" && !m.contains("the change is held")
+        })
+    })
+    .await;
+    assert!(!ready(&pool));
+    let secret = durable_inputs(client, ns, name).await;
+    assert!(annotation(&secret, "captf.io/partial-cluster-outputs").is_some());
+}
