@@ -289,7 +289,7 @@ async fn a_blocked_exports_change_is_held_until_approved() {
         name,
         POOL_IMAGE,
         1,
-        "  variables: {replace_on_exports: true}",
+        "  variables: {replace_on_exports: true}\n  drift: {intervalSeconds: 20, action: Report}",
     )
     .await;
     let api: Api<TerraformMachinePool> = Api::namespaced(client.clone(), ns);
@@ -388,6 +388,28 @@ async fn a_blocked_exports_change_is_held_until_approved() {
         annotation(&secret, "captf.io/applied-cluster-outputs-hash"),
         Some(applied.clone())
     );
+    // Drift checks render the held exports: the pending change is not drift.
+    let since = pool
+        .status
+        .as_ref()
+        .and_then(|s| s.workspace.last_drift_check.clone());
+    wait_until(
+        &api,
+        name,
+        "a drift check while held finds no drift",
+        manager,
+        |p| {
+            let checked = p
+                .status
+                .as_ref()
+                .and_then(|s| s.workspace.last_drift_check.clone());
+            checked.is_some()
+                && checked != since
+                && has(p, "DriftDetected", "False", "NoDrift")
+                && blocked_held(p)
+        },
+    )
+    .await;
 
     // A replica change moves the approval hash: the change is guarded afresh, blocked again,
     // and the replicas are applied with the held exports.
