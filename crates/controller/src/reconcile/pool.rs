@@ -1001,8 +1001,9 @@ async fn exports_guard(
                 hash: prepared.exports_hash.clone(),
                 held: None,
             },
-            approval_hash: matches!(render, Render::Guarded { .. })
-                .then(|| prepared.approval_hash.clone()),
+            // Held needs the record and the pending change; should either be missing, the
+            // current exports render guarded, never unguarded.
+            approval_hash: (render != Render::Current).then(|| prepared.approval_hash.clone()),
         },
     };
     Ok((rendering, verdict))
