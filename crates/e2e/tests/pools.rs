@@ -2,11 +2,14 @@
 //! CAPI would make it: the pool applies its MachinePool's replicas and reports its members,
 //! re-applies when the replicas or the cluster's exports change (the latter guarded), writes
 //! the module's count back while the autoscaler's annotations are set, and is destroyed on
-//! delete.
+//! delete. A destructive exports change is held while the pool applies its other changes.
 
+use captf_api::names::{ObjectKey, WorkloadKind};
 use captf_api::{TerraformCluster, TerraformMachinePool};
 use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 
 const POOL_IMAGE: &str = "captf.local/modules/noop-machinepool:e2e";
@@ -223,4 +226,392 @@ async fn a_pool_apply_deleted_mid_run_runs_again() {
     })
     .await;
     event(client, ns, "JobFailed").await;
+}
+
+/// The pool's durable inputs Secret.
+async fn durable_inputs(client: &kube::Client, ns: &str, name: &str) -> Secret {
+    let key = ObjectKey::new(ns, WorkloadKind::MachinePool, name).expect("key");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    secrets
+        .get(&key.durable_inputs_secret())
+        .await
+        .expect("durable inputs")
+}
+
+fn annotation(secret: &Secret, key: &str) -> Option<String> {
+    secret.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
+/// The pending (blocked) exports change recorded on the durable inputs, once there is one
+/// whose approval hash differs from `not`.
+async fn pending_change(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    not: Option<&str>,
+    manager: &captf_e2e::Manager,
+) -> serde_json::Value {
+    wait_for("a pending exports change", TIMEOUT, || async {
+        let secret = durable_inputs(client, ns, name).await;
+        Ok(annotation(&secret, "captf.io/pending-cluster-outputs")
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(&p).ok())
+            .filter(|p| p["approvalHash"].as_str() != not))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()))
+}
+
+fn blocked_held(pool: &TerraformMachinePool) -> bool {
+    condition(pool, "ApplyJobSucceeded").is_some_and(|(s, r, m)| {
+        s == "False" && r == "DestructivePlanBlocked" && m.contains("the change is held")
+    })
+}
+
+/// A destructive change of the cluster's exports is held: the pool goes on applying its other
+/// changes (a bootstrap rotation, a replica change) with the exports of its last successful
+/// apply, reports the change as blocked until it is approved, and applies it once approved. A
+/// change withdrawn before its approval is forgotten.
+#[tokio::test]
+async fn a_blocked_exports_change_is_held_until_approved() {
+    let (scene, cluster) = ready_cluster("pool-held").await;
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = &scene;
+    let name = "held";
+    write_bootstrap(client, ns, name).await;
+    create_machine_pool(
+        client,
+        ns,
+        &cluster,
+        name,
+        POOL_IMAGE,
+        1,
+        "  variables: {replace_on_exports: true}\n  drift: {intervalSeconds: 20, action: Report}",
+    )
+    .await;
+    let api: Api<TerraformMachinePool> = Api::namespaced(client.clone(), ns);
+    wait_until(&api, name, "the pool Ready with one member", manager, |p| {
+        ready(p) && members(p) == 1
+    })
+    .await;
+    let applied = wait_for("the applied exports recorded", TIMEOUT, || async {
+        let secret = durable_inputs(client, ns, name).await;
+        let recorded = secret
+            .data
+            .as_ref()
+            .is_some_and(|d| d.contains_key("applied-cluster-outputs.json"));
+        Ok(annotation(&secret, "captf.io/applied-cluster-outputs-hash").filter(|_| recorded))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+
+    // The exports change would replace terraform_data.exports[0]: blocked, then held.
+    let clusters: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
+    merge_patch(
+        &clusters,
+        &cluster,
+        serde_json::json!({"spec": {"variables": {"extra_exports": {"tier": "gold"}}}}),
+    )
+    .await;
+    let pool = wait_until(&api, name, "the exports change held", manager, blocked_held).await;
+    let pending = pending_change(client, ns, name, None, manager).await;
+    let approval = pending["approvalHash"]
+        .as_str()
+        .expect("approvalHash")
+        .to_owned();
+    let (_, _, message) = condition(&pool, "ApplyJobSucceeded").expect("condition");
+    assert!(message.contains("terraform_data.exports[0]"), "{message}");
+    assert!(
+        message.contains(&format!("captf.io/approve-destructive-plan={approval}")),
+        "{message}"
+    );
+    assert!(!ready(&pool), "a held change keeps the pool not Ready");
+    event(client, ns, "DestructivePlanBlocked").await;
+
+    // A bootstrap rotation applies with the held exports; the change stays blocked.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    secrets
+        .patch(
+            &format!("{name}-bootstrap"),
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"stringData": {
+                "value": "#cloud-config\nruncmd: [\"echo rotated\"]\n",
+            }})),
+        )
+        .await
+        .expect("rotate the bootstrap data");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let prefix = format!("captf-mp-{name}-apply-");
+    let held = wait_for("a held apply that succeeded", TIMEOUT, || async {
+        let list = jobs.list(&Default::default()).await?.items;
+        Ok(list.into_iter().find(|j| {
+            j.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(&prefix))
+                && j.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.get("captf.io/held-cluster-outputs") == Some(&approval))
+                && j.status.as_ref().and_then(|s| s.succeeded) == Some(1)
+        }))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let held_annotations = held.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        held_annotations.get("captf.io/cluster-outputs-hash"),
+        Some(&applied),
+        "a held apply renders the applied exports"
+    );
+    assert!(
+        !held_annotations.contains_key("captf.io/approval-hash"),
+        "a held apply is not guarded"
+    );
+    let held_name = held.metadata.name.clone().expect("name");
+    wait_until(
+        &api,
+        name,
+        "still blocked after the held apply",
+        manager,
+        |p| {
+            blocked_held(p)
+                && condition(p, "ApplyJobSucceeded").is_some_and(|(_, _, m)| m.contains(&held_name))
+        },
+    )
+    .await;
+    let secret = durable_inputs(client, ns, name).await;
+    assert_eq!(
+        annotation(&secret, "captf.io/applied-cluster-outputs-hash"),
+        Some(applied.clone())
+    );
+    // Drift checks render the held exports: the pending change is not drift.
+    let since = pool
+        .status
+        .as_ref()
+        .and_then(|s| s.workspace.last_drift_check.clone());
+    wait_until(
+        &api,
+        name,
+        "a drift check while held finds no drift",
+        manager,
+        |p| {
+            let checked = p
+                .status
+                .as_ref()
+                .and_then(|s| s.workspace.last_drift_check.clone());
+            checked.is_some()
+                && checked != since
+                && has(p, "DriftDetected", "False", "NoDrift")
+                && blocked_held(p)
+        },
+    )
+    .await;
+
+    // A replica change moves the approval hash: the change is guarded afresh, blocked again,
+    // and the replicas are applied with the held exports.
+    let machine_pools: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &capi_machine_pool_resource());
+    machine_pools
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .expect("scale the MachinePool");
+    let pending = pending_change(client, ns, name, Some(&approval), manager).await;
+    let approval = pending["approvalHash"]
+        .as_str()
+        .expect("approvalHash")
+        .to_owned();
+    wait_until(&api, name, "two members, still held", manager, |p| {
+        members(p) == 2 && blocked_held(p)
+    })
+    .await;
+
+    // Approved: the change applies, is recorded, and the approval is used up.
+    merge_patch_pool(
+        &api,
+        name,
+        serde_json::json!({"metadata": {"annotations": {
+            "captf.io/approve-destructive-plan": approval,
+        }}}),
+    )
+    .await;
+    let pool = wait_until(&api, name, "Ready with the change applied", manager, |p| {
+        ready(p) && has(p, "ApplyJobSucceeded", "True", "ApplySucceeded")
+    })
+    .await;
+    assert_eq!(members(&pool), 2);
+    let secret = wait_for("the new exports recorded", TIMEOUT, || async {
+        let secret = durable_inputs(client, ns, name).await;
+        let moved = annotation(&secret, "captf.io/applied-cluster-outputs-hash")
+            .is_some_and(|h| h != applied && Some(h.as_str()) == pending["exportsHash"].as_str());
+        let cleared = annotation(&secret, "captf.io/pending-cluster-outputs").is_none();
+        Ok((moved && cleared).then_some(secret))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let record = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("applied-cluster-outputs.json"))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        .unwrap_or_default();
+    assert!(record.contains("gold"), "{record}");
+    wait_until(&api, name, "the approval removed", manager, |p| {
+        !p.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("captf.io/approve-destructive-plan"))
+    })
+    .await;
+
+    // Withdrawn: a new change blocks, then the exports return to those applied.
+    merge_patch(
+        &clusters,
+        &cluster,
+        serde_json::json!({"spec": {"variables": {"extra_exports": {"tier": "platinum"}}}}),
+    )
+    .await;
+    let pending = pending_change(client, ns, name, Some(&approval), manager).await;
+    let blocked_job = pending["job"].as_str().expect("job").to_owned();
+    wait_until(&api, name, "the second change held", manager, blocked_held).await;
+    merge_patch(
+        &clusters,
+        &cluster,
+        serde_json::json!({"spec": {"variables": {"extra_exports": {"tier": "gold"}}}}),
+    )
+    .await;
+    let pool = wait_until(&api, name, "the change withdrawn", manager, |p| {
+        ready(p)
+            && condition(p, "ApplyJobSucceeded").is_some_and(|(s, r, m)| {
+                s == "True" && r == "ApplySucceeded" && m.contains("withdrawn")
+            })
+    })
+    .await;
+    let (_, _, message) = condition(&pool, "ApplyJobSucceeded").expect("condition");
+    assert!(message.contains(&blocked_job), "{message}");
+    let secret = durable_inputs(client, ns, name).await;
+    assert_eq!(
+        annotation(&secret, "captf.io/pending-cluster-outputs"),
+        None
+    );
+}
+
+/// An approved exports change whose apply fails may be partly applied: recorded as such, the
+/// pool holds nothing any more, and every apply is guarded by its own approval hash (here, the
+/// retry is blocked and waits) until one succeeds.
+#[tokio::test]
+async fn a_failed_exports_change_guards_every_apply() {
+    let (scene, cluster) = ready_cluster("pool-partial").await;
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = &scene;
+    let name = "partial";
+    write_bootstrap(client, ns, name).await;
+    create_machine_pool(
+        client,
+        ns,
+        &cluster,
+        name,
+        POOL_IMAGE,
+        1,
+        "  variables: {replace_on_exports: true}",
+    )
+    .await;
+    let api: Api<TerraformMachinePool> = Api::namespaced(client.clone(), ns);
+    wait_until(&api, name, "the pool Ready", manager, ready).await;
+
+    // The new exports make the pool's apply fail after it got past the guard.
+    let clusters: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
+    merge_patch(
+        &clusters,
+        &cluster,
+        serde_json::json!({"spec": {"variables": {"extra_exports": {"fail_pool_apply": true}}}}),
+    )
+    .await;
+    wait_until(&api, name, "the exports change held", manager, blocked_held).await;
+    let pending = pending_change(client, ns, name, None, manager).await;
+    let approval = pending["approvalHash"]
+        .as_str()
+        .expect("approvalHash")
+        .to_owned();
+    merge_patch_pool(
+        &api,
+        name,
+        serde_json::json!({"metadata": {"annotations": {
+            "captf.io/approve-destructive-plan": approval,
+        }}}),
+    )
+    .await;
+    let partial = wait_for("the change recorded as partly applied", TIMEOUT, || async {
+        let secret = durable_inputs(client, ns, name).await;
+        Ok(annotation(&secret, "captf.io/partial-cluster-outputs")
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(&p).ok()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let failed = partial["job"].as_str().expect("job").to_owned();
+    assert_eq!(partial["exportsHash"], pending["exportsHash"]);
+    wait_until(&api, name, "the failure reported", manager, |p| {
+        has(p, "ApplyJobSucceeded", "False", "ApplyFailed")
+    })
+    .await;
+    merge_patch_pool(
+        &api,
+        name,
+        serde_json::json!({"metadata": {"annotations": {
+            "captf.io/approve-destructive-plan": null,
+        }}}),
+    )
+    .await;
+
+    // Without the approval the retry is guarded, not held, and is blocked: the pool waits.
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let prefix = format!("captf-mp-{name}-apply-");
+    let retry = wait_for("a guarded retry after the failure", TIMEOUT, || async {
+        let list = jobs.list(&Default::default()).await?.items;
+        let after = list
+            .iter()
+            .position(|j| j.metadata.name.as_deref() == Some(failed.as_str()));
+        Ok(after.and_then(|i| {
+            list[i + 1..]
+                .iter()
+                .find(|j| {
+                    j.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with(&prefix))
+                        && j.metadata
+                            .annotations
+                            .as_ref()
+                            .is_some_and(|a| a.get("captf.io/approval-hash") == Some(&approval))
+                })
+                .cloned()
+        }))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let retry_annotations = retry.metadata.annotations.unwrap_or_default();
+    assert!(
+        !retry_annotations.contains_key("captf.io/held-cluster-outputs"),
+        "a partly applied change holds nothing: {retry_annotations:?}"
+    );
+    let pool = wait_until(&api, name, "the retry blocked, not held", manager, |p| {
+        condition(p, "ApplyJobSucceeded").is_some_and(|(s, r, m)| {
+            s == "False" && r == "DestructivePlanBlocked" && !m.contains("the change is held")
+        })
+    })
+    .await;
+    assert!(!ready(&pool));
+    let secret = durable_inputs(client, ns, name).await;
+    assert!(annotation(&secret, "captf.io/partial-cluster-outputs").is_some());
 }

@@ -90,3 +90,9 @@ variable "instance_state" {
   type        = string
   default     = "running"
 }
+
+variable "replace_on_exports" {
+  description = "When true, terraform_data.exports[0] is replaced whenever captf_cluster_outputs changes (an exports change becomes destructive, for the pool's exports guard)."
+  type        = bool
+  default     = false
+}

@@ -43,8 +43,10 @@ resource "terraform_data" "sleep" {
 
 # Apply-time failure: replaced on every plan (uuid() is unknown at plan time,
 # so is its id, and the postcondition can only be checked during apply).
+# Also when the cluster's exports carry fail_pool_apply = true: an exports
+# change whose apply fails (the pool's partly applied exports change).
 resource "terraform_data" "fail_apply" {
-  count = var.fail_apply ? 1 : 0
+  count = var.fail_apply || try(var.captf_cluster_outputs.fail_pool_apply, false) == true ? 1 : 0
 
   triggers_replace = uuid()
 
@@ -62,6 +64,14 @@ resource "terraform_data" "drift" {
   count = var.drift ? 1 : 0
 
   input = uuid()
+}
+
+# Bound to the cluster's exports: with replace_on_exports, an exports change
+# replaces it (delete then create), which the pool's exports guard blocks.
+resource "terraform_data" "exports" {
+  count = var.replace_on_exports ? 1 : 0
+
+  triggers_replace = sha256(jsonencode(var.captf_cluster_outputs))
 }
 
 resource "terraform_data" "group" {

@@ -218,7 +218,15 @@ pub async fn collect(
                 markers.insert(annotations::INTERRUPTED.into(), "true".into());
             }
             Some(ErrorKind::Blocked) => {
-                let guard = job.inputs_hash().unwrap_or_default().to_owned();
+                // What an approval must name: a pool's exports guard compares its approval
+                // hash (the inputs without bootstrap data), every other guard the inputs hash.
+                let guard = job
+                    .annotations
+                    .get(annotations::APPROVAL_HASH)
+                    .map(String::as_str)
+                    .or(job.inputs_hash())
+                    .unwrap_or_default()
+                    .to_owned();
                 markers.insert(annotations::DESTRUCTIVE_PLAN_BLOCKED.into(), guard);
                 if let Some(plan) = result.as_ref().and_then(|r| r.plan.as_ref()) {
                     markers.insert(annotations::PLAN_HASH.into(), plan.hash.clone());

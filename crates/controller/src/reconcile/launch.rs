@@ -45,8 +45,19 @@ pub struct Launch<'a> {
     /// Pools: the approval hash when the apply renders a change of the cluster's exports (the
     /// apply is then guarded).
     pub approval_hash: Option<String>,
-    /// Pools: the hash of the exports the apply renders, recorded once it succeeds.
-    pub exports_hash: Option<String>,
+    /// Pools: the exports the apply renders (their hash is recorded once it succeeds), and
+    /// whether they are the held exports of the last successful apply.
+    pub exports_hash: Option<RenderedExports>,
+}
+
+/// The cluster exports a pool's apply renders.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenderedExports {
+    pub hash: String,
+    /// Held: a blocked exports change is pending and these are the exports of the last
+    /// successful apply; the value is the pending change's approval hash
+    /// (`captf.io/held-cluster-outputs`).
+    pub held: Option<String>,
 }
 
 /// What [`Pass::start_job`] did.
@@ -209,8 +220,14 @@ where
         if start.op == Operation::Apply {
             spec.approval_hash = launch.approval_hash.clone();
             if let Some(exports) = &launch.exports_hash {
-                spec.annotations
-                    .insert(annotations::CLUSTER_OUTPUTS_HASH.into(), exports.clone());
+                spec.annotations.insert(
+                    annotations::CLUSTER_OUTPUTS_HASH.into(),
+                    exports.hash.clone(),
+                );
+                if let Some(pending) = &exports.held {
+                    spec.annotations
+                        .insert(annotations::HELD_CLUSTER_OUTPUTS.into(), pending.clone());
+                }
             }
         }
         spec.expect_plan = start.expect_plan.clone();

@@ -19,6 +19,7 @@ pub mod outputs;
 pub mod owners;
 pub mod pass;
 pub mod pool;
+pub mod pool_exports;
 pub mod record;
 pub mod secrets;
 pub mod snapshot;

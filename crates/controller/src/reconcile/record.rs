@@ -14,6 +14,29 @@ use super::{approvals, secrets};
 use crate::conditions::Conditions;
 use crate::error::Result;
 
+/// What a blocked apply's plan would have deleted or replaced, `<address> (<actions>)`: the
+/// plan lists every change, the destructive ones are named; else the runner's error names them.
+pub fn destructive_resources(f: &Finished) -> Vec<String> {
+    let result = f.result.as_ref();
+    let named: Vec<String> = result
+        .and_then(|r| r.plan.as_ref())
+        .map(|p| {
+            p.resources
+                .iter()
+                .filter(|r| r.contains("delete") || r.contains("replace"))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    if !named.is_empty() {
+        return named;
+    }
+    result
+        .and_then(|r| r.error.as_ref())
+        .map(|e| e.resources.clone())
+        .unwrap_or_default()
+}
+
 impl<K> Pass<'_, K>
 where
     K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
@@ -106,24 +129,7 @@ where
                     .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED) =>
             {
                 let hash = &f.markers[annotations::DESTRUCTIVE_PLAN_BLOCKED];
-                // The plan lists every change as `<address> (<actions>)`; name the destructive ones.
-                let result = f.result.as_ref();
-                let mut named: Vec<String> = result
-                    .and_then(|r| r.plan.as_ref())
-                    .map(|p| {
-                        p.resources
-                            .iter()
-                            .filter(|r| r.contains("delete") || r.contains("replace"))
-                            .cloned()
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if named.is_empty() {
-                    named = result
-                        .and_then(|r| r.error.as_ref())
-                        .map(|e| e.resources.clone())
-                        .unwrap_or_default();
-                }
+                let named = destructive_resources(f);
                 let resources = if named.is_empty() {
                     "some resources".to_owned()
                 } else {

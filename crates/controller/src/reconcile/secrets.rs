@@ -242,6 +242,47 @@ pub async fn record_applied_cluster_outputs(
     .await
 }
 
+/// Writes (or with `None` removes) the record of the exports values a pool's last successful
+/// apply rendered, as its own data key of the durable inputs: a merge patch by another field
+/// manager than the server-side apply that rewrites the inputs when an apply starts, so that
+/// rewrite leaves it alone.
+pub async fn write_applied_exports(
+    client: &kube::Client,
+    key: &ObjectKey,
+    record: Option<&[u8]>,
+) -> Result<()> {
+    let ns = key.namespace();
+    let name = key.durable_inputs_secret();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let value = record.map(|r| k8s_openapi::ByteString(r.to_vec()));
+    let patch = serde_json::json!({"data": {
+        super::pool_exports::APPLIED_EXPORTS_KEY: value,
+    }});
+    match secrets
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(Error::Kube {
+            action: format!("recording the applied exports on {ns}/{name}"),
+            source: e,
+        }),
+    }
+}
+
+/// Sets (or with `None` removes) one of a pool's exports-guard annotations on its durable
+/// inputs (`captf.io/pending-cluster-outputs`, `captf.io/partial-cluster-outputs`,
+/// `captf.io/applied-cluster-outputs-hash`).
+pub async fn set_pool_exports_mark(
+    client: &kube::Client,
+    key: &ObjectKey,
+    annotation: &str,
+    value: Option<&str>,
+) -> Result<()> {
+    set_durable_annotation(client, key, annotation, value).await
+}
+
 /// Clears the interrupted-apply record after an apply that followed it succeeded.
 pub async fn clear_interrupted_apply(client: &kube::Client, key: &ObjectKey) -> Result<()> {
     set_durable_annotation(client, key, annotations::INTERRUPTED_APPLY, None).await

@@ -67,6 +67,11 @@ pub struct DurableInputs {
     pub exists: bool,
     pub annotations: BTreeMap<String, String>,
     pub tfvars: Option<serde_json::Value>,
+    /// Bytes of `main.tf.json` and `terraform.tfvars.json` together.
+    pub rendered_size: usize,
+    /// Pools: the canonical JSON of the exports the last successful apply rendered (its own data
+    /// key, see [`super::pool_exports::APPLIED_EXPORTS_KEY`]).
+    pub applied_exports: Option<Vec<u8>>,
 }
 
 impl DurableInputs {
@@ -112,9 +117,16 @@ pub async fn durable_inputs(client: &kube::Client, key: &ObjectKey) -> Result<Du
         .as_ref()
         .and_then(|d| d.get(captf_contract::render::TFVARS_FILE))
         .and_then(|b| serde_json::from_slice(&b.0).ok());
+    let data = secret.data.unwrap_or_default();
+    let size = |k: &str| data.get(k).map_or(0, |b| b.0.len());
     Ok(DurableInputs {
         exists: true,
         annotations: secret.metadata.annotations.unwrap_or_default(),
         tfvars,
+        rendered_size: size(captf_contract::render::MAIN_TF_FILE)
+            + size(captf_contract::render::TFVARS_FILE),
+        applied_exports: data
+            .get(super::pool_exports::APPLIED_EXPORTS_KEY)
+            .map(|b| b.0.clone()),
     })
 }
