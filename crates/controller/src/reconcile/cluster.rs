@@ -276,7 +276,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                     .and_then(|s| s.workspace.active_job.as_ref()),
                 provisioned: tc.status.as_ref().is_some_and(provisioned),
                 approval_hash: None,
-                exports_hash: None,
+                exports: None,
             };
             let acted = pass
                 .launch(

@@ -47,7 +47,7 @@ pub struct Launch<'a> {
     pub approval_hash: Option<String>,
     /// Pools: the exports the apply renders (their hash is recorded once it succeeds), and
     /// whether they are the held exports of the last successful apply.
-    pub exports_hash: Option<RenderedExports>,
+    pub exports: Option<RenderedExports>,
 }
 
 /// The cluster exports a pool's apply renders.
@@ -219,7 +219,7 @@ where
         spec.allow_deletes_hash = start.allow_destructive.clone();
         if start.op == Operation::Apply {
             spec.approval_hash = launch.approval_hash.clone();
-            if let Some(exports) = &launch.exports_hash {
+            if let Some(exports) = &launch.exports {
                 spec.annotations.insert(
                     annotations::CLUSTER_OUTPUTS_HASH.into(),
                     exports.hash.clone(),

@@ -268,7 +268,7 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
                     .and_then(|s| s.workspace.active_job.as_ref()),
                 provisioned: tm.status.as_ref().is_some_and(provisioned),
                 approval_hash: None,
-                exports_hash: None,
+                exports: None,
             };
             pass.launch(
                 decision.requeue,

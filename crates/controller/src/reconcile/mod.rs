@@ -20,6 +20,7 @@ pub mod owners;
 pub mod pass;
 pub mod pool;
 pub mod pool_exports;
+mod pool_guard;
 pub mod record;
 pub mod secrets;
 pub mod snapshot;

@@ -16,7 +16,6 @@ use captf_api::{
     annotations, labels,
 };
 use captf_contract::{Autoscaling, MachinePoolOutputs, Role, RoleInputs};
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -24,19 +23,19 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
 use super::act::Acted;
-use super::bookkeeping::Finished;
-use super::jobs::{self, ObservedJob, Phase};
+use super::jobs::{self, Phase};
 use super::launch::{Launch, RenderedExports};
 use super::object::{add_finalizer, set_block_move};
 use super::pass::{Pass, first_visit};
-use super::pool_exports::{self, BlockedApply, Facts, Pending, PendingFate, Render, Verdict};
+use super::pool_exports::{self, BlockedApply, PendingFate, Render};
+use super::pool_guard::{exports_guard, newest_blocked, record_exports};
 use super::snapshot::Observation;
-use super::state::{self, DurableInputs, StateRead};
+use super::state::{self, StateRead};
 use super::verify_owner::{self, Gate};
-use super::{Context, approvals, bookkeeping, member, outputs, secrets};
+use super::{Context, bookkeeping, member, outputs};
 use crate::capi;
 use crate::conditions::Conditions;
-use crate::decide::{self, Action as Decided, Policy, StateView};
+use crate::decide::{self, Action as Decided, Policy};
 use crate::error::{Error, KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
 
@@ -51,22 +50,22 @@ struct Dependencies {
 }
 
 /// The inputs a live pool renders now, and what its exports guard needs to decide.
-struct Prepared {
-    inputs: captf_contract::MachinePoolInputs,
-    variables: captf_contract::Variables,
-    current: captf_contract::Rendered,
+pub(super) struct Prepared {
+    pub(super) inputs: captf_contract::MachinePoolInputs,
+    pub(super) variables: captf_contract::Variables,
+    pub(super) current: captf_contract::Rendered,
     /// Hash of the exports rendered now.
-    exports_hash: String,
+    pub(super) exports_hash: String,
     /// The approval hash of the inputs rendered now (without `bootstrap_data`).
-    approval_hash: String,
+    pub(super) approval_hash: String,
 }
 
 /// What the pool's Jobs render once the exports guard decided.
-struct Rendering {
-    rendered: captf_contract::Rendered,
-    exports: RenderedExports,
+pub(super) struct Rendering {
+    pub(super) rendered: captf_contract::Rendered,
+    pub(super) exports: RenderedExports,
     /// Set when the apply is guarded: an approval names this hash.
-    approval_hash: Option<String>,
+    pub(super) approval_hash: Option<String>,
 }
 
 /// One pass over a TerraformMachinePool.
@@ -358,7 +357,7 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
                     .and_then(|s| s.workspace.active_job.as_ref()),
                 provisioned: provisioned(&status),
                 approval_hash: rendering.as_ref().and_then(|r| r.approval_hash.clone()),
-                exports_hash: rendering.as_ref().map(|r| r.exports.clone()),
+                exports: rendering.as_ref().map(|r| r.exports.clone()),
             };
             pass.launch(
                 decision.requeue,
@@ -672,385 +671,6 @@ async fn autoscale(
         .await
         .during(|| format!("writing MachinePool {name}'s replicas"))?;
     Ok(())
-}
-
-/// The hash the newest finished apply was blocked for, if the guard stopped it. The markers of
-/// a Job recorded this pass are not on the listed Job yet: `finished` has them.
-fn newest_blocked(jobs: &[ObservedJob], finished: &[Finished]) -> Option<String> {
-    let newest = jobs
-        .iter()
-        .rev()
-        .find(|j| j.op == Operation::Apply && j.phase != Phase::Active)?;
-    let marker = newest
-        .annotations
-        .get(annotations::DESTRUCTIVE_PLAN_BLOCKED)
-        .or_else(|| {
-            finished
-                .iter()
-                .find(|f| f.name == newest.name)
-                .and_then(|f| f.markers.get(annotations::DESTRUCTIVE_PLAN_BLOCKED))
-        })?;
-    Some(
-        newest
-            .annotations
-            .get(annotations::APPROVAL_HASH)
-            .unwrap_or(marker)
-            .clone(),
-    )
-}
-
-/// After a finished apply, the exports guard's records on the durable inputs: a success
-/// records the exports values it rendered and ends a partly applied change; a blocked exports
-/// change becomes the pending change; a guarded apply that failed otherwise may have applied
-/// part of its change. `true` when something was written.
-async fn record_exports(
-    client: &kube::Client,
-    key: &ObjectKey,
-    f: &Finished,
-    durable: &DurableInputs,
-) -> Result<bool> {
-    if f.op != Operation::Apply {
-        return Ok(false);
-    }
-    let exports = f.annotations.get(annotations::CLUSTER_OUTPUTS_HASH);
-    if f.succeeded {
-        // The apply recorded its exports hash and may have used up the approval: the guard
-        // reads the durable inputs again either way.
-        if durable
-            .annotations
-            .contains_key(annotations::PARTIAL_CLUSTER_OUTPUTS)
-        {
-            secrets::set_pool_exports_mark(client, key, annotations::PARTIAL_CLUSTER_OUTPUTS, None)
-                .await?;
-        }
-        let Some(hash) = exports else {
-            return Ok(true);
-        };
-        let recorded = durable
-            .applied_exports
-            .as_deref()
-            .and_then(|r| serde_json::from_slice::<serde_json::Value>(r).ok())
-            .map(|v| member::exports_hash(&v));
-        if recorded.as_deref() == Some(hash.as_str()) {
-            return Ok(true);
-        }
-        let record = applied_exports_of(client, key, f, hash, durable)
-            .await?
-            .and_then(|v| captf_contract::canonicalize_exports(&v).ok())
-            .filter(|r| pool_exports::fits(durable.rendered_size, r.len()));
-        // Stale values never stay: without the new ones the record is dropped (unrecorded).
-        if record.is_some() || durable.applied_exports.is_some() {
-            secrets::write_applied_exports(client, key, record.as_deref()).await?;
-        }
-        return Ok(true);
-    }
-    // Only an apply guarded for an exports change carries an approval hash.
-    let Some(approval) = f.annotations.get(annotations::APPROVAL_HASH) else {
-        return Ok(false);
-    };
-    let exports_hash = exports.cloned().unwrap_or_default();
-    if f.markers
-        .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED)
-    {
-        let pending = Pending {
-            job: f.name.clone(),
-            approval_hash: approval.clone(),
-            exports_hash,
-            resources: super::record::destructive_resources(f),
-        };
-        secrets::set_pool_exports_mark(
-            client,
-            key,
-            annotations::PENDING_CLUSTER_OUTPUTS,
-            Some(&pending.to_annotation()),
-        )
-        .await?;
-        return Ok(true);
-    }
-    if f.markers.contains_key(annotations::PLAN_CHANGED) {
-        return Ok(false);
-    }
-    // It got past the guard and failed: part of the change may be applied.
-    let partial = pool_exports::Partial {
-        job: f.name.clone(),
-        exports_hash,
-    };
-    secrets::set_pool_exports_mark(
-        client,
-        key,
-        annotations::PARTIAL_CLUSTER_OUTPUTS,
-        Some(&partial.to_annotation()),
-    )
-    .await?;
-    Ok(true)
-}
-
-/// The exports values a successful apply rendered, checked against the hash it recorded: from
-/// its per-run Secret (immutable, lives as long as the Job), else from the durable inputs if
-/// they still hold the same exports.
-async fn applied_exports_of(
-    client: &kube::Client,
-    key: &ObjectKey,
-    f: &Finished,
-    hash: &str,
-    durable: &DurableInputs,
-) -> Result<Option<serde_json::Value>> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), key.namespace());
-    let name = captf_api::names::per_run_secret(&f.name);
-    let per_run = secrets
-        .get_opt(&name)
-        .await
-        .during(|| format!("reading the per-run Secret {name}"))?
-        .and_then(|s| s.data)
-        .and_then(|d| d.get(captf_contract::render::TFVARS_FILE).cloned())
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b.0).ok());
-    Ok([per_run.as_ref(), durable.tfvars.as_ref()]
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t.get(CLUSTER_OUTPUTS_VAR))
-        .find(|v| member::exports_hash(v) == hash)
-        .cloned())
-}
-
-/// The tfvars key of the cluster's exports.
-const CLUSTER_OUTPUTS_VAR: &str = "captf_cluster_outputs";
-
-/// Decides the exports guard for this pass and carries out what it says about the pending
-/// change: the record proven for a pool applied before it existed, the budget, a lost Job's
-/// partial change, a withdrawn or superseded change and its approval. Returns what the Jobs
-/// render.
-async fn exports_guard(
-    pass: &Pass<'_, TerraformMachinePool>,
-    api: &Api<TerraformMachinePool>,
-    prepared: &Prepared,
-    durable: &mut DurableInputs,
-    state_view: &StateView,
-    jobs: &[ObservedJob],
-    conds: &mut Conditions,
-) -> Result<(Rendering, Verdict)> {
-    let (client, key) = (&pass.ctx.client, pass.key);
-    const APPLIED: &str = annotations::APPLIED_CLUSTER_OUTPUTS_HASH;
-    // A pool applied before the exports were recorded: the exports rendered now are proven
-    // applied when the inputs rendered now are those the state was written from.
-    if !durable.annotations.contains_key(APPLIED)
-        && durable.applied()
-        && matches!(state_view, StateView::Found { inputs_hash: Some(h) } if *h == prepared.current.inputs_hash)
-    {
-        secrets::set_pool_exports_mark(client, key, APPLIED, Some(&prepared.exports_hash)).await?;
-        durable
-            .annotations
-            .insert(APPLIED.into(), prepared.exports_hash.clone());
-    }
-    let applied = durable.annotations.get(APPLIED).cloned();
-    let parse = |bytes: &[u8]| serde_json::from_slice::<serde_json::Value>(bytes).ok();
-    let mut record = durable
-        .applied_exports
-        .as_deref()
-        .and_then(parse)
-        .filter(|v| applied.as_deref() == Some(member::exports_hash(v).as_str()));
-    let room = prepared.current.size().max(durable.rendered_size);
-    if record.is_none()
-        && let Some(applied) = &applied
-    {
-        // Values that hash to the applied hash are the applied values: the exports rendered
-        // now, or those of the durable inputs' last render.
-        let found = [
-            Some(&prepared.inputs.captf_cluster_outputs),
-            durable
-                .tfvars
-                .as_ref()
-                .and_then(|t| t.get(CLUSTER_OUTPUTS_VAR)),
-        ]
-        .into_iter()
-        .flatten()
-        .find(|v| member::exports_hash(v) == *applied)
-        .cloned();
-        if let Some(bytes) = found
-            .as_ref()
-            .and_then(|v| captf_contract::canonicalize_exports(v).ok())
-            .filter(|b| pool_exports::fits(room, b.len()))
-        {
-            secrets::write_applied_exports(client, key, Some(&bytes)).await?;
-            durable.applied_exports = Some(bytes);
-            record = found;
-        }
-    }
-    // The record shares the durable inputs' budget with what the next apply writes.
-    if let Some(len) = durable.applied_exports.as_ref().map(Vec::len)
-        && record.is_some()
-        && !pool_exports::fits(room, len)
-    {
-        secrets::write_applied_exports(client, key, None).await?;
-        durable.applied_exports = None;
-        record = None;
-    }
-    // A lost apply that rendered an exports change may have applied part of it.
-    const PARTIAL: &str = annotations::PARTIAL_CLUSTER_OUTPUTS;
-    let lost_exports = durable
-        .tfvars
-        .as_ref()
-        .and_then(|t| t.get(CLUSTER_OUTPUTS_VAR))
-        .map(member::exports_hash);
-    if let Some(lost) = durable.interrupted_apply().map(str::to_owned)
-        && !durable.annotations.contains_key(PARTIAL)
-        && let (Some(applied), Some(lost_exports)) = (&applied, lost_exports)
-        && *applied != lost_exports
-    {
-        let partial = pool_exports::Partial {
-            job: lost,
-            exports_hash: lost_exports,
-        }
-        .to_annotation();
-        secrets::set_pool_exports_mark(client, key, PARTIAL, Some(&partial)).await?;
-        durable.annotations.insert(PARTIAL.into(), partial);
-    }
-
-    let pending = Pending::parse(
-        durable
-            .annotations
-            .get(annotations::PENDING_CLUSTER_OUTPUTS),
-    );
-    let approval = pass
-        .object
-        .annotations()
-        .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
-        .map(String::as_str);
-    let verdict = pool_exports::decide(&Facts {
-        applied_hash: applied.as_deref(),
-        recorded: record.is_some(),
-        applied_before: durable.applied(),
-        current_hash: &prepared.exports_hash,
-        approval_hash: &prepared.approval_hash,
-        approval,
-        pending: pending.as_ref(),
-        partial: durable.annotations.contains_key(PARTIAL),
-    });
-    match &verdict.pending {
-        PendingFate::Keep => {}
-        PendingFate::Applied(_) => {}
-        PendingFate::Withdrawn(p) | PendingFate::Superseded(p) => {
-            // Its approval approved that change only; a change that returns is guarded anew.
-            approvals::consume(
-                api,
-                key.name(),
-                annotations::APPROVE_DESTRUCTIVE_PLAN,
-                &p.approval_hash,
-            )
-            .await?;
-        }
-    }
-    if verdict.pending != PendingFate::Keep {
-        secrets::set_pool_exports_mark(client, key, annotations::PENDING_CLUSTER_OUTPUTS, None)
-            .await?;
-        durable
-            .annotations
-            .remove(annotations::PENDING_CLUSTER_OUTPUTS);
-    }
-    let (g, now) = (pass.generation, pass.now);
-    if let PendingFate::Withdrawn(p) = &verdict.pending {
-        withdrawn(p, jobs, conds, g, now);
-    }
-    let rendering = match (verdict.render, record, &pending) {
-        (Render::Held, Some(held), Some(p)) => {
-            let inputs = RoleInputs::MachinePool(captf_contract::MachinePoolInputs {
-                captf_cluster_outputs: held,
-                ..prepared.inputs.clone()
-            });
-            let image = &pass.object.spec.workspace.source.image;
-            let rendered =
-                captf_contract::render(Role::MachinePool, image, &inputs, &prepared.variables)?;
-            let newest = jobs
-                .iter()
-                .rev()
-                .find(|j| j.op == Operation::Apply && j.phase != Phase::Active);
-            // A held apply that failed reports its failure; otherwise the change stays blocked.
-            let held_failed = newest.is_some_and(|j| {
-                j.phase == Phase::Failed
-                    && j.annotations
-                        .contains_key(annotations::HELD_CLUSTER_OUTPUTS)
-            });
-            if !held_failed {
-                let held_apply = newest
-                    .filter(|j| {
-                        j.phase == Phase::Succeeded
-                            && j.annotations
-                                .contains_key(annotations::HELD_CLUSTER_OUTPUTS)
-                    })
-                    .map(|j| j.name.as_str());
-                conds.set(
-                    types::APPLY_JOB_SUCCEEDED,
-                    Status::False,
-                    reasons::DESTRUCTIVE_PLAN_BLOCKED,
-                    &pool_exports::held_message(key.namespace(), key.name(), p, held_apply),
-                    g,
-                    now,
-                );
-            }
-            Rendering {
-                rendered,
-                exports: RenderedExports {
-                    hash: applied.clone().unwrap_or_default(),
-                    held: Some(p.approval_hash.clone()),
-                },
-                approval_hash: None,
-            }
-        }
-        (render, _, _) => Rendering {
-            rendered: prepared.current.clone(),
-            exports: RenderedExports {
-                hash: prepared.exports_hash.clone(),
-                held: None,
-            },
-            // Held needs the record and the pending change; should either be missing, the
-            // current exports render guarded, never unguarded.
-            approval_hash: (render != Render::Current).then(|| prepared.approval_hash.clone()),
-        },
-    };
-    Ok((rendering, verdict))
-}
-
-/// The condition once a held change is withdrawn: the last apply's real outcome, naming the
-/// withdrawn Job (only over the blocked report it replaces).
-fn withdrawn(
-    p: &Pending,
-    jobs: &[ObservedJob],
-    conds: &mut Conditions,
-    g: Option<i64>,
-    now: Timestamp,
-) {
-    if conds
-        .get(types::APPLY_JOB_SUCCEEDED)
-        .is_some_and(|c| c.reason != reasons::DESTRUCTIVE_PLAN_BLOCKED)
-    {
-        return;
-    }
-    let note = pool_exports::withdrawn_note(p);
-    let last = jobs.iter().rev().find(|j| {
-        j.op == Operation::Apply
-            && j.phase != Phase::Active
-            && !j
-                .annotations
-                .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED)
-            && j.name != p.job
-    });
-    let (status, reason, message) = match last {
-        Some(j) if j.phase == Phase::Failed => (
-            Status::False,
-            reasons::APPLY_FAILED,
-            format!("Job {} failed; {note}", j.name),
-        ),
-        Some(j) => (
-            Status::True,
-            reasons::APPLY_SUCCEEDED,
-            format!("Job {} succeeded; {note}", j.name),
-        ),
-        None => (
-            Status::True,
-            reasons::APPLY_SUCCEEDED,
-            format!("the last apply succeeded; {note}"),
-        ),
-    };
-    conds.set(types::APPLY_JOB_SUCCEEDED, status, reason, &message, g, now);
 }
 
 fn provisioned(status: &TerraformMachinePoolStatus) -> bool {
