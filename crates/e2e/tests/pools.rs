@@ -22,19 +22,40 @@ fn replicas(pool: &TerraformMachinePool) -> Option<i32> {
     pool.status.as_ref().and_then(|s| s.replicas)
 }
 
+/// A Ready cluster (named for `prefix`) with the pool `name` of `replicas` on it, its bootstrap
+/// data written; `extra` adds lines to the pool's spec.
+async fn pool_scene(
+    prefix: &str,
+    name: &str,
+    replicas: i32,
+    extra: &str,
+) -> (Scene, String, Api<TerraformMachinePool>) {
+    let (scene, cluster) = ready_cluster(prefix).await;
+    write_bootstrap(&scene.client, &scene.ns, name).await;
+    create_machine_pool(
+        &scene.client,
+        &scene.ns,
+        &cluster,
+        name,
+        POOL_IMAGE,
+        replicas,
+        extra,
+    )
+    .await;
+    let api = Api::namespaced(scene.client.clone(), &scene.ns);
+    (scene, cluster, api)
+}
+
 #[tokio::test]
 async fn a_pool_follows_its_machinepool_and_the_cluster_exports() {
-    let (scene, cluster) = ready_cluster("pool").await;
+    let name = "workers";
+    let (scene, cluster, api) = pool_scene("pool", name, 2, "").await;
     let Scene {
         client,
         ns,
         manager,
         ..
     } = &scene;
-    let name = "workers";
-    write_bootstrap(client, ns, name).await;
-    create_machine_pool(client, ns, &cluster, name, POOL_IMAGE, 2, "").await;
-    let api: Api<TerraformMachinePool> = Api::namespaced(client.clone(), ns);
     let pool = wait_until(
         &api,
         name,
@@ -201,26 +222,15 @@ async fn merge_patch_pool(api: &Api<TerraformMachinePool>, name: &str, patch: se
 /// durable inputs and run again under a new name, marked as following the lost one.
 #[tokio::test]
 async fn a_pool_apply_deleted_mid_run_runs_again() {
-    let (scene, cluster) = ready_cluster("pool-lost").await;
+    let name = "slow";
+    let (scene, _, api) =
+        pool_scene("pool-lost", name, 1, "  variables: {sleep_seconds: 120}").await;
     let Scene {
         client,
         ns,
         manager,
         ..
     } = &scene;
-    let name = "slow";
-    write_bootstrap(client, ns, name).await;
-    create_machine_pool(
-        client,
-        ns,
-        &cluster,
-        name,
-        POOL_IMAGE,
-        1,
-        "  variables: {sleep_seconds: 120}",
-    )
-    .await;
-    let api: Api<TerraformMachinePool> = Api::namespaced(client.clone(), ns);
     delete_apply_mid_run(&api, client, name, manager, |p| {
         p.status.as_ref().map(|s| &s.workspace)
     })
@@ -273,26 +283,20 @@ fn blocked_held(pool: &TerraformMachinePool) -> bool {
 /// change withdrawn before its approval is forgotten.
 #[tokio::test]
 async fn a_blocked_exports_change_is_held_until_approved() {
-    let (scene, cluster) = ready_cluster("pool-held").await;
+    let name = "held";
+    let (scene, cluster, api) = pool_scene(
+        "pool-held",
+        name,
+        1,
+        "  variables: {replace_on_exports: true}\n  drift: {intervalSeconds: 20, action: Report}",
+    )
+    .await;
     let Scene {
         client,
         ns,
         manager,
         ..
     } = &scene;
-    let name = "held";
-    write_bootstrap(client, ns, name).await;
-    create_machine_pool(
-        client,
-        ns,
-        &cluster,
-        name,
-        POOL_IMAGE,
-        1,
-        "  variables: {replace_on_exports: true}\n  drift: {intervalSeconds: 20, action: Report}",
-    )
-    .await;
-    let api: Api<TerraformMachinePool> = Api::namespaced(client.clone(), ns);
     wait_until(&api, name, "the pool Ready with one member", manager, |p| {
         ready(p) && members(p) == 1
     })
@@ -508,26 +512,20 @@ async fn a_blocked_exports_change_is_held_until_approved() {
 /// retry is blocked and waits) until one succeeds.
 #[tokio::test]
 async fn a_failed_exports_change_guards_every_apply() {
-    let (scene, cluster) = ready_cluster("pool-partial").await;
+    let name = "partial";
+    let (scene, cluster, api) = pool_scene(
+        "pool-partial",
+        name,
+        1,
+        "  variables: {replace_on_exports: true}",
+    )
+    .await;
     let Scene {
         client,
         ns,
         manager,
         ..
     } = &scene;
-    let name = "partial";
-    write_bootstrap(client, ns, name).await;
-    create_machine_pool(
-        client,
-        ns,
-        &cluster,
-        name,
-        POOL_IMAGE,
-        1,
-        "  variables: {replace_on_exports: true}",
-    )
-    .await;
-    let api: Api<TerraformMachinePool> = Api::namespaced(client.clone(), ns);
     wait_until(&api, name, "the pool Ready", manager, ready).await;
 
     // The new exports make the pool's apply fail after it got past the guard.

@@ -251,24 +251,11 @@ pub async fn write_applied_exports(
     key: &ObjectKey,
     record: Option<&[u8]>,
 ) -> Result<()> {
-    let ns = key.namespace();
-    let name = key.durable_inputs_secret();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let value = record.map(|r| k8s_openapi::ByteString(r.to_vec()));
     let patch = serde_json::json!({"data": {
         super::pool_exports::APPLIED_EXPORTS_KEY: value,
     }});
-    match secrets
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(Error::Kube {
-            action: format!("recording the applied exports on {ns}/{name}"),
-            source: e,
-        }),
-    }
+    patch_durable(client, key, &patch, "recording the applied exports on").await
 }
 
 /// Sets (or with `None` removes) one of a pool's exports-guard annotations on its durable
@@ -294,19 +281,36 @@ async fn set_durable_annotation(
     annotation: &str,
     value: Option<&str>,
 ) -> Result<()> {
+    let patch = serde_json::json!({"metadata": {"annotations": {annotation: value}}});
+    patch_durable(
+        client,
+        key,
+        &patch,
+        &format!("writing {annotation} on the durable inputs"),
+    )
+    .await
+}
+
+/// A merge patch of the object's durable inputs; `doing` says what for, in an error (the
+/// Secret's name follows it).
+async fn patch_durable(
+    client: &kube::Client,
+    key: &ObjectKey,
+    patch: &serde_json::Value,
+    doing: &str,
+) -> Result<()> {
     let ns = key.namespace();
     let name = key.durable_inputs_secret();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let patch = serde_json::json!({"metadata": {"annotations": {annotation: value}}});
     match secrets
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
         .await
     {
         Ok(_) => Ok(()),
         // No durable inputs: nothing applied that could be half done.
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(Error::Kube {
-            action: format!("annotating the durable inputs {ns}/{name} with {annotation}"),
+            action: format!("{doing} {ns}/{name}"),
             source: e,
         }),
     }
