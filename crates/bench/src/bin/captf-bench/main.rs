@@ -187,13 +187,11 @@ async fn run(args: Args, env: TestEnv) -> anyhow::Result<()> {
     captf_e2e::write_images(&env)?;
     let kubeconfig = captf_e2e::manager_kubeconfig(&env, &client).await?;
     captf_e2e::apply_yaml(&client, &flow_schemas()).await?;
-    let namespaces = seed::namespaces(args.objects, args.per_namespace);
-    let mut allowed = vec![TEMPLATE_NS.to_owned()];
-    allowed.extend(namespaces.iter().cloned());
     captf_e2e::apply_yaml(
         &client,
         &serde_json::to_string(&json!({
-            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TEMPLATE_NS}
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": TEMPLATE_NS, "labels": {seed::FLEET_LABEL: "true"}}
         }))?,
     )
     .await?;
@@ -211,9 +209,9 @@ kind: TerraformClusterIdentity
 metadata: {{name: {IDENTITY}}}
 spec:
   secretRef: {{name: bench-credentials, namespace: captf-system}}
-  allowedNamespaces: {{list: {}}}
+  allowedNamespaces: {{selector: {{matchLabels: {{{label}: "true"}}}}}}
 "#,
-            serde_json::to_string(&allowed)?
+            label = seed::FLEET_LABEL
         ),
     )
     .await?;

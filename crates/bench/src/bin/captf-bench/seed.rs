@@ -21,7 +21,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, PostParams};
 use kube::{Resource, ResourceExt};
 
-/// The label every seeded object (and the template) carries.
+/// The label every seeded object (and the template) carries, their namespaces included: the
+/// identity allows those by selector (a list holds at most 100 namespaces).
 pub const FLEET_LABEL: &str = "captf-bench/fleet";
 
 /// The template: a TerraformCluster the manager applied, and what it left.
@@ -111,6 +112,7 @@ pub async fn create_namespaces(client: &kube::Client, names: &[String]) -> anyho
             let namespace = Namespace {
                 metadata: ObjectMeta {
                     name: Some(ns.clone()),
+                    labels: Some([(FLEET_LABEL.to_owned(), "true".to_owned())].into()),
                     ..Default::default()
                 },
                 ..Default::default()
