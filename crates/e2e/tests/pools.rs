@@ -218,6 +218,18 @@ async fn merge_patch_pool(api: &Api<TerraformMachinePool>, name: &str, patch: se
         .expect("patch the TerraformMachinePool");
 }
 
+/// Sets (or with `None` removes) the pool's `captf.io/approve-destructive-plan`.
+async fn set_approval(api: &Api<TerraformMachinePool>, name: &str, hash: Option<&str>) {
+    merge_patch_pool(
+        api,
+        name,
+        serde_json::json!({"metadata": {"annotations": {
+            "captf.io/approve-destructive-plan": hash,
+        }}}),
+    )
+    .await;
+}
+
 /// A pool's apply Job deleted while it runs is noticed as for a cluster: recorded on the
 /// durable inputs and run again under a new name, marked as following the lost one.
 #[tokio::test]
@@ -438,14 +450,7 @@ async fn a_blocked_exports_change_is_held_until_approved() {
     .await;
 
     // Approved: the change applies, is recorded, and the approval is used up.
-    merge_patch_pool(
-        &api,
-        name,
-        serde_json::json!({"metadata": {"annotations": {
-            "captf.io/approve-destructive-plan": approval,
-        }}}),
-    )
-    .await;
+    set_approval(&api, name, Some(&approval)).await;
     let pool = wait_until(&api, name, "Ready with the change applied", manager, |p| {
         ready(p) && has(p, "ApplyJobSucceeded", "True", "ApplySucceeded")
     })
@@ -542,14 +547,7 @@ async fn a_failed_exports_change_guards_every_apply() {
         .as_str()
         .expect("approvalHash")
         .to_owned();
-    merge_patch_pool(
-        &api,
-        name,
-        serde_json::json!({"metadata": {"annotations": {
-            "captf.io/approve-destructive-plan": approval,
-        }}}),
-    )
-    .await;
+    set_approval(&api, name, Some(&approval)).await;
     let partial = wait_for("the change recorded as partly applied", TIMEOUT, || async {
         let secret = durable_inputs(client, ns, name).await;
         Ok(annotation(&secret, "captf.io/partial-cluster-outputs")
@@ -563,14 +561,7 @@ async fn a_failed_exports_change_guards_every_apply() {
         has(p, "ApplyJobSucceeded", "False", "ApplyFailed")
     })
     .await;
-    merge_patch_pool(
-        &api,
-        name,
-        serde_json::json!({"metadata": {"annotations": {
-            "captf.io/approve-destructive-plan": null,
-        }}}),
-    )
-    .await;
+    set_approval(&api, name, None).await;
 
     // Without the approval the retry is guarded, not held, and is blocked: the pool waits.
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
