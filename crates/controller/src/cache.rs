@@ -62,12 +62,12 @@ impl Caches {
     }
 }
 
-/// The caches, the streams that keep them filled (poll them), and one subscription per
-/// controller that wants change notifications.
+/// The caches, the streams that keep them filled (poll them), and the change notifications a
+/// controller subscribes to.
 pub struct Reflectors {
     pub caches: Caches,
-    pub jobs_events: ReflectHandle<JobMeta>,
-    pub secrets_events: ReflectHandle<SecretMeta>,
+    pub jobs_events: Changes<JobMeta>,
+    pub secrets_events: Changes<SecretMeta>,
     /// Drives every watch; runs for the life of the controllers.
     pub run: std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>,
 }
@@ -77,25 +77,10 @@ pub struct Reflectors {
 pub fn reflectors(client: &kube::Client, namespace: &str) -> Reflectors {
     let selector = format!("{}={}", labels::MANAGED, labels::TRUE);
     let config = watcher::Config::default().labels(&selector).any_semantic();
-    let (jobs, jobs_writer) = reflector::store_shared(SUBSCRIBE_BUFFER);
-    let (secrets, secrets_writer) = reflector::store_shared(SUBSCRIBE_BUFFER);
-    let (Some(jobs_events), Some(secrets_events)) =
-        (jobs_writer.subscribe(), secrets_writer.subscribe())
-    else {
-        unreachable!("shared stores always hand out subscriptions");
-    };
-    let jobs_api: Api<JobMeta> = scoped(client, namespace);
-    let secrets_api: Api<SecretMeta> = scoped(client, namespace);
-    let jobs_watch = watcher::watcher(jobs_api, config.clone())
-        .default_backoff()
-        .modify(without_managed_fields)
-        .reflect_shared(jobs_writer)
-        .for_each(|_| ready(()));
-    let secrets_watch = watcher::watcher(secrets_api, config)
-        .default_backoff()
-        .modify(without_managed_fields)
-        .reflect_shared(secrets_writer)
-        .for_each(|_| ready(()));
+    let (jobs, jobs_events, jobs_watch) =
+        shared(scoped::<JobMeta>(client, namespace), config.clone());
+    let (secrets, secrets_events, secrets_watch) =
+        shared(scoped::<SecretMeta>(client, namespace), config);
     let runner = format!("{}={}", labels::RUNNER, labels::TRUE);
     let (identities, identities_watch) = cached(
         Api::all(client.clone()),
@@ -123,8 +108,8 @@ pub fn reflectors(client: &kube::Client, namespace: &str) -> Reflectors {
         watcher::Config::default().labels(&selector).any_semantic(),
     );
     let run = futures::stream::select_all([
-        futures::stream::once(jobs_watch).boxed(),
-        futures::stream::once(secrets_watch).boxed(),
+        jobs_watch,
+        secrets_watch,
         identities_watch,
         namespaces_watch,
         managed_accounts_watch,
@@ -145,6 +130,81 @@ pub fn reflectors(client: &kube::Client, namespace: &str) -> Reflectors {
         secrets_events,
         run: Box::pin(run),
     }
+}
+
+/// What a controller subscribes to: every object of a shared cache that is written or deleted.
+///
+/// A shared reflector tells its subscribers only of objects written; the deletions come from
+/// the same watch through a channel of their own, so that a Job or a state Secret deleted by
+/// hand still wakes its owner's pass at once. A deletion missed while the watch reconnects is
+/// found by the owner's next periodic pass.
+pub struct Changes<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
+    written: ReflectHandle<K>,
+    deleted: tokio::sync::broadcast::Sender<Arc<K>>,
+}
+
+impl<K> Changes<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    /// A new subscription: the objects written and deleted from now on.
+    pub fn subscribe(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        let deleted = futures::stream::unfold(self.deleted.subscribe(), |mut rx| async move {
+            use tokio::sync::broadcast::error::RecvError;
+            loop {
+                match rx.recv().await {
+                    Ok(object) => return Some((object, rx)),
+                    // A subscriber this far behind is woken by the written objects anyway.
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        });
+        futures::stream::select(self.written.clone(), deleted)
+    }
+}
+
+/// A shared cache of `api`, its subscriptions, and the stream that fills it.
+#[allow(clippy::type_complexity)]
+fn shared<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> (
+    Store<K>,
+    Changes<K>,
+    std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>,
+)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store_shared(SUBSCRIBE_BUFFER);
+    let Some(written) = writer.subscribe() else {
+        unreachable!("shared stores always hand out subscriptions");
+    };
+    let (deleted, _) = tokio::sync::broadcast::channel(SUBSCRIBE_BUFFER);
+    let on_delete = deleted.clone();
+    let watch = watcher::watcher(api, config)
+        .default_backoff()
+        .modify(without_managed_fields)
+        .inspect(move |event| {
+            if let Ok(watcher::Event::Delete(object)) = event {
+                // No subscriber yet is no error: nobody is waiting to be woken.
+                let _ = on_delete.send(Arc::new(object.clone()));
+            }
+        })
+        .reflect_shared(writer)
+        .for_each(|_| ready(()));
+    (
+        store,
+        Changes { written, deleted },
+        futures::stream::once(watch).boxed(),
+    )
 }
 
 /// A cache nobody subscribes to, and the stream that fills it.

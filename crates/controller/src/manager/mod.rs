@@ -187,14 +187,19 @@ struct Start {
 }
 
 async fn run_controllers(start: Start) {
-    let reflectors = crate::cache::reflectors(&start.client, &start.args.namespace);
-    let _ = start.caches.set(reflectors.caches.clone());
-    tokio::spawn(reflectors.run.for_each(|()| async {}));
+    let crate::cache::Reflectors {
+        caches,
+        jobs_events,
+        secrets_events,
+        run,
+    } = crate::cache::reflectors(&start.client, &start.args.namespace);
+    let _ = start.caches.set(caches.clone());
+    tokio::spawn(run.for_each(|()| async {}));
     let ctx = Arc::new(Context::new(
         start.client.clone(),
         start.args.clone(),
         start.metrics.clone(),
-        reflectors.caches,
+        caches,
     ));
     let client = ctx.client.clone();
     let args = &ctx.args;
@@ -223,8 +228,8 @@ async fn run_controllers(start: Start) {
         &args.namespace,
         filtered.clone(),
     )
-    .owns_shared_stream(reflectors.jobs_events.clone())
-    .owns_shared_stream(reflectors.secrets_events.clone())
+    .owns_shared_stream(jobs_events.subscribe())
+    .owns_shared_stream(secrets_events.subscribe())
     .watches_with(
         capi(&crate::capi::cluster_resource()),
         crate::capi::cluster_resource(),
@@ -245,10 +250,7 @@ async fn run_controllers(start: Start) {
         &ctx,
         crate::capi::machine_resource(),
         filtered.clone(),
-        (
-            reflectors.jobs_events.clone(),
-            reflectors.secrets_events.clone(),
-        ),
+        (&jobs_events, &secrets_events),
         args.terraformmachine_concurrency,
         reconcile::machine::reconcile,
     );
@@ -256,7 +258,7 @@ async fn run_controllers(start: Start) {
         &ctx,
         crate::capi::machine_pool_resource(),
         filtered.clone(),
-        (reflectors.jobs_events, reflectors.secrets_events.clone()),
+        (&jobs_events, &secrets_events),
         args.terraformmachinepool_concurrency,
         reconcile::pool::reconcile,
     );
@@ -277,7 +279,7 @@ async fn run_controllers(start: Start) {
     .for_each(report);
     // Identities (status only), woken by their mirrors appearing and going. Only a manager
     // that sees every namespace knows where all the mirrors are.
-    let identity_mirrors = reflectors.secrets_events;
+    let identity_mirrors = secrets_events.subscribe();
     let identities = async {
         if !args.namespace.is_empty() {
             tracing::info!(
@@ -361,8 +363,8 @@ async fn run_members<K, F, Fut>(
     owner: kube::core::ApiResource,
     config: watcher::Config,
     (jobs, secrets): (
-        kube::runtime::reflector::ReflectHandle<crate::cache::JobMeta>,
-        kube::runtime::reflector::ReflectHandle<crate::cache::SecretMeta>,
+        &crate::cache::Changes<crate::cache::JobMeta>,
+        &crate::cache::Changes<crate::cache::SecretMeta>,
     ),
     concurrency: u16,
     reconcile: F,
@@ -399,8 +401,8 @@ async fn run_members<K, F, Fut>(
     let by_cluster = members(controller.store());
     let by_infra = members(controller.store());
     controller
-        .owns_shared_stream(jobs)
-        .owns_shared_stream(secrets)
+        .owns_shared_stream(jobs.subscribe())
+        .owns_shared_stream(secrets.subscribe())
         .watches_with(
             capi(&owner),
             owner.clone(),
