@@ -77,10 +77,16 @@ pub struct Reflectors {
 pub fn reflectors(client: &kube::Client, namespace: &str) -> Reflectors {
     let selector = format!("{}={}", labels::MANAGED, labels::TRUE);
     let config = watcher::Config::default().labels(&selector).any_semantic();
-    let (jobs, jobs_events, jobs_watch) =
-        shared(scoped::<JobMeta>(client, namespace), config.clone());
-    let (secrets, secrets_events, secrets_watch) =
-        shared(scoped::<SecretMeta>(client, namespace), config);
+    let (jobs, jobs_events, jobs_watch) = shared(
+        scoped::<JobMeta>(client, namespace),
+        config.clone(),
+        without_managed_fields,
+    );
+    let (secrets, secrets_events, secrets_watch) = shared(
+        scoped::<SecretMeta>(client, namespace),
+        config,
+        secret_trimmed,
+    );
     let runner = format!("{}={}", labels::RUNNER, labels::TRUE);
     let (identities, identities_watch) = cached(
         Api::all(client.clone()),
@@ -164,11 +170,13 @@ where
     }
 }
 
-/// A shared cache of `api`, its subscriptions, and the stream that fills it.
+/// A shared cache of `api` holding each object as `trim` leaves it, its subscriptions, and the
+/// stream that fills it.
 #[allow(clippy::type_complexity)]
 fn shared<K>(
     api: Api<K>,
     config: watcher::Config,
+    trim: fn(&mut K),
 ) -> (
     Store<K>,
     Changes<K>,
@@ -191,7 +199,7 @@ where
     let on_delete = deleted.clone();
     let watch = watcher::watcher(api, config)
         .default_backoff()
-        .modify(without_managed_fields)
+        .modify(trim)
         .inspect(move |event| {
             if let Ok(watcher::Event::Delete(object)) = event {
                 // No subscriber yet is no error: nobody is waiting to be woken.
@@ -233,6 +241,24 @@ where
 /// No pass reads `managedFields`, and they are often the largest part of an object's metadata.
 fn without_managed_fields<K: kube::Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
+}
+
+/// What a pass reads of a cached Secret: the owner references of every one (to wake its owner
+/// and to repair them), and the labels and annotations of the credential mirrors only. The
+/// state chunks, backups and durable inputs are most of the Secrets, and their labels and
+/// annotations (read live when a pass needs them) would be most of the cache.
+fn secret_trimmed(secret: &mut SecretMeta) {
+    let meta = &mut secret.metadata;
+    meta.managed_fields = None;
+    let mirror = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::MIRRORED))
+        .is_some_and(|v| v == labels::TRUE);
+    if !mirror {
+        meta.labels = None;
+        meta.annotations = None;
+    }
 }
 
 /// An `Api` over `namespace`, or over all namespaces when it is empty (`--namespace`).
@@ -314,5 +340,47 @@ mod tests {
         assert_eq!(running_jobs(&jobs, "b", "one"), (3, 1));
         assert_eq!(running_jobs(&jobs, "c", "one"), (3, 0));
         assert_eq!(running_jobs(&[], "a", "one"), (0, 0));
+    }
+
+    #[test]
+    fn secret_trimmed_keeps_owners_and_only_the_mirrors_labels() {
+        let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            uid: "u".into(),
+            ..Default::default()
+        };
+        let secret = |mirrored: Option<&str>| {
+            let mut s = SecretMeta {
+                types: None,
+                metadata: Default::default(),
+                _phantom: Default::default(),
+            };
+            let mut l = BTreeMap::from([(labels::MANAGED.to_owned(), labels::TRUE.to_owned())]);
+            if let Some(v) = mirrored {
+                l.insert(labels::MIRRORED.to_owned(), v.to_owned());
+            }
+            s.metadata.labels = Some(l);
+            s.metadata.annotations = Some(BTreeMap::from([(
+                annotations::IDENTITY.to_owned(),
+                "id".to_owned(),
+            )]));
+            s.metadata.owner_references = Some(vec![owner.clone()]);
+            s.metadata.managed_fields = Some(vec![Default::default()]);
+            s
+        };
+        // (what, label captf.io/mirrored, labels and annotations kept)
+        let rows = [
+            ("a state chunk, backup or durable inputs", None, false),
+            ("a credential mirror", Some(labels::TRUE), true),
+            ("mirrored set to something else", Some("false"), false),
+        ];
+        for (what, mirrored, kept) in rows {
+            let mut s = secret(mirrored);
+            secret_trimmed(&mut s);
+            let m = &s.metadata;
+            assert_eq!(m.labels.is_some(), kept, "{what}: labels");
+            assert_eq!(m.annotations.is_some(), kept, "{what}: annotations");
+            assert_eq!(m.owner_references.as_deref(), Some(&[owner.clone()][..]), "{what}");
+            assert!(m.managed_fields.is_none(), "{what}: managedFields");
+        }
     }
 }

@@ -398,6 +398,15 @@ async fn run_members<K, F, Fut>(
                 .collect::<Vec<_>>()
         }
     };
+    let capi_meta = |resource: &kube::core::ApiResource| -> Api<
+        kube::core::PartialObjectMeta<kube::api::DynamicObject>,
+    > {
+        match args.namespace.as_str() {
+            "" => Api::all_with(client.clone(), resource),
+            ns => Api::namespaced_with(client.clone(), ns, resource),
+        }
+    };
+    let cluster_resource = crate::capi::cluster_resource();
     let by_cluster = members(controller.store());
     let by_infra = members(controller.store());
     controller
@@ -409,20 +418,30 @@ async fn run_members<K, F, Fut>(
             watcher::Config::default(),
             |object| crate::capi::infrastructure_ref_of(&object),
         )
-        .watches_with(
-            capi(&crate::capi::cluster_resource()),
-            crate::capi::cluster_resource(),
-            watcher::Config::default(),
+        // Metadata only: these map by name and label, and a metadata watch still sees every
+        // change of the object (status included), without holding the whole object to do so.
+        .watches_stream_with(
+            watcher::watcher(capi_meta(&cluster_resource), watcher::Config::default())
+                .default_backoff()
+                .touched_objects(),
             move |cluster| {
                 by_cluster(
                     cluster.metadata.namespace.clone(),
                     cluster.metadata.name.clone(),
                 )
             },
+            cluster_resource.clone(),
         )
-        .watches(
-            crate::cache::scoped::<captf_api::TerraformCluster>(client, &args.namespace),
-            watcher::Config::default(),
+        .watches_stream(
+            watcher::watcher(
+                crate::cache::scoped::<kube::core::PartialObjectMeta<captf_api::TerraformCluster>>(
+                    client,
+                    &args.namespace,
+                ),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .touched_objects(),
             move |tc| {
                 by_infra(
                     tc.metadata.namespace.clone(),
