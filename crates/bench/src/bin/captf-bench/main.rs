@@ -2,11 +2,14 @@
 //! local control plane (`captf_testenv`), with a JSON report and a Markdown table.
 //!
 //! 1. One operation against the bare engine: a TerraformCluster on the no-op cluster module
-//!    (the template) is applied by a manager, then its spec changes `--op-runs` times, each
-//!    timed to Ready, side by side with `tofu init && tofu apply` of the same root by hand.
-//! 2. The fleet at rest: `--objects` clones of the template, seeded up to date (see `seed`),
-//!    then a fresh manager over all namespaces: time until every object is Ready, its RSS and
-//!    CPU, and the API server's requests and writes per minute at rest.
+//!    (the template, with a TerraformMachine on the no-op machine module, see `template`) is
+//!    applied by a manager, then its spec changes `--op-runs` times, each timed to Ready, side
+//!    by side with `tofu init && tofu apply` of the same root by hand.
+//! 2. The fleet at rest: `--objects` clones of the template, each with
+//!    `--machines-per-cluster` clones of a TerraformMachine of the template, seeded up to date
+//!    (see `seed` and `seed_machines`), then a fresh manager over all namespaces: time until
+//!    every object is Ready, its RSS and CPU, and the API server's requests and writes per
+//!    minute at rest.
 //! 3. Reaction time: `--reaction` objects get a spec change, each timed from the write to
 //!    the arrival of its Job on a watch.
 //!
@@ -18,8 +21,11 @@ mod op;
 mod probe;
 mod report;
 mod seed;
+mod seed_machines;
+mod template;
+mod track;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -27,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use captf_api::names::{ObjectKey, WorkloadKind};
-use captf_api::{TerraformCluster, labels};
+use captf_api::{TerraformCluster, TerraformMachine, labels};
 use captf_contract::{Role, RoleInputs};
 use captf_testenv::TestEnv;
 use clap::Parser;
@@ -60,7 +66,11 @@ struct Args {
     /// TerraformClusters seeded up to date (1000 and 10000 are the sizes issue #9 asks for).
     #[arg(long, default_value_t = 1000)]
     objects: usize,
-    /// Objects per namespace (each namespace has its credential mirror and runner RBAC).
+    /// TerraformMachines seeded up to date for each of those clusters (0: clusters only).
+    #[arg(long, default_value_t = 1)]
+    machines_per_cluster: usize,
+    /// Clusters per namespace, with their machines (each namespace has its credential mirror
+    /// and runner RBAC).
     #[arg(long, default_value_t = 100)]
     per_namespace: usize,
     /// Seeding requests in flight.
@@ -222,25 +232,41 @@ spec:
         &[],
     )?;
     let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), TEMPLATE_NS);
-    create_template(&client).await?;
+    template::create_cluster(&client).await?;
     let template_started = Instant::now();
-    wait_template(&tcs, &manager, Duration::from_secs(300)).await?;
+    template::wait_applied(&tcs, TEMPLATE, Duration::from_secs(300))
+        .await
+        .with_context(|| manager.tail())?;
     let first_apply = template_started.elapsed();
     eprintln!(
         "template Ready in {:.1}s (first apply)",
         first_apply.as_secs_f64()
     );
+    if args.machines_per_cluster > 0 {
+        let tms: Api<TerraformMachine> = Api::namespaced(client.clone(), TEMPLATE_NS);
+        template::create_machine(&client).await?;
+        template::wait_applied(&tms, &template::machine(), Duration::from_secs(300))
+            .await
+            .with_context(|| manager.tail())?;
+    }
     let template = seed::Template::read(&client, TEMPLATE_NS, TEMPLATE).await?;
     eprintln!(
         "template: {} Secret(s) of its own: {}",
-        template.secrets.len(),
-        template
-            .secrets
-            .iter()
-            .map(|s| s.metadata.name.clone().unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join(", ")
+        template.own.secrets.len(),
+        template.own.names()
     );
+    let machine_template = if args.machines_per_cluster > 0 {
+        let m = seed_machines::MachineTemplate::read(&client, TEMPLATE_NS, &template::machine())
+            .await?;
+        eprintln!(
+            "template machine: {} Secret(s) of its own: {}",
+            m.own.secrets.len(),
+            m.own.names()
+        );
+        Some(m)
+    } else {
+        None
+    };
 
     // One operation against the bare engine, alternating.
     let op = if args.op_runs > 0 {
@@ -276,25 +302,42 @@ spec:
     seed::seed_fleet(
         &client,
         &template,
+        machine_template
+            .as_ref()
+            .map(|m| (m, args.machines_per_cluster)),
         args.objects,
         args.per_namespace,
         args.seed_parallel,
     )
     .await?;
     let seed_secs = seeding.elapsed().as_secs_f64();
+    let machines = args.objects * args.machines_per_cluster;
     eprintln!(
-        "seeded {} objects in {seed_secs:.0}s ({:.0}/s)",
+        "seeded {} clusters and {machines} machines in {seed_secs:.0}s ({:.0} objects/s)",
         args.objects,
-        args.objects as f64 / seed_secs
+        (args.objects + machines) as f64 / seed_secs
     );
 
     // Watch the fleet (before the baseline, so the watch is part of it).
-    let tracker = Arc::new(Mutex::new(Tracker::default()));
-    let all: Api<TerraformCluster> = Api::all(client.clone());
-    let watch_task = tokio::spawn(track(all.clone(), tracker.clone()));
+    let tracker = Arc::new(Mutex::new(track::Tracker::default()));
+    let watch_tasks = [
+        tokio::spawn(track::track(
+            Api::<TerraformCluster>::all(client.clone()),
+            tracker.clone(),
+        )),
+        tokio::spawn(track::track(
+            Api::<TerraformMachine>::all(client.clone()),
+            tracker.clone(),
+        )),
+    ];
+    let expected = [args.objects, machines];
     wait_until("the fleet watch to list", Duration::from_secs(600), || {
         let t = tracker.lock().ok()?;
-        (t.listed && t.seen.len() >= args.objects).then_some(())
+        track::KINDS
+            .iter()
+            .zip(expected)
+            .all(|(kind, n)| t.listed(kind) && t.seen(kind) >= n)
+            .then_some(())
     })
     .await?;
 
@@ -323,14 +366,19 @@ spec:
             anyhow::bail!("the manager exited:\n{}", manager.tail());
         };
         rss_samples.push((started.elapsed().as_secs_f64(), sample.rss_kib));
-        let ready = tracker.lock().map(|t| t.ready.len()).unwrap_or(0);
-        if ready >= args.objects {
+        let ready = tracker
+            .lock()
+            .map(|t| track::KINDS.map(|kind| t.ready(kind)))
+            .unwrap_or_default();
+        if ready.iter().zip(expected).all(|(r, n)| *r >= n) {
             break (started.elapsed(), sample);
         }
         anyhow::ensure!(
             started.elapsed() < args.ready_timeout,
-            "{ready} of {} objects Ready after {:?}:\n{}",
+            "{} of {} clusters and {} of {machines} machines Ready after {:?}:\n{}",
+            ready[0],
             args.objects,
+            ready[1],
             args.ready_timeout,
             manager.tail()
         );
@@ -344,7 +392,7 @@ spec:
         mib(startup_sample.rss_kib),
         mib(startup_sample.hwm_kib)
     );
-    let jobs_at_start = fleet_jobs(&client).await?;
+    let jobs_at_start = track::fleet_jobs(&client).await?;
 
     // At rest.
     let settle_until = Instant::now() + args.settle;
@@ -364,7 +412,7 @@ spec:
     let steady_rss_kib = median_u64(&rest_rss);
     let cpu_secs = (c1.cpu_ticks - c0.cpu_ticks) as f64 / TICKS_PER_SECOND;
     let cpu_core_percent = cpu_secs / (rest_minutes * 60.0) * 100.0;
-    let jobs_at_rest = fleet_jobs(&client).await?;
+    let jobs_at_rest = track::fleet_jobs(&client).await?;
     eprintln!(
         "at rest: RSS {:.1} MiB, CPU {:.2}% of a core, {} object change(s) seen",
         mib(steady_rss_kib),
@@ -380,12 +428,13 @@ spec:
     };
     let final_sample = probe::sample(pid);
     manager.stop();
-    watch_task.abort();
+    watch_tasks.iter().for_each(|t| t.abort());
 
     let report = report::Report {
         args: &args,
         first_apply,
         op,
+        machines,
         seed_secs,
         ready_after,
         startup_sample,
@@ -458,78 +507,6 @@ spec:
     )
 }
 
-async fn create_template(client: &kube::Client) -> anyhow::Result<()> {
-    captf_e2e::apply_yaml(
-        client,
-        &format!(
-            r#"
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: Cluster
-metadata: {{name: {TEMPLATE}, namespace: {TEMPLATE_NS}}}
-spec:
-  infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: TerraformCluster, name: {TEMPLATE}}}
-"#
-        ),
-    )
-    .await?;
-    let clusters: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        TEMPLATE_NS,
-        &captf_e2e::fixture::capi_cluster_resource(),
-    );
-    let uid = clusters
-        .get(TEMPLATE)
-        .await?
-        .metadata
-        .uid
-        .context("Cluster uid")?;
-    captf_e2e::apply_yaml(
-        client,
-        &format!(
-            r#"
-apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
-kind: TerraformCluster
-metadata:
-  name: {TEMPLATE}
-  namespace: {TEMPLATE_NS}
-  labels: {{cluster.x-k8s.io/cluster-name: {TEMPLATE}}}
-  ownerReferences:
-  - {{apiVersion: cluster.x-k8s.io/v1beta2, kind: Cluster, name: {TEMPLATE}, uid: {uid}}}
-spec:
-  source: {{image: "{}"}}
-  identityRef: {{name: {IDENTITY}}}
-"#,
-            captf_e2e::fixture::CLUSTER_IMAGE
-        ),
-    )
-    .await
-}
-
-/// Ready, no Job running, and its state backed up (what the fleet is cloned from).
-async fn wait_template(
-    api: &Api<TerraformCluster>,
-    manager: &ManagerProcess,
-    timeout: Duration,
-) -> anyhow::Result<()> {
-    wait_until_async(
-        "the template Ready with a state backup",
-        timeout,
-        || async {
-            let tc = api.get(TEMPLATE).await.ok()?;
-            let s = tc.status.as_ref()?;
-            (captf_e2e::fixture::ready(&tc)
-                && s.workspace.active_job.is_none()
-                && s.workspace
-                    .state_backups
-                    .as_ref()
-                    .is_some_and(|b| !b.is_empty()))
-            .then_some(())
-        },
-    )
-    .await
-    .with_context(|| manager.tail())
-}
-
 /// The bare engine and CAPTF, alternating, `--op-runs` times each.
 async fn one_operation(
     args: &Args,
@@ -587,64 +564,6 @@ async fn one_operation(
 struct OpReport {
     bare: Vec<op::Run>,
     captf: Vec<op::Run>,
-}
-
-/// What the fleet watch saw.
-#[derive(Default)]
-struct Tracker {
-    listed: bool,
-    seen: HashSet<String>,
-    ready: HashSet<String>,
-    /// Changes of fleet objects seen after the initial list.
-    changes: u64,
-}
-
-async fn track(api: Api<TerraformCluster>, tracker: Arc<Mutex<Tracker>>) {
-    let config = watcher::Config::default().labels(&seed::fleet_selector());
-    let mut stream = watcher::watcher(api, config).boxed();
-    while let Some(event) = stream.next().await {
-        let Ok(event) = event else { continue };
-        let Ok(mut t) = tracker.lock() else { return };
-        match event {
-            watcher::Event::Init => {}
-            watcher::Event::InitApply(tc) | watcher::Event::Apply(tc) => {
-                let key = format!(
-                    "{}/{}",
-                    tc.metadata.namespace.as_deref().unwrap_or_default(),
-                    tc.metadata.name.as_deref().unwrap_or_default()
-                );
-                if t.listed {
-                    t.changes += 1;
-                }
-                t.seen.insert(key.clone());
-                if captf_e2e::fixture::ready(&tc) {
-                    t.ready.insert(key);
-                } else {
-                    t.ready.remove(&key);
-                }
-            }
-            watcher::Event::InitDone => t.listed = true,
-            watcher::Event::Delete(_) => {}
-        }
-    }
-}
-
-/// Jobs of TerraformClusters in the fleet's namespaces.
-async fn fleet_jobs(client: &kube::Client) -> anyhow::Result<usize> {
-    let jobs: Api<Job> = Api::all(client.clone());
-    let list = jobs
-        .list(&ListParams::default().labels(&format!("{}=TerraformCluster", labels::OWNER_KIND)))
-        .await?;
-    Ok(list
-        .items
-        .iter()
-        .filter(|j| {
-            j.metadata
-                .namespace
-                .as_deref()
-                .is_some_and(|n| n.starts_with("fleet-"))
-        })
-        .count())
 }
 
 /// Samples the manager's RSS every 5 s until `until`.

@@ -22,11 +22,13 @@ pub struct Report<'a> {
     pub args: &'a Args,
     pub first_apply: Duration,
     pub op: Option<OpReport>,
+    /// TerraformMachines seeded (`--objects` times `--machines-per-cluster`).
+    pub machines: usize,
     pub seed_secs: f64,
     pub ready_after: Duration,
     pub startup_sample: ProcSample,
     pub startup_requests: Counters,
-    pub jobs_at_start: usize,
+    pub jobs_at_start: BTreeMap<String, usize>,
     pub baseline: Counters,
     pub baseline_minutes: f64,
     pub at_rest: Counters,
@@ -37,7 +39,7 @@ pub struct Report<'a> {
     pub cpu_secs: f64,
     pub cpu_core_percent: f64,
     pub events_at_rest: u64,
-    pub jobs_at_rest: usize,
+    pub jobs_at_rest: BTreeMap<String, usize>,
     pub reaction: Option<ReactionReport>,
     pub rss_samples: Vec<(f64, u64)>,
     pub total_secs: f64,
@@ -64,6 +66,9 @@ fn goal(met: bool) -> &'static str {
 impl Report<'_> {
     pub fn render(&self) -> (serde_json::Value, String) {
         let a = self.args;
+        // Every object of the fleet: its clusters and their machines.
+        let objects = a.objects + self.machines;
+        let jobs_total = |jobs: &BTreeMap<String, usize>| jobs.values().sum::<usize>();
         let rss_goal = if a.objects <= 1000 {
             RSS_GOAL_1K_MIB
         } else {
@@ -81,36 +86,42 @@ impl Report<'_> {
         let steady = mib(self.steady_rss_kib);
         let rss_met = steady <= rss_goal;
         let cpu_met = self.cpu_core_percent < CPU_GOAL_CORE_PERCENT;
-        let writes_met =
-            manager_writes == 0.0 && self.events_at_rest == 0 && self.jobs_at_rest == 0;
+        let writes_met = manager_writes == 0.0
+            && self.events_at_rest == 0
+            && jobs_total(&self.jobs_at_rest) == 0;
         let mut md = String::new();
         md.push_str(&format!(
-            "### Fleet of {} TerraformClusters ({} per namespace)\n\nOn {}; the whole run took {:.0} s.\n\n",
+            "### Fleet of {} TerraformClusters and {} TerraformMachines ({} clusters per namespace)\n\nOn {}; the whole run took {:.0} s.\n\n",
             a.objects,
+            self.machines,
             a.per_namespace,
             captf_bench::machine(),
             self.total_secs
         ));
         md.push_str("| Measure | Value | Goal |\n| --- | --- | --- |\n");
         md.push_str(&format!(
-            "| seeding (up to date, {} objects) | {:.0} s ({:.0} objects/s) | |\n",
+            "| seeding (up to date, {} clusters and {} machines) | {:.0} s ({:.0} objects/s) | |\n",
             a.objects,
+            self.machines,
             self.seed_secs,
-            a.objects as f64 / self.seed_secs
+            objects as f64 / self.seed_secs
         ));
         md.push_str(&format!(
-            "| manager start → every object Ready | {:.1} s ({:.0} objects/s) | |\n",
+            "| manager start → every object Ready ({} clusters, {} machines) | {:.1} s ({:.0} objects/s) | |\n",
+            a.objects,
+            self.machines,
             self.ready_after.as_secs_f64(),
-            a.objects as f64 / self.ready_after.as_secs_f64().max(1e-3)
+            objects as f64 / self.ready_after.as_secs_f64().max(1e-3)
         ));
         md.push_str(&format!(
             "| the manager's API requests during start-up | {startup_reads:.0} reads ({:.1} per object), {startup_writes:.0} writes ({}) | writes: status only |\n",
-            startup_reads / a.objects as f64,
+            startup_reads / objects as f64,
             fmt_map(&writes(&self.startup_requests.requests))
         ));
         md.push_str(&format!(
-            "| Jobs created by the first pass | {} | 0 |\n",
-            self.jobs_at_start
+            "| Jobs created by the first pass | {} | 0: {} |\n",
+            fmt_counts(&self.jobs_at_start),
+            goal(jobs_total(&self.jobs_at_start) == 0)
         ));
         md.push_str(&format!(
             "| peak RSS (VmHWM) | {:.1} MiB | |\n",
@@ -139,7 +150,7 @@ impl Report<'_> {
         md.push_str(&format!(
             "| writes at rest | the manager's {manager_writes:.0}; {} object change(s) seen, {} Job(s); every client's {all_writes:.0} ({}) | none: {} |\n",
             self.events_at_rest,
-            self.jobs_at_rest,
+            jobs_total(&self.jobs_at_rest),
             fmt_map(&writes(&self.at_rest.requests)),
             goal(writes_met)
         ));
@@ -207,6 +218,8 @@ impl Report<'_> {
             "benchmark": "fleet",
             "machine": captf_bench::machine(),
             "objects": a.objects,
+            "machines_per_cluster": a.machines_per_cluster,
+            "machines": self.machines,
             "per_namespace": a.per_namespace,
             "total_seconds": self.total_secs,
             "template_first_apply_ms": self.first_apply.as_secs_f64() * 1e3,
@@ -260,6 +273,14 @@ fn flat(r: &Requests) -> BTreeMap<String, f64> {
 fn fmt_map(m: &BTreeMap<String, f64>) -> String {
     m.iter()
         .map(|(k, v)| format!("{k} {v:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `3 TerraformCluster, 0 TerraformMachine`.
+fn fmt_counts(m: &BTreeMap<String, usize>) -> String {
+    m.iter()
+        .map(|(k, v)| format!("{v} {k}"))
         .collect::<Vec<_>>()
         .join(", ")
 }
