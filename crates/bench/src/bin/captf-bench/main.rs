@@ -2,11 +2,14 @@
 //! local control plane (`captf_testenv`), with a JSON report and a Markdown table.
 //!
 //! 1. One operation against the bare engine: a TerraformCluster on the no-op cluster module
-//!    (the template) is applied by a manager, then its spec changes `--op-runs` times, each
-//!    timed to Ready, side by side with `tofu init && tofu apply` of the same root by hand.
-//! 2. The fleet at rest: `--objects` clones of the template, seeded up to date (see `seed`),
-//!    then a fresh manager over all namespaces: time until every object is Ready, its RSS and
-//!    CPU, and the API server's requests and writes per minute at rest.
+//!    (the template, with a TerraformMachine on the no-op machine module, see `template`) is
+//!    applied by a manager, then its spec changes `--op-runs` times, each timed to Ready, side
+//!    by side with `tofu init && tofu apply` of the same root by hand.
+//! 2. The fleet at rest: `--objects` clones of the template, each with
+//!    `--machines-per-cluster` clones of a TerraformMachine of the template, seeded up to date
+//!    (see `seed` and `seed_machines`), then a fresh manager over all namespaces: time until
+//!    every object is Ready, its RSS and CPU, and the API server's requests and writes per
+//!    minute at rest.
 //! 3. Reaction time: `--reaction` objects get a spec change, each timed from the write to
 //!    the arrival of its Job on a watch.
 //!
@@ -16,9 +19,13 @@
 
 mod op;
 mod probe;
+mod report;
 mod seed;
+mod seed_machines;
+mod template;
+mod track;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -26,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use captf_api::names::{ObjectKey, WorkloadKind};
-use captf_api::{TerraformCluster, labels};
+use captf_api::{TerraformCluster, TerraformMachine, labels};
 use captf_contract::{Role, RoleInputs};
 use captf_testenv::TestEnv;
 use clap::Parser;
@@ -36,14 +43,7 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use crate::probe::{Counters, ProcSample, Requests, TICKS_PER_SECOND};
-
-/// The goals of issue #9.
-const RSS_GOAL_1K_MIB: f64 = 48.0;
-const RSS_GOAL_10K_MIB: f64 = 128.0;
-const CPU_GOAL_CORE_PERCENT: f64 = 1.0;
-const REACTION_P99_GOAL_MS: f64 = 250.0;
-const OP_RATIO_GOAL: f64 = 1.3;
+use crate::probe::TICKS_PER_SECOND;
 
 /// How long the reaction's request count runs on after the last Job appeared.
 const REACTION_TAIL: Duration = Duration::from_secs(10);
@@ -66,7 +66,11 @@ struct Args {
     /// TerraformClusters seeded up to date (1000 and 10000 are the sizes issue #9 asks for).
     #[arg(long, default_value_t = 1000)]
     objects: usize,
-    /// Objects per namespace (each namespace has its credential mirror and runner RBAC).
+    /// TerraformMachines seeded up to date for each of those clusters (0: clusters only).
+    #[arg(long, default_value_t = 1)]
+    machines_per_cluster: usize,
+    /// Clusters per namespace, with their machines (each namespace has its credential mirror
+    /// and runner RBAC).
     #[arg(long, default_value_t = 100)]
     per_namespace: usize,
     /// Seeding requests in flight.
@@ -228,25 +232,41 @@ spec:
         &[],
     )?;
     let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), TEMPLATE_NS);
-    create_template(&client).await?;
+    template::create_cluster(&client).await?;
     let template_started = Instant::now();
-    wait_template(&tcs, &manager, Duration::from_secs(300)).await?;
+    template::wait_applied(&tcs, TEMPLATE, Duration::from_secs(300))
+        .await
+        .with_context(|| manager.tail())?;
     let first_apply = template_started.elapsed();
     eprintln!(
         "template Ready in {:.1}s (first apply)",
         first_apply.as_secs_f64()
     );
+    if args.machines_per_cluster > 0 {
+        let tms: Api<TerraformMachine> = Api::namespaced(client.clone(), TEMPLATE_NS);
+        template::create_machine(&client).await?;
+        template::wait_applied(&tms, &template::machine(), Duration::from_secs(300))
+            .await
+            .with_context(|| manager.tail())?;
+    }
     let template = seed::Template::read(&client, TEMPLATE_NS, TEMPLATE).await?;
     eprintln!(
         "template: {} Secret(s) of its own: {}",
-        template.secrets.len(),
-        template
-            .secrets
-            .iter()
-            .map(|s| s.metadata.name.clone().unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join(", ")
+        template.own.secrets.len(),
+        template.own.names()
     );
+    let machine_template = if args.machines_per_cluster > 0 {
+        let m = seed_machines::MachineTemplate::read(&client, TEMPLATE_NS, &template::machine())
+            .await?;
+        eprintln!(
+            "template machine: {} Secret(s) of its own: {}",
+            m.own.secrets.len(),
+            m.own.names()
+        );
+        Some(m)
+    } else {
+        None
+    };
 
     // One operation against the bare engine, alternating.
     let op = if args.op_runs > 0 {
@@ -282,25 +302,42 @@ spec:
     seed::seed_fleet(
         &client,
         &template,
+        machine_template
+            .as_ref()
+            .map(|m| (m, args.machines_per_cluster)),
         args.objects,
         args.per_namespace,
         args.seed_parallel,
     )
     .await?;
     let seed_secs = seeding.elapsed().as_secs_f64();
+    let machines = args.objects * args.machines_per_cluster;
     eprintln!(
-        "seeded {} objects in {seed_secs:.0}s ({:.0}/s)",
+        "seeded {} clusters and {machines} machines in {seed_secs:.0}s ({:.0} objects/s)",
         args.objects,
-        args.objects as f64 / seed_secs
+        (args.objects + machines) as f64 / seed_secs
     );
 
     // Watch the fleet (before the baseline, so the watch is part of it).
-    let tracker = Arc::new(Mutex::new(Tracker::default()));
-    let all: Api<TerraformCluster> = Api::all(client.clone());
-    let watch_task = tokio::spawn(track(all.clone(), tracker.clone()));
+    let tracker = Arc::new(Mutex::new(track::Tracker::default()));
+    let watch_tasks = [
+        tokio::spawn(track::track(
+            Api::<TerraformCluster>::all(client.clone()),
+            tracker.clone(),
+        )),
+        tokio::spawn(track::track(
+            Api::<TerraformMachine>::all(client.clone()),
+            tracker.clone(),
+        )),
+    ];
+    let expected = [args.objects, machines];
     wait_until("the fleet watch to list", Duration::from_secs(600), || {
         let t = tracker.lock().ok()?;
-        (t.listed && t.seen.len() >= args.objects).then_some(())
+        track::KINDS
+            .iter()
+            .zip(expected)
+            .all(|(kind, n)| t.listed(kind) && t.seen(kind) >= n)
+            .then_some(())
     })
     .await?;
 
@@ -329,14 +366,19 @@ spec:
             anyhow::bail!("the manager exited:\n{}", manager.tail());
         };
         rss_samples.push((started.elapsed().as_secs_f64(), sample.rss_kib));
-        let ready = tracker.lock().map(|t| t.ready.len()).unwrap_or(0);
-        if ready >= args.objects {
+        let ready = tracker
+            .lock()
+            .map(|t| track::KINDS.map(|kind| t.ready(kind)))
+            .unwrap_or_default();
+        if ready.iter().zip(expected).all(|(r, n)| *r >= n) {
             break (started.elapsed(), sample);
         }
         anyhow::ensure!(
             started.elapsed() < args.ready_timeout,
-            "{ready} of {} objects Ready after {:?}:\n{}",
+            "{} of {} clusters and {} of {machines} machines Ready after {:?}:\n{}",
+            ready[0],
             args.objects,
+            ready[1],
             args.ready_timeout,
             manager.tail()
         );
@@ -350,7 +392,7 @@ spec:
         mib(startup_sample.rss_kib),
         mib(startup_sample.hwm_kib)
     );
-    let jobs_at_start = fleet_jobs(&client).await?;
+    let jobs_at_start = track::fleet_jobs(&client).await?;
 
     // At rest.
     let settle_until = Instant::now() + args.settle;
@@ -370,7 +412,7 @@ spec:
     let steady_rss_kib = median_u64(&rest_rss);
     let cpu_secs = (c1.cpu_ticks - c0.cpu_ticks) as f64 / TICKS_PER_SECOND;
     let cpu_core_percent = cpu_secs / (rest_minutes * 60.0) * 100.0;
-    let jobs_at_rest = fleet_jobs(&client).await?;
+    let jobs_at_rest = track::fleet_jobs(&client).await?;
     eprintln!(
         "at rest: RSS {:.1} MiB, CPU {:.2}% of a core, {} object change(s) seen",
         mib(steady_rss_kib),
@@ -386,12 +428,13 @@ spec:
     };
     let final_sample = probe::sample(pid);
     manager.stop();
-    watch_task.abort();
+    watch_tasks.iter().for_each(|t| t.abort());
 
-    let report = Report {
+    let report = report::Report {
         args: &args,
         first_apply,
         op,
+        machines,
         seed_secs,
         ready_after,
         startup_sample,
@@ -464,78 +507,6 @@ spec:
     )
 }
 
-async fn create_template(client: &kube::Client) -> anyhow::Result<()> {
-    captf_e2e::apply_yaml(
-        client,
-        &format!(
-            r#"
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: Cluster
-metadata: {{name: {TEMPLATE}, namespace: {TEMPLATE_NS}}}
-spec:
-  infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: TerraformCluster, name: {TEMPLATE}}}
-"#
-        ),
-    )
-    .await?;
-    let clusters: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        TEMPLATE_NS,
-        &captf_e2e::fixture::capi_cluster_resource(),
-    );
-    let uid = clusters
-        .get(TEMPLATE)
-        .await?
-        .metadata
-        .uid
-        .context("Cluster uid")?;
-    captf_e2e::apply_yaml(
-        client,
-        &format!(
-            r#"
-apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
-kind: TerraformCluster
-metadata:
-  name: {TEMPLATE}
-  namespace: {TEMPLATE_NS}
-  labels: {{cluster.x-k8s.io/cluster-name: {TEMPLATE}}}
-  ownerReferences:
-  - {{apiVersion: cluster.x-k8s.io/v1beta2, kind: Cluster, name: {TEMPLATE}, uid: {uid}}}
-spec:
-  source: {{image: "{}"}}
-  identityRef: {{name: {IDENTITY}}}
-"#,
-            captf_e2e::fixture::CLUSTER_IMAGE
-        ),
-    )
-    .await
-}
-
-/// Ready, no Job running, and its state backed up (what the fleet is cloned from).
-async fn wait_template(
-    api: &Api<TerraformCluster>,
-    manager: &ManagerProcess,
-    timeout: Duration,
-) -> anyhow::Result<()> {
-    wait_until_async(
-        "the template Ready with a state backup",
-        timeout,
-        || async {
-            let tc = api.get(TEMPLATE).await.ok()?;
-            let s = tc.status.as_ref()?;
-            (captf_e2e::fixture::ready(&tc)
-                && s.workspace.active_job.is_none()
-                && s.workspace
-                    .state_backups
-                    .as_ref()
-                    .is_some_and(|b| !b.is_empty()))
-            .then_some(())
-        },
-    )
-    .await
-    .with_context(|| manager.tail())
-}
-
 /// The bare engine and CAPTF, alternating, `--op-runs` times each.
 async fn one_operation(
     args: &Args,
@@ -593,64 +564,6 @@ async fn one_operation(
 struct OpReport {
     bare: Vec<op::Run>,
     captf: Vec<op::Run>,
-}
-
-/// What the fleet watch saw.
-#[derive(Default)]
-struct Tracker {
-    listed: bool,
-    seen: HashSet<String>,
-    ready: HashSet<String>,
-    /// Changes of fleet objects seen after the initial list.
-    changes: u64,
-}
-
-async fn track(api: Api<TerraformCluster>, tracker: Arc<Mutex<Tracker>>) {
-    let config = watcher::Config::default().labels(&seed::fleet_selector());
-    let mut stream = watcher::watcher(api, config).boxed();
-    while let Some(event) = stream.next().await {
-        let Ok(event) = event else { continue };
-        let Ok(mut t) = tracker.lock() else { return };
-        match event {
-            watcher::Event::Init => {}
-            watcher::Event::InitApply(tc) | watcher::Event::Apply(tc) => {
-                let key = format!(
-                    "{}/{}",
-                    tc.metadata.namespace.as_deref().unwrap_or_default(),
-                    tc.metadata.name.as_deref().unwrap_or_default()
-                );
-                if t.listed {
-                    t.changes += 1;
-                }
-                t.seen.insert(key.clone());
-                if captf_e2e::fixture::ready(&tc) {
-                    t.ready.insert(key);
-                } else {
-                    t.ready.remove(&key);
-                }
-            }
-            watcher::Event::InitDone => t.listed = true,
-            watcher::Event::Delete(_) => {}
-        }
-    }
-}
-
-/// Jobs of TerraformClusters in the fleet's namespaces.
-async fn fleet_jobs(client: &kube::Client) -> anyhow::Result<usize> {
-    let jobs: Api<Job> = Api::all(client.clone());
-    let list = jobs
-        .list(&ListParams::default().labels(&format!("{}=TerraformCluster", labels::OWNER_KIND)))
-        .await?;
-    Ok(list
-        .items
-        .iter()
-        .filter(|j| {
-            j.metadata
-                .namespace
-                .as_deref()
-                .is_some_and(|n| n.starts_with("fleet-"))
-        })
-        .count())
 }
 
 /// Samples the manager's RSS every 5 s until `until`.
@@ -883,254 +796,4 @@ fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
-struct Report<'a> {
-    args: &'a Args,
-    first_apply: Duration,
-    op: Option<OpReport>,
-    seed_secs: f64,
-    ready_after: Duration,
-    startup_sample: ProcSample,
-    startup_requests: Counters,
-    jobs_at_start: usize,
-    baseline: Counters,
-    baseline_minutes: f64,
-    at_rest: Counters,
-    rest_minutes: f64,
-    steady_rss_kib: u64,
-    peak_rss_kib: u64,
-    rest_hwm_kib: u64,
-    cpu_secs: f64,
-    cpu_core_percent: f64,
-    events_at_rest: u64,
-    jobs_at_rest: usize,
-    reaction: Option<ReactionReport>,
-    rss_samples: Vec<(f64, u64)>,
-    total_secs: f64,
-}
-
-fn per_minute(r: &Requests, minutes: f64) -> BTreeMap<String, f64> {
-    probe::by_verb(r)
-        .into_iter()
-        .map(|(k, v)| (k, v / minutes))
-        .collect()
-}
-
-fn writes(r: &Requests) -> BTreeMap<String, f64> {
-    r.iter()
-        .filter(|((verb, _), _)| probe::is_write(verb))
-        .map(|((verb, resource), v)| (format!("{verb} {resource}"), *v))
-        .collect()
-}
-
-fn goal(met: bool) -> &'static str {
-    if met { "met" } else { "not met" }
-}
-
-impl Report<'_> {
-    fn render(&self) -> (serde_json::Value, String) {
-        let a = self.args;
-        let rss_goal = if a.objects <= 1000 {
-            RSS_GOAL_1K_MIB
-        } else {
-            RSS_GOAL_10K_MIB
-        };
-        let rest_total: f64 = self.at_rest.requests.values().sum::<f64>() / self.rest_minutes;
-        let baseline_total: f64 =
-            self.baseline.requests.values().sum::<f64>() / self.baseline_minutes;
-        // The manager's own, counted by the API server under its flow schemas.
-        let manager_reads = self.at_rest.flow(MANAGER_READS) / self.rest_minutes;
-        let manager_writes = self.at_rest.flow(MANAGER_WRITES);
-        let startup_reads = self.startup_requests.flow(MANAGER_READS);
-        let startup_writes = self.startup_requests.flow(MANAGER_WRITES);
-        let all_writes: f64 = writes(&self.at_rest.requests).values().sum::<f64>();
-        let steady = mib(self.steady_rss_kib);
-        let rss_met = steady <= rss_goal;
-        let cpu_met = self.cpu_core_percent < CPU_GOAL_CORE_PERCENT;
-        let writes_met =
-            manager_writes == 0.0 && self.events_at_rest == 0 && self.jobs_at_rest == 0;
-        let mut md = String::new();
-        md.push_str(&format!(
-            "### Fleet of {} TerraformClusters ({} per namespace)\n\nOn {}; the whole run took {:.0} s.\n\n",
-            a.objects,
-            a.per_namespace,
-            captf_bench::machine(),
-            self.total_secs
-        ));
-        md.push_str("| Measure | Value | Goal |\n| --- | --- | --- |\n");
-        md.push_str(&format!(
-            "| seeding (up to date, {} objects) | {:.0} s ({:.0} objects/s) | |\n",
-            a.objects,
-            self.seed_secs,
-            a.objects as f64 / self.seed_secs
-        ));
-        md.push_str(&format!(
-            "| manager start → every object Ready | {:.1} s ({:.0} objects/s) | |\n",
-            self.ready_after.as_secs_f64(),
-            a.objects as f64 / self.ready_after.as_secs_f64().max(1e-3)
-        ));
-        md.push_str(&format!(
-            "| the manager's API requests during start-up | {startup_reads:.0} reads ({:.1} per object), {startup_writes:.0} writes ({}) | writes: status only |\n",
-            startup_reads / a.objects as f64,
-            fmt_map(&writes(&self.startup_requests.requests))
-        ));
-        md.push_str(&format!(
-            "| Jobs created by the first pass | {} | 0 |\n",
-            self.jobs_at_start
-        ));
-        md.push_str(&format!(
-            "| peak RSS (VmHWM) | {:.1} MiB | |\n",
-            mib(self.rest_hwm_kib)
-        ));
-        md.push_str(&format!(
-            "| steady RSS at rest (median over {:.1} min) | {:.1} MiB | ≤ {rss_goal:.0} MiB: {} |\n",
-            self.rest_minutes,
-            steady,
-            goal(rss_met)
-        ));
-        md.push_str(&format!(
-            "| CPU at rest | {:.2} s per minute ({:.2} % of a core) | < {CPU_GOAL_CORE_PERCENT:.0} %: {} |\n",
-            self.cpu_secs / self.rest_minutes,
-            self.cpu_core_percent,
-            goal(cpu_met)
-        ));
-        md.push_str(&format!(
-            "| the manager's API requests at rest | {manager_reads:.1} reads/min, {manager_writes:.0} writes in {:.1} min | |\n",
-            self.rest_minutes
-        ));
-        md.push_str(&format!(
-            "| API requests at rest, every client | {rest_total:.0}/min ({}); without the manager {baseline_total:.0}/min | |\n",
-            fmt_map(&per_minute(&self.at_rest.requests, self.rest_minutes))
-        ));
-        md.push_str(&format!(
-            "| writes at rest | the manager's {manager_writes:.0}; {} object change(s) seen, {} Job(s); every client's {all_writes:.0} ({}) | none: {} |\n",
-            self.events_at_rest,
-            self.jobs_at_rest,
-            fmt_map(&writes(&self.at_rest.requests)),
-            goal(writes_met)
-        ));
-        let reaction = self.reaction.as_ref().map(|r| {
-            let p50 = probe::percentile(&r.latencies_ms, 50.0);
-            let p99 = probe::percentile(&r.latencies_ms, 99.0);
-            let max = r.latencies_ms.last().copied();
-            md.push_str(&format!(
-                "| reaction: spec change → Job ({} of {} changes, one every {:?}) | p50 {} ms, p99 {} ms, max {} ms | p99 ≤ {REACTION_P99_GOAL_MS:.0} ms: {} |\n",
-                r.latencies_ms.len(),
-                r.changes,
-                r.interval,
-                fmt_opt(p50),
-                fmt_opt(p99),
-                fmt_opt(max),
-                goal(p99.is_some_and(|p| p <= REACTION_P99_GOAL_MS) && r.latencies_ms.len() == r.changes)
-            ));
-            let d50 = probe::percentile(&r.decided_ms, 50.0);
-            let d99 = probe::percentile(&r.decided_ms, 99.0);
-            md.push_str(&format!(
-                "| of which write → the manager's decision (its log) | p50 {} ms, p99 {} ms | |\n",
-                fmt_opt(d50),
-                fmt_opt(d99)
-            ));
-            let per_change = |schema| r.requests.flow(schema) / r.changes.max(1) as f64;
-            md.push_str(&format!(
-                "| the manager's API requests per change (until {}s after the last Job) | {:.1} reads, {:.1} writes | |\n",
-                REACTION_TAIL.as_secs(),
-                per_change(MANAGER_READS),
-                per_change(MANAGER_WRITES)
-            ));
-            json!({"changes": r.changes, "interval_ms": r.interval.as_millis(), "jobs_seen": r.latencies_ms.len(),
-                   "manager_reads_per_change": per_change(MANAGER_READS), "manager_writes_per_change": per_change(MANAGER_WRITES),
-                   "requests": flat(&r.requests.requests),
-                   "decided_p50_ms": d50, "decided_p99_ms": d99, "decided_ms": r.decided_ms,
-                   "p50_ms": p50, "p99_ms": p99, "max_ms": max, "latencies_ms": r.latencies_ms,
-                   "goal": {"what": format!("p99 <= {REACTION_P99_GOAL_MS} ms"), "met": p99.is_some_and(|p| p <= REACTION_P99_GOAL_MS)}})
-        });
-        let op = self.op.as_ref().map(|o| {
-            let bare_ms = median(&o.bare.iter().map(|r| r.wall_ms).collect::<Vec<_>>());
-            let captf_ms = median(&o.captf.iter().map(|r| r.wall_ms).collect::<Vec<_>>());
-            let bare_peak = o.bare.iter().map(|r| r.peak.max_kib).max().unwrap_or(0);
-            let captf_peak = o.captf.iter().map(|r| r.peak.max_kib).max().unwrap_or(0);
-            let captf_sum = o.captf.iter().map(|r| r.peak.sum_kib).max().unwrap_or(0);
-            let ratio = captf_ms / bare_ms.max(1e-3);
-            md.push_str(&format!(
-                "| one apply, bare `tofu init && tofu apply` (median of {}) | {bare_ms:.0} ms, peak {:.1} MiB | |\n",
-                o.bare.len(),
-                mib(bare_peak)
-            ));
-            md.push_str(&format!(
-                "| one apply through CAPTF, spec change → Ready (median of {}) | {captf_ms:.0} ms, peak {:.1} MiB per process ({:.1} MiB runner and engine together) | |\n",
-                o.captf.len(),
-                mib(captf_peak),
-                mib(captf_sum)
-            ));
-            md.push_str(&format!(
-                "| CAPTF / bare engine, wall time | {ratio:.2}x | ≤ {OP_RATIO_GOAL}x: {} |\n",
-                goal(ratio <= OP_RATIO_GOAL)
-            ));
-            json!({"bare": o.bare, "captf": o.captf, "bare_median_ms": bare_ms, "captf_median_ms": captf_ms,
-                   "ratio": ratio, "goal": {"what": format!("CAPTF <= {OP_RATIO_GOAL}x the bare engine"), "met": ratio <= OP_RATIO_GOAL}})
-        });
-        let json = json!({
-            "benchmark": "fleet",
-            "machine": captf_bench::machine(),
-            "objects": a.objects,
-            "per_namespace": a.per_namespace,
-            "total_seconds": self.total_secs,
-            "template_first_apply_ms": self.first_apply.as_secs_f64() * 1e3,
-            "seeding_seconds": self.seed_secs,
-            "startup": {
-                "ready_seconds": self.ready_after.as_secs_f64(),
-                "rss_mib": mib(self.startup_sample.rss_kib),
-                "peak_rss_mib": mib(self.startup_sample.hwm_kib),
-                "requests": flat(&self.startup_requests.requests),
-                "manager_reads": startup_reads,
-                "manager_writes": startup_writes,
-                "jobs_created": self.jobs_at_start,
-            },
-            "baseline": {"minutes": self.baseline_minutes, "requests_per_minute_by_verb": per_minute(&self.baseline.requests, self.baseline_minutes), "requests": flat(&self.baseline.requests)},
-            "at_rest": {
-                "minutes": self.rest_minutes,
-                "steady_rss_mib": steady,
-                "peak_rss_mib": mib(self.rest_hwm_kib),
-                "peak_rss_mib_end_of_run": mib(self.peak_rss_kib),
-                "cpu_seconds_per_minute": self.cpu_secs / self.rest_minutes,
-                "cpu_core_percent": self.cpu_core_percent,
-                "requests_per_minute_by_verb": per_minute(&self.at_rest.requests, self.rest_minutes),
-                "requests_per_minute_total": rest_total,
-                "requests_per_minute_without_manager": baseline_total,
-                "manager_reads_per_minute": manager_reads,
-                "manager_writes": manager_writes,
-                "requests": flat(&self.at_rest.requests),
-                "writes": writes(&self.at_rest.requests),
-                "object_changes_seen": self.events_at_rest,
-                "jobs": self.jobs_at_rest,
-                "goals": {
-                    "steady_rss": {"what": format!("<= {rss_goal} MiB"), "met": rss_met},
-                    "cpu": {"what": format!("< {CPU_GOAL_CORE_PERCENT} % of a core"), "met": cpu_met},
-                    "writes": {"what": "no writes at rest", "met": writes_met},
-                },
-            },
-            "reaction": reaction,
-            "one_operation": op,
-            "rss_samples": self.rss_samples.iter().map(|(t, k)| json!([t, mib(*k)])).collect::<Vec<_>>(),
-        });
-        (json, md)
-    }
-}
-
-fn flat(r: &Requests) -> BTreeMap<String, f64> {
-    r.iter()
-        .map(|((verb, resource), v)| (format!("{verb} {resource}"), *v))
-        .collect()
-}
-
-fn fmt_map(m: &BTreeMap<String, f64>) -> String {
-    m.iter()
-        .map(|(k, v)| format!("{k} {v:.0}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn fmt_opt(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{v:.0}"))
 }

@@ -3,13 +3,14 @@
 //! namespace's credential mirror and runner RBAC, with names, labels, owner references and the
 //! inputs hash of each clone. The inputs hash is rendered by the manager's own functions
 //! (`captf_controller::inputs::cluster_inputs`, `captf_controller::variables::merge`,
-//! `captf_contract::render`) from the clone as the API server stored it.
+//! `captf_contract::render`) from the clone as the API server stored it. Each cluster gets its
+//! machines from `seed_machines`.
 
 use std::collections::BTreeMap;
 
 use anyhow::Context as _;
 use captf_api::names::{ObjectKey, WorkloadKind};
-use captf_api::{TerraformCluster, annotations, labels};
+use captf_api::{TerraformCluster, TerraformClusterStatus, WorkspaceStatus, annotations, labels};
 use captf_contract::{Role, RoleInputs};
 use captf_controller::capi;
 use captf_controller::inputs::{ClusterHistory, cluster_inputs};
@@ -18,8 +19,10 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
+
+use crate::seed_machines::{MachineTemplate, machine_name, seed_machine};
 
 /// The label every seeded object (and the template) carries, their namespaces included: the
 /// identity allows those by selector (a list holds at most 100 namespaces).
@@ -28,15 +31,60 @@ pub const FLEET_LABEL: &str = "captf-bench/fleet";
 /// The template: a TerraformCluster the manager applied, and what it left.
 pub struct Template {
     pub tc: TerraformCluster,
-    pub key: ObjectKey,
-    /// The inputs hash its state records.
-    pub inputs_hash: String,
-    /// Its own Secrets: state chunks, durable inputs, backups (and a plan key, if any).
-    pub secrets: Vec<Secret>,
+    /// Its own Secrets and the inputs hash its state records.
+    pub own: Owned,
     /// The namespace's credential mirror.
     pub mirror: Secret,
     /// `control_plane_initialized` as last rendered (from the durable inputs).
     pub control_plane_initialized: bool,
+}
+
+/// What the manager left for one template object: its key and UID, its own Secrets (state
+/// chunks, durable inputs, backups, and a plan key if any) and the inputs hash its state records.
+pub struct Owned {
+    pub key: ObjectKey,
+    pub uid: String,
+    pub inputs_hash: String,
+    pub secrets: Vec<Secret>,
+}
+
+impl Owned {
+    /// The Secrets of the object `key` with `uid` among `all` (its namespace's), credential
+    /// mirrors left out.
+    pub fn find(key: ObjectKey, uid: &str, all: &[Secret]) -> anyhow::Result<Owned> {
+        let secrets: Vec<Secret> = all
+            .iter()
+            .filter(|s| {
+                s.owner_references().iter().any(|o| o.uid == uid)
+                    && !s.labels().contains_key(labels::MIRRORED)
+            })
+            .cloned()
+            .collect();
+        let base = secrets
+            .iter()
+            .find(|s| s.name_any() == key.state_secret())
+            .with_context(|| format!("{} has no state Secret", key.name()))?;
+        let inputs_hash = base
+            .annotations()
+            .get(annotations::INPUTS_HASH)
+            .cloned()
+            .with_context(|| format!("the state of {} has no inputs hash", key.name()))?;
+        Ok(Owned {
+            key,
+            uid: uid.to_owned(),
+            inputs_hash,
+            secrets,
+        })
+    }
+
+    /// The names of its Secrets, for the log.
+    pub fn names(&self) -> String {
+        self.secrets
+            .iter()
+            .map(|s| s.name_any())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 impl Template {
@@ -57,23 +105,9 @@ impl Template {
             })
             .cloned()
             .context("no credential mirror next to the template")?;
-        let own: Vec<Secret> = all
-            .into_iter()
-            .filter(|s| {
-                s.owner_references().iter().any(|o| o.uid == uid)
-                    && !s.labels().contains_key(labels::MIRRORED)
-            })
-            .collect();
-        let base = own
-            .iter()
-            .find(|s| s.name_any() == key.state_secret())
-            .context("the template has no state Secret")?;
-        let inputs_hash = base
-            .annotations()
-            .get(annotations::INPUTS_HASH)
-            .cloned()
-            .context("the template's state has no inputs hash")?;
+        let own = Owned::find(key.clone(), &uid, &all)?;
         let control_plane_initialized = own
+            .secrets
             .iter()
             .find(|s| s.name_any() == key.durable_inputs_secret())
             .and_then(|s| s.data.as_ref()?.get(captf_contract::render::TFVARS_FILE))
@@ -82,9 +116,7 @@ impl Template {
             .unwrap_or(false);
         Ok(Template {
             tc,
-            key,
-            inputs_hash,
-            secrets: own,
+            own,
             mirror,
             control_plane_initialized,
         })
@@ -148,14 +180,20 @@ pub async fn create_namespaces(client: &kube::Client, names: &[String]) -> anyho
     Ok(())
 }
 
-/// Seeds object `(ns, name)` as a clone of the template; returns the plain owner reference
-/// the namespace's credential mirror lists for it.
+/// A cluster seeded: the plain owner reference the namespace's credential mirror lists for its
+/// TerraformCluster, and its CAPI Cluster's UID (its machines' owner).
+pub struct Seeded {
+    pub owner: OwnerReference,
+    pub cluster_uid: String,
+}
+
+/// Seeds object `(ns, name)` as a clone of the template.
 pub async fn seed_object(
     client: &kube::Client,
     template: &Template,
     ns: &str,
     name: &str,
-) -> anyhow::Result<OwnerReference> {
+) -> anyhow::Result<Seeded> {
     // The CAPI Cluster, as CAPI would create it.
     let clusters: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -173,7 +211,8 @@ pub async fn seed_object(
     let cluster_uid = cluster.metadata.uid.clone().context("Cluster uid")?;
 
     // The TerraformCluster, as the template is after its apply: finalizer, endpoint written
-    // back from the module's output, no status (the manager's first pass writes it).
+    // back from the module's output, and of its status only the `provisioned` latch (the
+    // manager's first pass writes the rest).
     let t = &template.tc;
     let mut annotations_of = t.annotations().clone();
     annotations_of.remove(annotations::BLOCK_MOVE);
@@ -198,7 +237,7 @@ pub async fn seed_object(
                 api_version: "cluster.x-k8s.io/v1beta2".into(),
                 kind: "Cluster".into(),
                 name: name.into(),
-                uid: cluster_uid,
+                uid: cluster_uid.clone(),
                 ..Default::default()
             }]),
             ..Default::default()
@@ -207,7 +246,29 @@ pub async fn seed_object(
         status: None,
     };
     let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
-    let tc = tcs.create(&PostParams::default(), &tc).await?;
+    tcs.create(&PostParams::default(), &tc).await?;
+    // The latch is what the cluster's machines read of its status before they render (its
+    // exports come from its state): without it, a machine whose pass comes before its
+    // cluster's would wait for the cluster (`WaitingForClusterInfrastructure`), a status
+    // write, and pass again once the cluster's status is written. A manager restarting over a
+    // provisioned fleet finds the latch set.
+    let latch = TerraformClusterStatus {
+        workspace: WorkspaceStatus {
+            initialization: t
+                .status
+                .as_ref()
+                .and_then(|s| s.workspace.initialization.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let tc = tcs
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "status": latch })),
+        )
+        .await?;
     let owner = tc
         .controller_owner_ref(&())
         .context("TerraformCluster without uid")?;
@@ -232,53 +293,60 @@ pub async fn seed_object(
     )?;
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    for s in &template.secrets {
-        let clone = clone_secret(s, template, &key, &owner, &rendered)?;
+    for s in &template.own.secrets {
+        let clone = clone_secret(s, &template.own, &key, &owner, &rendered, &[])?;
         secrets.create(&PostParams::default(), &clone).await?;
     }
-    Ok(OwnerReference {
-        controller: None,
-        block_owner_deletion: None,
-        ..owner
+    Ok(Seeded {
+        owner: OwnerReference {
+            controller: None,
+            block_owner_deletion: None,
+            ..owner
+        },
+        cluster_uid,
     })
 }
 
-/// The template's Secret `s`, renamed and re-labelled for `key`, owned by `owner`.
-fn clone_secret(
+/// The template's Secret `s` (one of `from`'s), renamed and re-labelled for `key`, owned by
+/// `owner`, its inputs hash and durable inputs those of `rendered`. `renames` are further label
+/// and annotation values to replace whole (a machine's cluster name).
+pub fn clone_secret(
     s: &Secret,
-    template: &Template,
+    from: &Owned,
     key: &ObjectKey,
     owner: &OwnerReference,
     rendered: &captf_contract::Rendered,
+    renames: &[(&str, &str)],
 ) -> anyhow::Result<Secret> {
-    let from = &template.key;
-    let (from_suffix, to_suffix) = (from.state_suffix(), key.state_suffix());
+    let from_key = &from.key;
+    let (from_suffix, to_suffix) = (from_key.state_suffix(), key.state_suffix());
     let map = |v: &str| -> String {
-        if v == template.inputs_hash {
+        if v == from.inputs_hash {
             rendered.inputs_hash.clone()
-        } else if v == from.name() {
+        } else if v == from_key.name() {
             key.name().to_owned()
-        } else if v == from.owner_name_label() {
+        } else if v == from_key.owner_name_label() {
             key.owner_name_label()
+        } else if let Some((_, to)) = renames.iter().find(|(f, _)| *f == v) {
+            (*to).to_owned()
         } else {
             v.replace(&from_suffix, &to_suffix)
         }
     };
     let old_name = s.name_any();
-    let durable = old_name == from.durable_inputs_secret();
+    let durable = old_name == from_key.durable_inputs_secret();
     let name = if durable {
         key.durable_inputs_secret()
-    } else if old_name == from.plan_key_secret() {
+    } else if old_name == from_key.plan_key_secret() {
         key.plan_key_secret()
     } else {
         old_name.replace(&from_suffix, &to_suffix)
     };
-    let tpl_uid = template.tc.uid().unwrap_or_default();
     let owners = s
         .owner_references()
         .iter()
         .map(|o| {
-            if o.uid == tpl_uid {
+            if o.uid == from.uid {
                 OwnerReference {
                     controller: o.controller,
                     block_owner_deletion: o.block_owner_deletion,
@@ -325,8 +393,8 @@ fn clone_secret(
     })
 }
 
-/// The namespace's credential mirror, listing every object of the namespace as a user (as the
-/// manager leaves it once each object passed once).
+/// The namespace's credential mirror, listing every object of the namespace as a user, its
+/// clusters and their machines (as the manager leaves it once each object passed once).
 pub async fn create_mirror(
     client: &kube::Client,
     template: &Template,
@@ -352,31 +420,43 @@ pub async fn create_mirror(
     Ok(())
 }
 
-/// Seeds `objects` clones over `per_namespace`-sized namespaces, `parallel` at a time.
+/// Seeds `objects` clones over `per_namespace`-sized namespaces, `parallel` at a time, each
+/// with `machines.1` clones of the template machine `machines.0` (none without one).
 pub async fn seed_fleet(
     client: &kube::Client,
     template: &Template,
+    machines: Option<(&MachineTemplate, usize)>,
     objects: usize,
     per_namespace: usize,
     parallel: usize,
 ) -> anyhow::Result<()> {
     let namespaces = namespaces(objects, per_namespace);
     create_namespaces(client, &namespaces).await?;
-    let owners: Vec<(String, OwnerReference)> = futures::stream::iter((0..objects).map(|i| {
+    let owners: Vec<(String, Vec<OwnerReference>)> = futures::stream::iter((0..objects).map(|i| {
         let (ns, name) = object(i, per_namespace);
         async move {
-            let owner = seed_object(client, template, &ns, &name)
+            let seeded = seed_object(client, template, &ns, &name)
                 .await
                 .with_context(|| format!("seeding {ns}/{name}"))?;
-            anyhow::Ok((ns, owner))
+            let mut owners = vec![seeded.owner];
+            if let Some((machine, count)) = machines {
+                for j in 0..count {
+                    let m = machine_name(&name, j);
+                    let owner = seed_machine(client, machine, &ns, &name, &seeded.cluster_uid, &m)
+                        .await
+                        .with_context(|| format!("seeding machine {ns}/{m}"))?;
+                    owners.push(owner);
+                }
+            }
+            anyhow::Ok((ns, owners))
         }
     }))
     .buffered(parallel.max(1))
     .try_collect()
     .await?;
     let mut by_ns: BTreeMap<String, Vec<OwnerReference>> = BTreeMap::new();
-    for (ns, owner) in owners {
-        by_ns.entry(ns).or_default().push(owner);
+    for (ns, owners) in owners {
+        by_ns.entry(ns).or_default().extend(owners);
     }
     for (ns, owners) in by_ns {
         create_mirror(client, template, &ns, owners).await?;
