@@ -379,7 +379,11 @@ mod tests {
             let m = &s.metadata;
             assert_eq!(m.labels.is_some(), kept, "{what}: labels");
             assert_eq!(m.annotations.is_some(), kept, "{what}: annotations");
-            assert_eq!(m.owner_references.as_deref(), Some(&[owner.clone()][..]), "{what}");
+            assert_eq!(
+                m.owner_references.as_deref(),
+                Some(&[owner.clone()][..]),
+                "{what}"
+            );
             assert!(m.managed_fields.is_none(), "{what}: managedFields");
         }
     }
