@@ -13,7 +13,7 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
-use captf_api::annotations;
+use captf_api::{TerraformCluster, annotations};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// A digest of what in `meta` wakes a pass: two versions of an object with the same digest
@@ -37,6 +37,30 @@ pub fn pass_worthy(meta: &ObjectMeta) -> Option<u64> {
     for owner in meta.owner_references.iter().flatten() {
         (&owner.api_version, &owner.kind, &owner.name, &owner.uid).hash(&mut hasher);
         owner.controller.hash(&mut hasher);
+    }
+    Some(hasher.finish())
+}
+
+/// A digest of what of a TerraformCluster its machines and pools act on: what wakes a pass
+/// over the cluster itself, and the status a member reads (provisioned, failure domains,
+/// exports and the state serial they come from, a running Job, the state's Secrets). Its
+/// conditions are not among them: every pass over the cluster rewrites them, and waking every
+/// member for that would run a pass per member per cluster pass.
+pub fn members_worthy(tc: &TerraformCluster) -> Option<u64> {
+    let mut hasher = DefaultHasher::new();
+    pass_worthy(&tc.metadata).hash(&mut hasher);
+    if let Some(status) = &tc.status {
+        let w = &status.workspace;
+        // Serialized: the status types carry JSON values, which have no `Hash`.
+        let read = (
+            &w.initialization,
+            &w.observed_state_serial,
+            &w.active_job,
+            &w.state_secret_suffix,
+            &status.failure_domains,
+            &status.exports,
+        );
+        serde_json::to_vec(&read).ok().hash(&mut hasher);
     }
     Some(hasher.finish())
 }
@@ -147,6 +171,95 @@ mod tests {
             let mut meta = base();
             change(&mut meta);
             assert_eq!(pass_worthy(&meta) != before, wakes, "{case}");
+        }
+    }
+
+    /// A change of a TerraformCluster, and whether that wakes its members.
+    type ClusterCase = (&'static str, fn(&mut TerraformCluster), bool);
+
+    #[test]
+    fn members_wake_for_what_they_read_of_their_cluster() {
+        let cluster = || -> TerraformCluster {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+                "kind": "TerraformCluster",
+                "metadata": {"name": "c", "namespace": "ns", "generation": 1},
+                "spec": {"source": {"image": "m:1"}},
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "Ready",
+                        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                    "initialization": {"provisioned": true},
+                    "observedStateSerial": 2,
+                    "exports": {"vpc": "a"},
+                    "failureDomains": [{"name": "fd1", "controlPlane": true}],
+                },
+            }))
+            .expect("a TerraformCluster")
+        };
+        let table: Vec<ClusterCase> = vec![
+            ("nothing changed", |_| {}, false),
+            (
+                "its conditions rewritten by its own pass",
+                |tc| {
+                    let s = tc.status.as_mut().expect("status");
+                    s.conditions.get_or_insert_default()[0].message = "again".into();
+                },
+                false,
+            ),
+            (
+                "a new resourceVersion",
+                |tc| tc.metadata.resource_version = Some("2".into()),
+                false,
+            ),
+            ("a spec change", |tc| tc.metadata.generation = Some(2), true),
+            (
+                "paused by annotation",
+                |tc| {
+                    tc.metadata
+                        .annotations
+                        .get_or_insert_default()
+                        .insert(annotations::PAUSED.into(), String::new());
+                },
+                true,
+            ),
+            (
+                "no longer provisioned",
+                |tc| {
+                    tc.status.as_mut().expect("status").workspace.initialization = None;
+                },
+                true,
+            ),
+            (
+                "a new state serial (new exports in the state)",
+                |tc| {
+                    tc.status
+                        .as_mut()
+                        .expect("status")
+                        .workspace
+                        .observed_state_serial = Some(3);
+                },
+                true,
+            ),
+            (
+                "other exports",
+                |tc| {
+                    tc.status.as_mut().expect("status").exports =
+                        Some(serde_json::json!({"vpc": "b"}));
+                },
+                true,
+            ),
+            (
+                "other failure domains",
+                |tc| tc.status.as_mut().expect("status").failure_domains = None,
+                true,
+            ),
+            ("no status at all", |tc| tc.status = None, true),
+        ];
+        let before = members_worthy(&cluster());
+        for (case, change, wakes) in table {
+            let mut tc = cluster();
+            change(&mut tc);
+            assert_eq!(members_worthy(&tc) != before, wakes, "{case}");
         }
     }
 }

@@ -418,8 +418,8 @@ async fn run_members<K, F, Fut>(
             watcher::Config::default(),
             |object| crate::capi::infrastructure_ref_of(&object),
         )
-        // Metadata only: these map by name and label, and a metadata watch still sees every
-        // change of the object (status included), without holding the whole object to do so.
+        // Metadata only: a Cluster is mapped by its name, and a metadata watch still sees
+        // every change of it (`spec.paused` included) without holding the whole object.
         .watches_stream_with(
             watcher::watcher(capi_meta(&cluster_resource), watcher::Config::default())
                 .default_backoff()
@@ -432,16 +432,19 @@ async fn run_members<K, F, Fut>(
             },
             cluster_resource.clone(),
         )
+        // Whole objects, passed through and not kept: only what a member reads of its
+        // cluster wakes it, not each rewrite of the cluster's conditions.
         .watches_stream(
             watcher::watcher(
-                crate::cache::scoped::<kube::core::PartialObjectMeta<captf_api::TerraformCluster>>(
-                    client,
-                    &args.namespace,
-                ),
+                crate::cache::scoped::<captf_api::TerraformCluster>(client, &args.namespace),
                 watcher::Config::default(),
             )
             .default_backoff()
-            .touched_objects(),
+            .touched_objects()
+            .predicate_filter(
+                crate::wake::members_worthy,
+                kube::runtime::PredicateConfig::default(),
+            ),
             move |tc| {
                 by_infra(
                     tc.metadata.namespace.clone(),
