@@ -43,9 +43,10 @@ pub fn pass_worthy(meta: &ObjectMeta) -> Option<u64> {
 
 /// A digest of what of a TerraformCluster its machines and pools act on: what wakes a pass
 /// over the cluster itself, and the status a member reads (provisioned, failure domains,
-/// exports and the state serial they come from, a running Job, the state's Secrets). Its
-/// conditions are not among them: every pass over the cluster rewrites them, and waking every
-/// member for that would run a pass per member per cluster pass.
+/// exports and the state serial they come from, the state's Secrets). Its conditions and its
+/// running Job are not among them: every pass over the cluster rewrites the conditions, and
+/// waking every member for that would run a pass per member per cluster pass; a Job's end
+/// shows in the state serial.
 pub fn members_worthy(tc: &TerraformCluster) -> Option<u64> {
     let mut hasher = DefaultHasher::new();
     pass_worthy(&tc.metadata).hash(&mut hasher);
@@ -55,7 +56,6 @@ pub fn members_worthy(tc: &TerraformCluster) -> Option<u64> {
         let read = (
             &w.initialization,
             &w.observed_state_serial,
-            &w.active_job,
             &w.state_secret_suffix,
             &status.failure_domains,
             &status.exports,

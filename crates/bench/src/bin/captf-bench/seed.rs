@@ -211,7 +211,7 @@ pub async fn seed_object(
     let cluster_uid = cluster.metadata.uid.clone().context("Cluster uid")?;
 
     // The TerraformCluster, as the template is after its apply: finalizer, endpoint written
-    // back from the module's output, and of its status only the `provisioned` latch (the
+    // back from the module's output, and of its status only what its members read of it (the
     // manager's first pass writes the rest).
     let t = &template.tc;
     let mut annotations_of = t.annotations().clone();
@@ -247,19 +247,22 @@ pub async fn seed_object(
     };
     let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
     tcs.create(&PostParams::default(), &tc).await?;
-    // The latch is what the cluster's machines read of its status before they render (its
-    // exports come from its state): without it, a machine whose pass comes before its
-    // cluster's would wait for the cluster (`WaitingForClusterInfrastructure`), a status
-    // write, and pass again once the cluster's status is written. A manager restarting over a
-    // provisioned fleet finds the latch set.
+    // What the cluster's machines read of its status (`captf_controller::wake::members_worthy`),
+    // as a manager restarting over a provisioned fleet finds it: without the `provisioned`
+    // latch a machine whose pass came before its cluster's would wait for the cluster
+    // (`WaitingForClusterInfrastructure`, a status write); without the rest, the cluster's
+    // first status write would wake its machines for a second pass.
+    let key = ObjectKey::new(ns, WorkloadKind::Cluster, name)?;
+    let read = t.status.clone().unwrap_or_default();
     let latch = TerraformClusterStatus {
         workspace: WorkspaceStatus {
-            initialization: t
-                .status
-                .as_ref()
-                .and_then(|s| s.workspace.initialization.clone()),
+            initialization: read.workspace.initialization,
+            observed_state_serial: read.workspace.observed_state_serial,
+            state_secret_suffix: Some(key.state_suffix()),
             ..Default::default()
         },
+        failure_domains: read.failure_domains,
+        exports: read.exports,
         ..Default::default()
     };
     let tc = tcs
@@ -274,7 +277,6 @@ pub async fn seed_object(
         .context("TerraformCluster without uid")?;
 
     // Its inputs, rendered as the manager renders them.
-    let key = ObjectKey::new(ns, WorkloadKind::Cluster, name)?;
     let history = ClusterHistory {
         control_plane_initialized: template.control_plane_initialized,
         endpoint_from_module: tc
