@@ -419,7 +419,7 @@ async fn run_members<K, F, Fut>(
             |object| crate::capi::infrastructure_ref_of(&object),
         )
         // Metadata only: a Cluster is mapped by its name, and a metadata watch still sees
-        // every change of it (`spec.paused` included) without holding the whole object.
+        // every change of it (`spec.paused` included) without receiving the whole object.
         .watches_stream_with(
             watcher::watcher(capi_meta(&cluster_resource), watcher::Config::default())
                 .default_backoff()
