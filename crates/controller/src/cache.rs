@@ -155,19 +155,34 @@ where
 {
     /// A new subscription: the objects written and deleted from now on.
     pub fn subscribe(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
-        let deleted = futures::stream::unfold(self.deleted.subscribe(), |mut rx| async move {
-            use tokio::sync::broadcast::error::RecvError;
-            loop {
-                match rx.recv().await {
-                    Ok(object) => return Some((object, rx)),
-                    // A subscriber this far behind is woken by the written objects anyway.
-                    Err(RecvError::Lagged(_)) => continue,
-                    Err(RecvError::Closed) => return None,
-                }
-            }
-        });
-        futures::stream::select(self.written.clone(), deleted)
+        futures::stream::select(self.written.clone(), deletions(self.deleted.subscribe()))
     }
+
+    /// The last subscription. The cache waits for every subscription it handed out to take
+    /// each change (it holds at most `SUBSCRIBE_BUFFER` untaken), so the one it started with
+    /// must be consumed too, not kept unread.
+    pub fn into_subscription(self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        let deleted = deletions(self.deleted.subscribe());
+        futures::stream::select(self.written, deleted)
+    }
+}
+
+/// The deletions `rx` receives, as a stream.
+fn deletions<K: Send + Sync + 'static>(
+    rx: tokio::sync::broadcast::Receiver<Arc<K>>,
+) -> impl Stream<Item = Arc<K>> + Send + 'static {
+    futures::stream::unfold(rx, |mut rx| async move {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match rx.recv().await {
+                Ok(object) => return Some((object, rx)),
+                // The deletions a subscriber this far behind missed are found at their owners'
+                // next periodic pass.
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    })
 }
 
 /// A shared cache of `api` holding each object as `trim` leaves it, its subscriptions, and the

@@ -195,6 +195,14 @@ async fn run_controllers(start: Start) {
     } = crate::cache::reflectors(&start.client, &start.args.namespace);
     let _ = start.caches.set(caches.clone());
     tokio::spawn(run.for_each(|()| async {}));
+    // One subscription per consumer, taken now: every one handed out must be read.
+    let machine_events = (jobs_events.subscribe(), secrets_events.subscribe());
+    let pool_events = (jobs_events.subscribe(), secrets_events.subscribe());
+    let identity_mirrors = secrets_events.subscribe();
+    let cluster_events = (
+        jobs_events.into_subscription(),
+        secrets_events.into_subscription(),
+    );
     let ctx = Arc::new(Context::new(
         start.client.clone(),
         start.args.clone(),
@@ -228,8 +236,8 @@ async fn run_controllers(start: Start) {
         &args.namespace,
         filtered.clone(),
     )
-    .owns_shared_stream(jobs_events.subscribe())
-    .owns_shared_stream(secrets_events.subscribe())
+    .owns_shared_stream(cluster_events.0)
+    .owns_shared_stream(cluster_events.1)
     .watches_with(
         capi(&crate::capi::cluster_resource()),
         crate::capi::cluster_resource(),
@@ -246,19 +254,19 @@ async fn run_controllers(start: Start) {
         )
         .for_each(report);
 
-    let machines = run_members::<captf_api::TerraformMachine, _, _>(
+    let machines = run_members::<captf_api::TerraformMachine, _, _, _, _>(
         &ctx,
         crate::capi::machine_resource(),
         filtered.clone(),
-        (&jobs_events, &secrets_events),
+        machine_events,
         args.terraformmachine_concurrency,
         reconcile::machine::reconcile,
     );
-    let pools = run_members::<captf_api::TerraformMachinePool, _, _>(
+    let pools = run_members::<captf_api::TerraformMachinePool, _, _, _, _>(
         &ctx,
         crate::capi::machine_pool_resource(),
         filtered.clone(),
-        (&jobs_events, &secrets_events),
+        pool_events,
         args.terraformmachinepool_concurrency,
         reconcile::pool::reconcile,
     );
@@ -279,7 +287,6 @@ async fn run_controllers(start: Start) {
     .for_each(report);
     // Identities (status only), woken by their mirrors appearing and going. Only a manager
     // that sees every namespace knows where all the mirrors are.
-    let identity_mirrors = secrets_events.subscribe();
     let identities = async {
         if !args.namespace.is_empty() {
             tracing::info!(
@@ -358,14 +365,11 @@ fn workload_controller<K: Watched>(
 /// wake for their CAPI owner (`owner`: bootstrap data, replicas, deletion), and for their
 /// Cluster and TerraformCluster (pause, provisioning, exports, inherited policy): every member
 /// of that cluster, found in the controller's own cache by the cluster-name label.
-async fn run_members<K, F, Fut>(
+async fn run_members<K, F, Fut, J, S>(
     ctx: &Arc<Context>,
     owner: kube::core::ApiResource,
     config: watcher::Config,
-    (jobs, secrets): (
-        &crate::cache::Changes<crate::cache::JobMeta>,
-        &crate::cache::Changes<crate::cache::SecretMeta>,
-    ),
+    (jobs, secrets): (J, S),
     concurrency: u16,
     reconcile: F,
 ) where
@@ -374,6 +378,8 @@ async fn run_members<K, F, Fut>(
     Fut: std::future::Future<Output = Result<kube::runtime::controller::Action, crate::Error>>
         + Send
         + 'static,
+    J: futures::Stream<Item = Arc<crate::cache::JobMeta>> + Send + 'static,
+    S: futures::Stream<Item = Arc<crate::cache::SecretMeta>> + Send + 'static,
 {
     let (client, args) = (&ctx.client, &ctx.args);
     let capi = |resource: &kube::core::ApiResource| -> Api<kube::api::DynamicObject> {
@@ -410,8 +416,8 @@ async fn run_members<K, F, Fut>(
     let by_cluster = members(controller.store());
     let by_infra = members(controller.store());
     controller
-        .owns_shared_stream(jobs.subscribe())
-        .owns_shared_stream(secrets.subscribe())
+        .owns_shared_stream(jobs)
+        .owns_shared_stream(secrets)
         .watches_with(
             capi(&owner),
             owner.clone(),
