@@ -206,14 +206,31 @@ where
         + Sync
         + 'static,
 {
+    shared_from(watcher::watcher(api, config).default_backoff(), trim)
+}
+
+/// A shared cache as [`shared`] makes it, filled from `events` rather than a watch of its own,
+/// so that a test can drive the real reflector and its subscriptions without an API server.
+#[allow(clippy::type_complexity)]
+fn shared_from<K, S>(
+    events: S,
+    trim: fn(&mut K),
+) -> (
+    Store<K>,
+    Changes<K>,
+    std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>,
+)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
     let (store, writer) = reflector::store_shared(SUBSCRIBE_BUFFER);
     let Some(written) = writer.subscribe() else {
         unreachable!("shared stores always hand out subscriptions");
     };
     let (deleted, _) = tokio::sync::broadcast::channel(SUBSCRIBE_BUFFER);
     let on_delete = deleted.clone();
-    let watch = watcher::watcher(api, config)
-        .default_backoff()
+    let watch = events
         .modify(trim)
         .inspect(move |event| {
             if let Ok(watcher::Event::Delete(object)) = event {
@@ -322,6 +339,159 @@ pub fn running_jobs(jobs: &[Arc<JobMeta>], namespace: &str, cluster_label: &str)
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    /// Three buffers' worth of objects: a subscription nobody reads stops the cache a third of
+    /// the way through.
+    const N: usize = 3 * SUBSCRIBE_BUFFER;
+
+    /// Far longer than any of these runs takes. Time is paused in these tests and only moves
+    /// on when no task can make progress, so running out of it means the cache stalled, never
+    /// that the machine was slow.
+    const STALLED: Duration = Duration::from_secs(600);
+
+    fn secret_meta(i: usize) -> SecretMeta {
+        let mut s = SecretMeta {
+            types: None,
+            metadata: Default::default(),
+            _phantom: Default::default(),
+        };
+        s.metadata.name = Some(format!("secret-{i}"));
+        s.metadata.namespace = Some("ns".into());
+        s
+    }
+
+    /// A watch of `N` Secrets: the first `listed` in its first list, the rest written one by
+    /// one after it, then, if `delete`, secret-0 deleted (marked with a deletion timestamp, as
+    /// nothing the cache holds is, to tell the deletion from the object written).
+    fn watch(
+        listed: usize,
+        delete: bool,
+    ) -> impl Stream<Item = Result<watcher::Event<SecretMeta>, watcher::Error>> + Send + 'static
+    {
+        let mut events = vec![watcher::Event::Init];
+        events.extend((0..listed).map(|i| watcher::Event::InitApply(secret_meta(i))));
+        events.push(watcher::Event::InitDone);
+        events.extend((listed..N).map(|i| watcher::Event::Apply(secret_meta(i))));
+        if delete {
+            let mut gone = secret_meta(0);
+            gone.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ));
+            events.push(watcher::Event::Delete(gone));
+        }
+        futures::stream::iter(events.into_iter().map(Ok))
+    }
+
+    fn names<'a>(objects: impl Iterator<Item = &'a Arc<SecretMeta>>) -> Vec<String> {
+        let mut names: Vec<_> = objects
+            .map(|o| o.metadata.name.clone().unwrap_or_default())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_subscription_takes_every_change_of_a_busy_cache() {
+        // Where secret-0 is deleted it is among the first `N - SUBSCRIBE_BUFFER` objects
+        // dispatched, which the cache waits for every subscription to take before it goes on
+        // to the deletion. One that had not taken it yet would skip it (a subscription reads
+        // each object from the cache) and see only its deletion.
+        // (what, Secrets in the first list, subscriptions before the last, secret-0 deleted)
+        let rows = [
+            ("written one by one after an empty list", 0, 1, true),
+            ("all in the first list", N, 1, false),
+            (
+                "a list then writes, to as many consumers as the manager's Secrets have",
+                SUBSCRIBE_BUFFER,
+                3,
+                true,
+            ),
+            ("the last subscription alone", SUBSCRIBE_BUFFER, 0, true),
+        ];
+        for (what, listed, subscribed, delete) in rows {
+            let (store, changes, run) = shared_from(watch(listed, delete), secret_trimmed);
+            // As the manager takes them: the last consumer gets the cache's first subscription.
+            let mut consumers: Vec<_> = (0..subscribed)
+                .map(|_| changes.subscribe().boxed())
+                .collect();
+            consumers.push(changes.into_subscription().boxed());
+            let taken = futures::future::join_all(
+                consumers
+                    .into_iter()
+                    .map(|c| c.collect::<Vec<Arc<SecretMeta>>>()),
+            );
+            // Every consumer's stream ends once the watch has ended and it has taken all.
+            let drained =
+                tokio::time::timeout(STALLED, futures::future::join(run.count(), taken)).await;
+            let Ok((_, taken)) = drained else {
+                panic!(
+                    "{what}: stalled, the watch or a consumer never ended (the cache holds {} \
+                     of {N} objects)",
+                    store.state().len()
+                );
+            };
+
+            let mut all: Vec<_> = (0..N).map(|i| format!("secret-{i}")).collect();
+            all.sort();
+            let stored: Vec<_> = all
+                .iter()
+                .filter(|n| !(delete && *n == "secret-0"))
+                .cloned()
+                .collect();
+            assert_eq!(names(store.state().iter()), stored, "{what}: the cache");
+            assert_eq!(taken.len(), subscribed + 1, "{what}: consumers");
+            for (i, objects) in taken.iter().enumerate() {
+                let (deleted, written): (Vec<_>, Vec<_>) = objects
+                    .iter()
+                    .partition(|o| o.metadata.deletion_timestamp.is_some());
+                assert_eq!(
+                    names(written.into_iter()),
+                    all,
+                    "{what}: consumer {i} takes each object written, once"
+                );
+                let expected: &[&str] = if delete { &["secret-0"] } else { &[] };
+                assert_eq!(
+                    names(deleted.into_iter()),
+                    expected,
+                    "{what}: consumer {i}'s deletions"
+                );
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_subscription_left_unread_stops_the_cache_at_its_buffer() {
+        // What `into_subscription` avoids: the consumers subscribe, and the `Changes` holding
+        // the cache's first subscription is kept, never read.
+        // (what, the Changes kept after subscribing, objects stored when the watch stops)
+        let rows = [
+            (
+                "its first subscription kept unread",
+                true,
+                SUBSCRIBE_BUFFER + 1,
+            ),
+            ("its first subscription dropped", false, N),
+        ];
+        for (what, keep, stored) in rows {
+            let (store, changes, run) = shared_from(watch(0, false), secret_trimmed);
+            let read = changes.subscribe();
+            let kept = if keep {
+                Some(changes)
+            } else {
+                drop(changes);
+                None
+            };
+            tokio::spawn(read.for_each(|_| ready(())));
+            let ended = tokio::time::timeout(STALLED, run.count()).await.is_ok();
+            assert_eq!(ended, !keep, "{what}: the watch ran to its end");
+            // Each object is stored before it is dispatched; the first one the buffer has no
+            // room for waits there.
+            assert_eq!(store.state().len(), stored, "{what}: objects stored");
+            drop(kept);
+        }
+    }
 
     fn job(ns: &str, cluster: &str, bookkept: bool) -> Arc<JobMeta> {
         let mut meta = JobMeta {
