@@ -244,16 +244,16 @@ impl Manager {
         extra: &[&str],
         insecure: bool,
     ) -> anyhow::Result<Manager> {
-        let metrics_port = captf_testenv::process::free_port()?;
-        let health_port = captf_testenv::process::free_port()?;
         let log = env.dir.join(format!("manager-{name}.log"));
         let out = std::fs::File::create(&log)?;
-        let child = Command::new(captf_binary()?)
+        // Port 0 and the bound port read back from the log: a port picked free beforehand
+        // can be taken by any connection before the manager binds it.
+        let mut child = Command::new(captf_binary()?)
             .arg("manager")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--runner-image={RUNNER_IMAGE}"))
-            .arg(format!("--diagnostics-address=127.0.0.1:{metrics_port}"))
-            .arg(format!("--health-addr=127.0.0.1:{health_port}"))
+            .arg("--diagnostics-address=127.0.0.1:0")
+            .arg("--health-addr=127.0.0.1:0")
             .args(insecure.then_some("--insecure-diagnostics"))
             .arg("--log-level=info,captf_controller=debug")
             // No webhooks unless the test registers them (tests/webhooks.rs).
@@ -270,13 +270,22 @@ impl Manager {
             .stderr(out)
             .spawn()
             .context("starting captf manager")?;
+        let bound = captf_testenv::process::served(&mut child, &log, &["health", "metrics"]);
+        let [health, metrics] = match bound {
+            Ok([health, metrics]) => [health, metrics],
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
         Ok(Manager {
             child,
             metrics: format!(
-                "{}://127.0.0.1:{metrics_port}/metrics",
+                "{}://{metrics}/metrics",
                 if insecure { "http" } else { "https" }
             ),
-            health: format!("http://127.0.0.1:{health_port}"),
+            health: format!("http://{health}"),
             log,
         })
     }

@@ -89,7 +89,50 @@ pub fn alive(pid: u32) -> bool {
         .is_some_and(|raw| nix::sys::signal::kill(Pid::from_raw(raw), None).is_ok())
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released; the small race is acceptable for tests).
+/// The addresses a `captf manager` logging to `log` bound its `servers` to, in that order: each from
+/// its `"<server> server listening"` line. Fails with the log when the manager exits first or
+/// has not bound them all within a minute.
+pub fn served<const N: usize>(
+    child: &mut Child,
+    log: &Path,
+    servers: &[&str; N],
+) -> anyhow::Result<[String; N]> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let found = servers.map(|server| bound_address(&text, server));
+        if found.iter().all(Option::is_some) {
+            return Ok(found.map(Option::unwrap_or_default));
+        }
+        let tail = || crate::control_plane::tail(log, 30);
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!(
+                "captf manager exited ({status}) before serving:\n{}",
+                tail()
+            );
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("captf manager did not serve within 60s:\n{}", tail());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The `addr` of the first JSON log line whose message starts with `"<server> server listening"`.
+fn bound_address(log: &str, server: &str) -> Option<String> {
+    let message = format!("{server} server listening");
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|line| {
+            line["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with(&message))
+        })
+        .and_then(|line| line["fields"]["addr"].as_str().map(str::to_owned))
+}
+
+/// A free TCP port on 127.0.0.1, bound and released: any connection may take it before it is
+/// used, so servers this project starts itself bind port 0 and report the port ([`served`]).
 pub fn free_port() -> anyhow::Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())

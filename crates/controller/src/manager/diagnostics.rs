@@ -57,6 +57,7 @@ pub async fn serve(
     let tcp = TcpListener::bind(addr)
         .await
         .map_err(|e| startup(format!("{addr}: {e}")))?;
+    let addr = tcp.local_addr().unwrap_or(addr);
     tracing::info!(
         %addr,
         tls_min_version,

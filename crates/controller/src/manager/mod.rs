@@ -575,6 +575,8 @@ async fn serve(what: &str, address: &str, router: Router) -> Result<(), Error> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::Startup(format!("{what} server on {addr}: {e}")))?;
+    // The bound address, not the asked one: with port 0 the log is where the port is found.
+    let addr = listener.local_addr().unwrap_or(addr);
     tracing::info!(%addr, "{what} server listening");
     axum::serve(listener, router)
         .await

@@ -142,16 +142,15 @@ fn start_manager(kubeconfig: &std::path::Path, dir: &std::path::Path) -> anyhow:
         println!("== captf manager already running (pid {pid})");
         return Ok(());
     }
-    let log = std::fs::File::create(dir.join("demo-manager.log"))?;
-    let metrics = captf_testenv::process::free_port()?;
-    let health = captf_testenv::process::free_port()?;
-    let child = std::os::unix::process::CommandExt::process_group(
+    let log_path = dir.join("demo-manager.log");
+    let log = std::fs::File::create(&log_path)?;
+    let mut child = std::os::unix::process::CommandExt::process_group(
         Command::new(captf_binary()?)
             .arg("manager")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--runner-image={RUNNER_IMAGE}"))
-            .arg(format!("--diagnostics-address=127.0.0.1:{metrics}"))
-            .arg(format!("--health-addr=127.0.0.1:{health}"))
+            .arg("--diagnostics-address=127.0.0.1:0")
+            .arg("--health-addr=127.0.0.1:0")
             .arg("--insecure-diagnostics")
             // A local manager has no webhook configuration pointing at it.
             .arg("--webhook-port=0")
@@ -165,8 +164,9 @@ fn start_manager(kubeconfig: &std::path::Path, dir: &std::path::Path) -> anyhow:
     .spawn()
     .context("starting captf manager")?;
     std::fs::write(&pid_file, child.id().to_string())?;
+    let [metrics] = captf_testenv::process::served(&mut child, &log_path, &["metrics"])?;
     println!(
-        "== captf manager started (pid {}), metrics on http://127.0.0.1:{metrics}/metrics",
+        "== captf manager started (pid {}), metrics on http://{metrics}/metrics",
         child.id()
     );
     Ok(())

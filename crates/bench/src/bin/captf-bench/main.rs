@@ -139,16 +139,14 @@ impl ManagerProcess {
         extra: &[String],
         vars: &[String],
     ) -> anyhow::Result<Self> {
-        let metrics_port = captf_testenv::process::free_port()?;
-        let health_port = captf_testenv::process::free_port()?;
         let log = env.dir.join(format!("manager-{name}.log"));
         let out = std::fs::File::create(&log)?;
         let child = Command::new(captf_e2e::captf_binary()?)
             .arg("manager")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--runner-image={}", captf_e2e::RUNNER_IMAGE))
-            .arg(format!("--diagnostics-address=127.0.0.1:{metrics_port}"))
-            .arg(format!("--health-addr=127.0.0.1:{health_port}"))
+            .arg("--diagnostics-address=127.0.0.1:0")
+            .arg("--health-addr=127.0.0.1:0")
             .arg("--insecure-diagnostics")
             .arg("--webhook-port=0")
             .args(extra)
