@@ -131,9 +131,23 @@ fn bound_address(log: &str, server: &str) -> Option<String> {
         .and_then(|line| line["fields"]["addr"].as_str().map(str::to_owned))
 }
 
-/// A free TCP port on 127.0.0.1, bound and released: any connection may take it before it is
-/// used, so servers this project starts itself bind port 0 and report the port ([`served`]).
+/// A free TCP port on 127.0.0.1, bound and released, for a server that cannot report the port
+/// it bound (servers this project starts itself bind port 0 and report it: [`served`]).
+///
+/// It is picked below the kernel's ephemeral range (32768 and up by default): the outgoing
+/// connections of a busy test take ports from that range, and one of them could take a port
+/// picked there between its release and its use.
 pub fn free_port() -> anyhow::Result<u16> {
+    use std::hash::{BuildHasher, RandomState};
+    const PORTS: std::ops::Range<u16> = 20_000..32_768;
+    let random = RandomState::new();
+    let span = u64::from(PORTS.end - PORTS.start);
+    for attempt in 0..200u64 {
+        let offset = u16::try_from(random.hash_one(attempt) % span)?;
+        if std::net::TcpListener::bind(("127.0.0.1", PORTS.start + offset)).is_ok() {
+            return Ok(PORTS.start + offset);
+        }
+    }
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }
