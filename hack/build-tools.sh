@@ -433,6 +433,9 @@ build_kustomize() {
 build_promtool() {
 	check_wrapper promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION"
 	local out got dir ver pkg=github.com/prometheus/common/version
+	# `go list -m` names the module's folder only once it is in the module cache: download it
+	# first (a fresh machine has nothing there yet).
+	(cd "$HACK/go/promtool" && timed "promtool: go mod download" go mod download github.com/prometheus/prometheus)
 	dir="$(cd "$HACK/go/promtool" && go list -mod=readonly -m -f '{{.Dir}}' github.com/prometheus/prometheus)"
 	ver="$(cat "$dir/VERSION")" || die "promtool: no VERSION in $dir"
 	out="$(mktemp -d "$TMPROOT/promtool.XXXXXX")"
