@@ -81,8 +81,9 @@ pub struct TerraformClusterDefaults {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity_ref: Option<IdentityReference>,
     /// Job policy merged under each machine and pool policy.
+    // Boxed, as `WorkspaceSpec::jobs` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jobs: Option<JobPolicy>,
+    pub jobs: Option<Box<JobPolicy>>,
     /// Drift policy merged under machine and pool drift.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<DriftPolicy>,

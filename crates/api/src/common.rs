@@ -454,8 +454,10 @@ pub struct WorkspaceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity_ref: Option<IdentityReference>,
     /// Job tuning.
+    // Boxed: its security contexts make it over a kilobyte inline, room every object the
+    // manager caches would carry whether it sets a policy or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jobs: Option<JobPolicy>,
+    pub jobs: Option<Box<JobPolicy>>,
     /// Module variables; inline values win over `variablesFrom`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::variables")]

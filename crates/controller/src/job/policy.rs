@@ -67,7 +67,7 @@ impl<'a> PolicyLayers<'a> {
     /// The layers of a TerraformCluster: its own `spec.jobs` only.
     pub fn for_cluster(cluster: &'a TerraformCluster) -> Self {
         PolicyLayers {
-            own: cluster.spec.workspace.jobs.as_ref(),
+            own: cluster.spec.workspace.jobs.as_deref(),
             cluster_defaults: None,
             cluster: None,
         }
@@ -80,8 +80,8 @@ impl<'a> PolicyLayers<'a> {
             own,
             cluster_defaults: cluster
                 .and_then(|c| c.spec.defaults.as_ref())
-                .and_then(|d| d.jobs.as_ref()),
-            cluster: cluster.and_then(|c| c.spec.workspace.jobs.as_ref()),
+                .and_then(|d| d.jobs.as_deref()),
+            cluster: cluster.and_then(|c| c.spec.workspace.jobs.as_deref()),
         }
     }
 

@@ -167,9 +167,9 @@ fn merge_drops_empty_and_duplicate_pull_secrets() {
 
 fn cluster(own: Option<JobPolicy>, defaults: Option<JobPolicy>) -> TerraformCluster {
     let mut c = TerraformCluster::default();
-    c.spec.workspace.jobs = own;
+    c.spec.workspace.jobs = own.map(Box::new);
     c.spec.defaults = defaults.map(|jobs| TerraformClusterDefaults {
-        jobs: Some(jobs),
+        jobs: Some(Box::new(jobs)),
         ..TerraformClusterDefaults::default()
     });
     c

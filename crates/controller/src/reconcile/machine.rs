@@ -208,7 +208,7 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
     };
     pass.measure_inputs(rendered.as_ref());
     let job_policy = EffectivePolicy::resolve(&PolicyLayers::for_member(
-        tm.spec.workspace.jobs.as_ref(),
+        tm.spec.workspace.jobs.as_deref(),
         infra,
     ));
     let restore = pass.restore_request(&status.workspace, &mut conds).await?;

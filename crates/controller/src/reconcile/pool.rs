@@ -235,7 +235,7 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
     let rendered = rendering.as_ref().map(|r| &r.rendered);
     pass.measure_inputs(rendered);
     let job_policy = EffectivePolicy::resolve(&PolicyLayers::for_member(
-        pool.spec.workspace.jobs.as_ref(),
+        pool.spec.workspace.jobs.as_deref(),
         infra,
     ));
     let drift_interval = crate::machine::inherited_drift_interval(

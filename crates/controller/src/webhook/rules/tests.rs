@@ -64,7 +64,7 @@ fn a_machine() -> TerraformMachine {
 
 fn with_jobs(policy: JobPolicy) -> TerraformCluster {
     let mut c = a_cluster();
-    c.spec.workspace.jobs = Some(policy);
+    c.spec.workspace.jobs = Some(Box::new(policy));
     c
 }
 
@@ -368,7 +368,7 @@ fn updates_check_only_what_changed() {
     assert!(cluster(&update(&stored, &relabelled)).is_empty());
     // Changing the policy checks it again.
     let mut changed = stored.clone();
-    changed.spec.workspace.jobs = Some(env(&["TF_LOG", "X"]));
+    changed.spec.workspace.jobs = Some(Box::new(env(&["TF_LOG", "X"])));
     assert_eq!(
         fields(&cluster(&update(&stored, &changed))),
         ["spec.jobs.env[0].name"]
@@ -379,7 +379,7 @@ fn updates_check_only_what_changed() {
     // Cluster defaults for machines are checked the same way.
     let mut defaults = a_cluster();
     defaults.spec.defaults = Some(captf_api::cluster::TerraformClusterDefaults {
-        jobs: Some(env(&["HOME"])),
+        jobs: Some(Box::new(env(&["HOME"]))),
         ..Default::default()
     });
     assert_eq!(
@@ -477,7 +477,7 @@ fn machines_are_immutable_but_for_jobs_drift_and_remediation() {
         ),
         (
             "jobs",
-            changed(&|m| m.spec.workspace.jobs = Some(timing(Some(60), Some(900)))),
+            changed(&|m| m.spec.workspace.jobs = Some(Box::new(timing(Some(60), Some(900))))),
             vec![],
         ),
         (
