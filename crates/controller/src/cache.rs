@@ -80,7 +80,7 @@ pub fn reflectors(client: &kube::Client, namespace: &str) -> Reflectors {
     let (jobs, jobs_events, jobs_watch) = shared(
         scoped::<JobMeta>(client, namespace),
         config.clone(),
-        without_managed_fields,
+        job_trimmed,
     );
     let (secrets, secrets_events, secrets_watch) = shared(
         scoped::<SecretMeta>(client, namespace),
@@ -276,9 +276,9 @@ fn without_managed_fields<K: kube::Resource>(object: &mut K) {
 }
 
 /// What a pass reads of a cached Secret: the owner references of every one (to wake its owner
-/// and to repair them), and the labels and annotations of the credential mirrors only. The
-/// state chunks, backups and durable inputs are most of the Secrets, and their labels and
-/// annotations (read live when a pass needs them) would be most of the cache.
+/// and to repair them), and the whole metadata of the credential mirrors only. The state
+/// chunks, backups and durable inputs are most of the Secrets, and their labels, annotations
+/// and identity (read live when a pass needs them) would be most of the cache.
 fn secret_trimmed(secret: &mut SecretMeta) {
     let meta = &mut secret.metadata;
     meta.managed_fields = None;
@@ -290,7 +290,41 @@ fn secret_trimmed(secret: &mut SecretMeta) {
     if !mirror {
         meta.labels = None;
         meta.annotations = None;
+        without_identity(meta);
     }
+}
+
+/// What a pass and `/metrics` read of a cached Job: its owner references (to wake its owner),
+/// the labels naming its cluster, kind and operation (the Job caps, `captf_jobs_active`), and
+/// whether its result is recorded. A cluster keeps several finished Jobs, each with a dozen
+/// labels and annotations no reader of the cache needs.
+fn job_trimmed(job: &mut JobMeta) {
+    let meta = &mut job.metadata;
+    meta.managed_fields = None;
+    retain(
+        &mut meta.labels,
+        &[labels::CLUSTER_NAME, labels::OWNER_KIND, labels::OP],
+    );
+    retain(&mut meta.annotations, &[annotations::BOOKKEPT]);
+    without_identity(meta);
+}
+
+/// Only `keys` of `map`, and none when none of them is there.
+fn retain(map: &mut Option<std::collections::BTreeMap<String, String>>, keys: &[&str]) {
+    if let Some(m) = map {
+        m.retain(|k, _| keys.contains(&k.as_str()));
+    }
+    if map.as_ref().is_some_and(|m| m.is_empty()) {
+        *map = None;
+    }
+}
+
+/// The object's UID and resourceVersion, which no reader of these caches uses: the cache finds
+/// objects by namespace and name, the watch keeps its place by the events' own versions, and a
+/// write is always made against a live read.
+fn without_identity(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+    meta.uid = None;
+    meta.resource_version = None;
 }
 
 /// An `Api` over `namespace`, or over all namespaces when it is empty (`--namespace`).
@@ -550,9 +584,11 @@ mod tests {
             )]));
             s.metadata.owner_references = Some(vec![owner.clone()]);
             s.metadata.managed_fields = Some(vec![Default::default()]);
+            s.metadata.uid = Some("secret-uid".into());
+            s.metadata.resource_version = Some("7".into());
             s
         };
-        // (what, label captf.io/mirrored, labels and annotations kept)
+        // (what, label captf.io/mirrored, labels, annotations, UID and version kept)
         let rows = [
             ("a state chunk, backup or durable inputs", None, false),
             ("a credential mirror", Some(labels::TRUE), true),
@@ -564,12 +600,92 @@ mod tests {
             let m = &s.metadata;
             assert_eq!(m.labels.is_some(), kept, "{what}: labels");
             assert_eq!(m.annotations.is_some(), kept, "{what}: annotations");
+            assert_eq!(m.uid.is_some(), kept, "{what}: uid");
+            assert_eq!(
+                m.resource_version.is_some(),
+                kept,
+                "{what}: resourceVersion"
+            );
             assert_eq!(
                 m.owner_references.as_deref(),
                 Some(&[owner.clone()][..]),
                 "{what}"
             );
             assert!(m.managed_fields.is_none(), "{what}: managedFields");
+        }
+    }
+
+    #[test]
+    fn job_trimmed_keeps_what_the_caps_and_metrics_read() {
+        let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            uid: "u".into(),
+            ..Default::default()
+        };
+        let map = |pairs: &[(&str, &str)]| {
+            (!pairs.is_empty()).then(|| {
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect::<BTreeMap<_, _>>()
+            })
+        };
+        let read = [
+            (labels::CLUSTER_NAME, "c"),
+            (labels::OWNER_KIND, "TerraformCluster"),
+            (labels::OP, "apply"),
+        ];
+        let other = (labels::MANAGED, labels::TRUE);
+        let bookkept = (annotations::BOOKKEPT, "true");
+        let unread = (annotations::IDENTITY, "id");
+        // (what, labels, annotations, labels kept, annotations kept)
+        type Pairs<'a> = &'a [(&'a str, &'a str)];
+        let rows: [(&str, Pairs, Pairs, Pairs, Pairs); 3] = [
+            (
+                "a finished Job",
+                &[read[0], read[1], read[2], other],
+                &[bookkept, unread],
+                &read,
+                &[bookkept],
+            ),
+            (
+                "a running Job",
+                &[read[0], read[1], read[2], other],
+                &[unread],
+                &read,
+                &[],
+            ),
+            ("a Job with nothing read", &[other], &[], &[], &[]),
+        ];
+        for (what, labels, annotations, labels_kept, annotations_kept) in rows {
+            let mut job = JobMeta {
+                types: None,
+                metadata: Default::default(),
+                _phantom: Default::default(),
+            };
+            let m = &mut job.metadata;
+            m.name = Some("j".into());
+            m.namespace = Some("ns".into());
+            m.labels = map(labels);
+            m.annotations = map(annotations);
+            m.owner_references = Some(vec![owner.clone()]);
+            m.managed_fields = Some(vec![Default::default()]);
+            m.uid = Some("job-uid".into());
+            m.resource_version = Some("7".into());
+            let unfinished = job_unfinished(&job);
+            job_trimmed(&mut job);
+            let m = &job.metadata;
+            assert_eq!(m.labels, map(labels_kept), "{what}: labels");
+            assert_eq!(m.annotations, map(annotations_kept), "{what}: annotations");
+            assert_eq!(job_unfinished(&job), unfinished, "{what}: finished or not");
+            assert_eq!(m.name.as_deref(), Some("j"), "{what}: name");
+            assert_eq!(m.namespace.as_deref(), Some("ns"), "{what}: namespace");
+            assert_eq!(
+                m.owner_references.as_deref(),
+                Some(&[owner.clone()][..]),
+                "{what}"
+            );
+            assert!(m.managed_fields.is_none(), "{what}: managedFields");
+            assert!(m.uid.is_none() && m.resource_version.is_none(), "{what}");
         }
     }
 }
