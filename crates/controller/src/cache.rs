@@ -185,18 +185,16 @@ fn deletions<K: Send + Sync + 'static>(
     })
 }
 
-/// A shared cache of `api` holding each object as `trim` leaves it, its subscriptions, and the
-/// stream that fills it.
-#[allow(clippy::type_complexity)]
-fn shared<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    trim: fn(&mut K),
-) -> (
+/// A shared cache, its subscriptions, and the stream that fills it (poll it).
+type Shared<K> = (
     Store<K>,
     Changes<K>,
     std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>,
-)
+);
+
+/// A shared cache of `api` holding each object as `trim` leaves it, its subscriptions, and the
+/// stream that fills it.
+fn shared<K>(api: Api<K>, config: watcher::Config, trim: fn(&mut K)) -> Shared<K>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -211,15 +209,7 @@ where
 
 /// A shared cache as [`shared`] makes it, filled from `events` rather than a watch of its own,
 /// so that a test can drive the real reflector and its subscriptions without an API server.
-#[allow(clippy::type_complexity)]
-fn shared_from<K, S>(
-    events: S,
-    trim: fn(&mut K),
-) -> (
-    Store<K>,
-    Changes<K>,
-    std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>,
-)
+fn shared_from<K, S>(events: S, trim: fn(&mut K)) -> Shared<K>
 where
     K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
