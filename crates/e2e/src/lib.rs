@@ -13,6 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use captf_testenv::TestEnv;
 use captf_testenv::fixtures::write_image;
+use captf_testenv::process::served;
 use captf_testenv::tools::Tools;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -270,9 +271,8 @@ impl Manager {
             .stderr(out)
             .spawn()
             .context("starting captf manager")?;
-        let bound = captf_testenv::process::served(&mut child, &log, &["health", "metrics"]);
-        let [health, metrics] = match bound {
-            Ok([health, metrics]) => [health, metrics],
+        let [health, metrics] = match served(&mut child, &log, &["health", "metrics"]) {
+            Ok(bound) => bound,
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();

@@ -89,9 +89,9 @@ pub fn alive(pid: u32) -> bool {
         .is_some_and(|raw| nix::sys::signal::kill(Pid::from_raw(raw), None).is_ok())
 }
 
-/// The addresses a `captf manager` logging to `log` bound its `servers` to, in that order: each from
-/// its `"<server> server listening"` line. Fails with the log when the manager exits first or
-/// has not bound them all within a minute.
+/// The addresses a `captf manager` logging to `log` bound its `servers` to, in that order,
+/// each from its `"<server> server listening"` line. Fails with the log when the manager exits
+/// first or has not bound them all within a minute.
 pub fn served<const N: usize>(
     child: &mut Child,
     log: &Path,
