@@ -21,6 +21,7 @@ mod op;
 mod probe;
 mod report;
 mod seed;
+mod seed_jobs;
 mod seed_machines;
 mod template;
 mod track;
@@ -247,6 +248,11 @@ spec:
             .await
             .with_context(|| manager.tail())?;
     }
+    // The manager records each finished Job after the status that shows it Ready; the clones
+    // get the template's Jobs as recorded.
+    template_jobs_bookkept(&client)
+        .await
+        .with_context(|| manager.tail())?;
     let template = seed::Template::read(&client, TEMPLATE_NS, TEMPLATE).await?;
     eprintln!(
         "template: {} Secret(s) of its own: {}",
@@ -272,27 +278,11 @@ spec:
     } else {
         None
     };
-    // The manager records each finished Job after the status that shows it Ready: let it, so
-    // the fleet's manager finds nothing left to do in the template's namespace either.
-    wait_until_async(
-        "the template's Jobs bookkept",
-        Duration::from_secs(120),
-        || async {
-            let jobs: Api<Job> = Api::namespaced(client.clone(), TEMPLATE_NS);
-            let list = jobs.list(&ListParams::default()).await.ok()?;
-            list.items
-                .iter()
-                .all(|j| {
-                    j.metadata
-                        .annotations
-                        .as_ref()
-                        .is_some_and(|a| a.contains_key(captf_api::annotations::BOOKKEPT))
-                })
-                .then_some(())
-        },
-    )
-    .await
-    .with_context(|| manager.tail())?;
+    // Again after the operations: the fleet's manager finds nothing left to do in the
+    // template's namespace either.
+    template_jobs_bookkept(&client)
+        .await
+        .with_context(|| manager.tail())?;
     manager.stop();
 
     // The fleet, seeded up to date.
@@ -506,6 +496,28 @@ spec:
 }
 
 /// The bare engine and CAPTF, alternating, `--op-runs` times each.
+/// Every Job of the template's namespace bookkept by its manager.
+async fn template_jobs_bookkept(client: &kube::Client) -> anyhow::Result<()> {
+    wait_until_async(
+        "the template's Jobs bookkept",
+        Duration::from_secs(120),
+        || async {
+            let jobs: Api<Job> = Api::namespaced(client.clone(), TEMPLATE_NS);
+            let list = jobs.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .all(|j| {
+                    j.metadata
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key(captf_api::annotations::BOOKKEPT))
+                })
+                .then_some(())
+        },
+    )
+    .await
+}
+
 async fn one_operation(
     args: &Args,
     env: &TestEnv,

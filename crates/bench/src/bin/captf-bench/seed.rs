@@ -1,6 +1,6 @@
 //! Seeding a fleet of TerraformClusters that are up to date, by cloning one that the manager
-//! really applied (the template): its state Secrets, durable inputs, state backups, the
-//! namespace's credential mirror and runner RBAC, with names, labels, owner references and the
+//! really applied (the template): its state Secrets, durable inputs, state backups, finished
+//! Jobs (`seed_jobs`), the namespace's credential mirror and runner RBAC, with names, labels, owner references and the
 //! inputs hash of each clone. The inputs hash is rendered by the manager's own functions
 //! (`captf_controller::inputs::cluster_inputs`, `captf_controller::variables::merge`,
 //! `captf_contract::render`) from the clone as the API server stored it. Each cluster gets its
@@ -16,12 +16,14 @@ use captf_controller::capi;
 use captf_controller::inputs::{ClusterHistory, cluster_inputs};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 
+use crate::seed_jobs;
 use crate::seed_machines::{MachineTemplate, machine_name, seed_machine};
 
 /// The label every seeded object (and the template) carries, their namespaces included: the
@@ -40,18 +42,25 @@ pub struct Template {
 }
 
 /// What the manager left for one template object: its key and UID, its own Secrets (state
-/// chunks, durable inputs, backups, and a plan key if any) and the inputs hash its state records.
+/// chunks, durable inputs, backups, and a plan key if any), the inputs hash its state records,
+/// and its finished Jobs.
 pub struct Owned {
     pub key: ObjectKey,
     pub uid: String,
     pub inputs_hash: String,
     pub secrets: Vec<Secret>,
+    pub jobs: Vec<Job>,
 }
 
 impl Owned {
     /// The Secrets of the object `key` with `uid` among `all` (its namespace's), credential
-    /// mirrors left out.
-    pub fn find(key: ObjectKey, uid: &str, all: &[Secret]) -> anyhow::Result<Owned> {
+    /// mirrors left out, and its Job history `jobs`.
+    pub fn find(
+        key: ObjectKey,
+        uid: &str,
+        all: &[Secret],
+        jobs: Vec<Job>,
+    ) -> anyhow::Result<Owned> {
         let secrets: Vec<Secret> = all
             .iter()
             .filter(|s| {
@@ -74,16 +83,38 @@ impl Owned {
             uid: uid.to_owned(),
             inputs_hash,
             secrets,
+            jobs,
         })
     }
 
-    /// The names of its Secrets, for the log.
+    /// The names of its Secrets and Jobs, for the log.
     pub fn names(&self) -> String {
-        self.secrets
-            .iter()
-            .map(|s| s.name_any())
-            .collect::<Vec<_>>()
-            .join(", ")
+        let secrets = self.secrets.iter().map(|s| s.name_any());
+        let jobs = self.jobs.iter().map(|j| format!("Job {}", j.name_any()));
+        secrets.chain(jobs).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Creates its Secrets and finished Jobs for the clone `key` owned by `owner`, whose inputs
+    /// render to `rendered`; `renames` as [`clone_secret`] takes them.
+    pub async fn clone_for(
+        &self,
+        client: &kube::Client,
+        key: &ObjectKey,
+        owner: &OwnerReference,
+        rendered: &captf_contract::Rendered,
+        renames: &[(&str, &str)],
+    ) -> anyhow::Result<()> {
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), key.namespace());
+        for s in &self.secrets {
+            let clone = clone_secret(s, self, key, owner, rendered, renames)?;
+            secrets.create(&PostParams::default(), &clone).await?;
+        }
+        for job in &self.jobs {
+            let clone =
+                seed_jobs::clone_job(job, self, key, owner, &rendered.inputs_hash, renames)?;
+            seed_jobs::create_finished(client, &clone, job).await?;
+        }
+        Ok(())
     }
 }
 
@@ -105,7 +136,8 @@ impl Template {
             })
             .cloned()
             .context("no credential mirror next to the template")?;
-        let own = Owned::find(key.clone(), &uid, &all)?;
+        let jobs = seed_jobs::history_of(client, ns, &uid).await?;
+        let own = Owned::find(key.clone(), &uid, &all, jobs)?;
         let control_plane_initialized = own
             .secrets
             .iter()
@@ -294,11 +326,10 @@ pub async fn seed_object(
         &variables,
     )?;
 
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    for s in &template.own.secrets {
-        let clone = clone_secret(s, &template.own, &key, &owner, &rendered, &[])?;
-        secrets.create(&PostParams::default(), &clone).await?;
-    }
+    template
+        .own
+        .clone_for(client, &key, &owner, &rendered, &[])
+        .await?;
     Ok(Seeded {
         owner: OwnerReference {
             controller: None,

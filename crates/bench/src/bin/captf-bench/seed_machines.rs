@@ -2,7 +2,7 @@
 //! applied next to the template cluster (the template machine): for each, the CAPI Machine and
 //! the bootstrap data Secret as CAPI and its bootstrap provider would leave them, the
 //! TerraformMachine as the template is after its apply, and clones of the template machine's
-//! Secrets with the inputs hash of that clone.
+//! Secrets and finished Jobs with the inputs hash of that clone.
 //!
 //! A machine's inputs are rendered only until it is provisioned (`status.initialization`), and
 //! a clone has no status: the manager's first pass over it renders them, from its Machine, its
@@ -30,7 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, PostParams};
 use kube::{Resource, ResourceExt};
 
-use crate::seed::{FLEET_LABEL, Owned, clone_secret};
+use crate::seed::{FLEET_LABEL, Owned};
 
 /// The no-op machine module's image (written by `captf_e2e::write_images`).
 pub const MACHINE_IMAGE: &str = "captf.local/modules/noop-machine:e2e";
@@ -119,7 +119,8 @@ impl MachineTemplate {
         let key = ObjectKey::new(ns, WorkloadKind::Machine, name)?;
         let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
         let all = secrets.list(&ListParams::default()).await?.items;
-        let own = Owned::find(key, &uid, &all)?;
+        let jobs = crate::seed_jobs::history_of(client, ns, &uid).await?;
+        let own = Owned::find(key, &uid, &all, jobs)?;
         let bootstrap = all
             .iter()
             .find(|s| s.name_any() == bootstrap_secret(name))
@@ -304,12 +305,11 @@ pub async fn seed_machine(
     let machine: capi::Machine = serde_json::from_value(serde_json::to_value(&machine)?)?;
     let rendered = template.render(&tm, &machine)?;
     let key = ObjectKey::new(ns, WorkloadKind::Machine, name)?;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let renames = [(template.cluster.as_str(), cluster)];
-    for s in &template.own.secrets {
-        let clone = clone_secret(s, &template.own, &key, &owner, &rendered, &renames)?;
-        secrets.create(&PostParams::default(), &clone).await?;
-    }
+    template
+        .own
+        .clone_for(client, &key, &owner, &rendered, &renames)
+        .await?;
     Ok(OwnerReference {
         controller: None,
         block_owner_deletion: None,

@@ -90,7 +90,8 @@ where
     }
 }
 
-/// Jobs of the fleet's TerraformClusters and TerraformMachines in its namespaces, by kind.
+/// Jobs of the fleet's TerraformClusters and TerraformMachines in its namespaces, by kind; the
+/// seeded history (`seed_jobs`) left out.
 pub async fn fleet_jobs(client: &kube::Client) -> anyhow::Result<BTreeMap<String, usize>> {
     let jobs: Api<Job> = Api::all(client.clone());
     let list = jobs
@@ -107,12 +108,15 @@ pub async fn fleet_jobs(client: &kube::Client) -> anyhow::Result<BTreeMap<String
             .namespace
             .as_deref()
             .is_some_and(|n| n.starts_with("fleet-"));
+        let seeded = job.spec.as_ref().and_then(|s| s.managed_by.as_deref())
+            == Some(crate::seed_jobs::MANAGED_BY);
         if let Some(kind) = job
             .metadata
             .labels
             .as_ref()
             .and_then(|l| l.get(labels::OWNER_KIND))
             && in_fleet
+            && !seeded
         {
             *by_kind.entry(kind.clone()).or_default() += 1;
         }
