@@ -435,6 +435,7 @@ spec:
         steady_rss_kib,
         peak_rss_kib: final_sample.map_or(c1.hwm_kib, |s| s.hwm_kib),
         rest_hwm_kib: c1.hwm_kib,
+        rest_file_kib: c1.file_kib,
         cpu_secs,
         cpu_core_percent,
         events_at_rest,

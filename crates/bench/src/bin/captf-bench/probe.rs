@@ -11,6 +11,9 @@ pub struct ProcSample {
     pub rss_kib: u64,
     /// `VmHWM`: the peak resident set so far (KiB).
     pub hwm_kib: u64,
+    /// `RssFile`: the part of `VmRSS` mapped from files, mostly the binary's own code (KiB).
+    /// Shared with the page cache, and the same whatever the fleet.
+    pub file_kib: u64,
     /// `utime + stime` in clock ticks.
     pub cpu_ticks: u64,
 }
@@ -26,7 +29,7 @@ fn status_kib(status: &str, field: &str) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// `VmRSS`, `VmHWM` and `utime + stime` of `pid`, `None` once it is gone.
+/// `VmRSS`, `VmHWM`, `RssFile` and `utime + stime` of `pid`, `None` once it is gone.
 pub fn sample(pid: u32) -> Option<ProcSample> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -38,6 +41,7 @@ pub fn sample(pid: u32) -> Option<ProcSample> {
     Some(ProcSample {
         rss_kib: status_kib(&status, "VmRSS:")?,
         hwm_kib: status_kib(&status, "VmHWM:")?,
+        file_kib: status_kib(&status, "RssFile:")?,
         cpu_ticks: utime + stime,
     })
 }

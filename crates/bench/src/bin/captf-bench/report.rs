@@ -36,6 +36,8 @@ pub struct Report<'a> {
     pub steady_rss_kib: u64,
     pub peak_rss_kib: u64,
     pub rest_hwm_kib: u64,
+    /// `RssFile` at the end of the rest: the binary's code mapped in.
+    pub rest_file_kib: u64,
     pub cpu_secs: f64,
     pub cpu_core_percent: f64,
     pub events_at_rest: u64,
@@ -128,9 +130,10 @@ impl Report<'_> {
             mib(self.rest_hwm_kib)
         ));
         md.push_str(&format!(
-            "| steady RSS at rest (median over {:.1} min) | {:.1} MiB | ≤ {rss_goal:.0} MiB: {} |\n",
+            "| steady RSS at rest (median over {:.1} min) | {:.1} MiB, of which {:.1} MiB mapped from files (the binary's code) | ≤ {rss_goal:.0} MiB: {} |\n",
             self.rest_minutes,
             steady,
+            mib(self.rest_file_kib),
             goal(rss_met)
         ));
         md.push_str(&format!(
@@ -238,6 +241,7 @@ impl Report<'_> {
                 "minutes": self.rest_minutes,
                 "steady_rss_mib": steady,
                 "peak_rss_mib": mib(self.rest_hwm_kib),
+                "file_rss_mib": mib(self.rest_file_kib),
                 "peak_rss_mib_end_of_run": mib(self.peak_rss_kib),
                 "cpu_seconds_per_minute": self.cpu_secs / self.rest_minutes,
                 "cpu_core_percent": self.cpu_core_percent,
