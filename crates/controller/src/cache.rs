@@ -285,17 +285,20 @@ fn secret_trimmed(secret: &mut SecretMeta) {
 }
 
 /// What a pass and `/metrics` read of a cached Job: its owner references (to wake its owner),
-/// the labels naming its cluster, kind and operation (the Job caps, `captf_jobs_active`), and
-/// whether its result is recorded. A cluster keeps several finished Jobs, each with a dozen
-/// labels and annotations no reader of the cache needs.
+/// whether its result is recorded, and until it is, the labels naming its cluster, kind and
+/// operation (the Job caps and `captf_jobs_active` count only unrecorded Jobs). A cluster keeps
+/// several finished Jobs, each with a dozen labels and annotations no reader of the cache needs.
 fn job_trimmed(job: &mut JobMeta) {
     let meta = &mut job.metadata;
     meta.managed_fields = None;
-    retain(
-        &mut meta.labels,
-        &[labels::CLUSTER_NAME, labels::OWNER_KIND, labels::OP],
-    );
     retain(&mut meta.annotations, &[annotations::BOOKKEPT]);
+    let kept: &[&str] = if job_unfinished(job) {
+        &[labels::CLUSTER_NAME, labels::OWNER_KIND, labels::OP]
+    } else {
+        &[]
+    };
+    let meta = &mut job.metadata;
+    retain(&mut meta.labels, kept);
     without_identity(meta);
 }
 
@@ -634,7 +637,7 @@ mod tests {
                 "a finished Job",
                 &[read[0], read[1], read[2], other],
                 &[bookkept, unread],
-                &read,
+                &[],
                 &[bookkept],
             ),
             (
