@@ -496,7 +496,6 @@ spec:
     )
 }
 
-/// The bare engine and CAPTF, alternating, `--op-runs` times each.
 /// Every Job of the template's namespace bookkept by its manager.
 async fn template_jobs_bookkept(client: &kube::Client) -> anyhow::Result<()> {
     wait_until_async(
@@ -519,6 +518,7 @@ async fn template_jobs_bookkept(client: &kube::Client) -> anyhow::Result<()> {
     .await
 }
 
+/// The bare engine and CAPTF, alternating, `--op-runs` times each.
 async fn one_operation(
     args: &Args,
     env: &TestEnv,

@@ -41,7 +41,8 @@ pub fn sample(pid: u32) -> Option<ProcSample> {
     Some(ProcSample {
         rss_kib: status_kib(&status, "VmRSS:")?,
         hwm_kib: status_kib(&status, "VmHWM:")?,
-        file_kib: status_kib(&status, "RssFile:")?,
+        // Since Linux 4.5; without it the whole resident set counts as heap.
+        file_kib: status_kib(&status, "RssFile:").unwrap_or(0),
         cpu_ticks: utime + stime,
     })
 }

@@ -1,7 +1,7 @@
 //! Seeding a fleet of TerraformClusters that are up to date, by cloning one that the manager
 //! really applied (the template): its state Secrets, durable inputs, state backups, finished
-//! Jobs (`seed_jobs`), the namespace's credential mirror and runner RBAC, with names, labels, owner references and the
-//! inputs hash of each clone. The inputs hash is rendered by the manager's own functions
+//! Jobs (`seed_jobs`), the namespace's credential mirror and runner RBAC, with names, labels,
+//! owner references and the inputs hash of each clone. The inputs hash is rendered by the manager's own functions
 //! (`captf_controller::inputs::cluster_inputs`, `captf_controller::variables::merge`,
 //! `captf_contract::render`) from the clone as the API server stored it. Each cluster gets its
 //! machines from `seed_machines`.
@@ -95,7 +95,7 @@ impl Owned {
     }
 
     /// Creates its Secrets and finished Jobs for the clone `key` owned by `owner`, whose inputs
-    /// render to `rendered`; `renames` as [`clone_secret`] takes them.
+    /// render to `rendered`; `renames` as [`Cloning::renames`].
     pub async fn clone_for(
         &self,
         client: &kube::Client,
@@ -104,14 +104,20 @@ impl Owned {
         rendered: &captf_contract::Rendered,
         renames: &[(&str, &str)],
     ) -> anyhow::Result<()> {
+        let to = Cloning {
+            from: self,
+            key,
+            owner,
+            inputs_hash: &rendered.inputs_hash,
+            renames,
+        };
         let secrets: Api<Secret> = Api::namespaced(client.clone(), key.namespace());
         for s in &self.secrets {
-            let clone = clone_secret(s, self, key, owner, rendered, renames)?;
+            let clone = clone_secret(s, &to, rendered);
             secrets.create(&PostParams::default(), &clone).await?;
         }
         for job in &self.jobs {
-            let clone =
-                seed_jobs::clone_job(job, self, key, owner, &rendered.inputs_hash, renames)?;
+            let clone = seed_jobs::clone_job(job, &to)?;
             seed_jobs::create_finished(client, &clone, job).await?;
         }
         Ok(())
@@ -340,32 +346,79 @@ pub async fn seed_object(
     })
 }
 
-/// The template's Secret `s` (one of `from`'s), renamed and re-labelled for `key`, owned by
-/// `owner`, its inputs hash and durable inputs those of `rendered`. `renames` are further label
-/// and annotation values to replace whole (a machine's cluster name).
-pub fn clone_secret(
-    s: &Secret,
-    from: &Owned,
-    key: &ObjectKey,
-    owner: &OwnerReference,
-    rendered: &captf_contract::Rendered,
-    renames: &[(&str, &str)],
-) -> anyhow::Result<Secret> {
-    let from_key = &from.key;
-    let (from_suffix, to_suffix) = (from_key.state_suffix(), key.state_suffix());
-    let map = |v: &str| -> String {
-        if v == from.inputs_hash {
-            rendered.inputs_hash.clone()
+/// What makes one of the template object's Secrets or Jobs the clone's.
+pub struct Cloning<'a> {
+    /// The template object.
+    pub from: &'a Owned,
+    /// The clone.
+    pub key: &'a ObjectKey,
+    /// The clone's owner reference, in place of the template object's.
+    pub owner: &'a OwnerReference,
+    /// The clone's inputs hash, in place of the template's.
+    pub inputs_hash: &'a str,
+    /// Further label and annotation values to replace whole (a machine's cluster name).
+    pub renames: &'a [(&'a str, &'a str)],
+}
+
+impl Cloning<'_> {
+    /// A label or annotation value of the template object's, made the clone's: its inputs
+    /// hash, name or name label, a value of `renames`, or a value holding its state's suffix.
+    pub fn value(&self, v: &str) -> String {
+        let from_key = &self.from.key;
+        if v == self.from.inputs_hash {
+            self.inputs_hash.to_owned()
         } else if v == from_key.name() {
-            key.name().to_owned()
+            self.key.name().to_owned()
         } else if v == from_key.owner_name_label() {
-            key.owner_name_label()
-        } else if let Some((_, to)) = renames.iter().find(|(f, _)| *f == v) {
+            self.key.owner_name_label()
+        } else if let Some((_, to)) = self.renames.iter().find(|(f, _)| *f == v) {
             (*to).to_owned()
         } else {
-            v.replace(&from_suffix, &to_suffix)
+            v.replace(&from_key.state_suffix(), &self.key.state_suffix())
         }
-    };
+    }
+
+    /// `meta` of one of the template object's Secrets or Jobs as the clone's `name` carries
+    /// it: the clone's namespace, labels and annotations made the clone's, and the clone as
+    /// owner where the template object was. Nothing the API server sets.
+    pub fn meta(&self, meta: &ObjectMeta, name: String) -> ObjectMeta {
+        let values = |m: &Option<BTreeMap<String, String>>| {
+            m.iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), self.value(v)))
+                .collect()
+        };
+        let owners = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| {
+                if o.uid == self.from.uid {
+                    OwnerReference {
+                        controller: o.controller,
+                        block_owner_deletion: o.block_owner_deletion,
+                        ..self.owner.clone()
+                    }
+                } else {
+                    o.clone()
+                }
+            })
+            .collect();
+        ObjectMeta {
+            name: Some(name),
+            namespace: Some(self.key.namespace().into()),
+            labels: Some(values(&meta.labels)),
+            annotations: Some(values(&meta.annotations)),
+            owner_references: Some(owners),
+            ..Default::default()
+        }
+    }
+}
+
+/// The template's Secret `s` (one of `to.from`'s) for the clone `to`, its durable inputs those
+/// of `rendered`.
+pub fn clone_secret(s: &Secret, to: &Cloning, rendered: &captf_contract::Rendered) -> Secret {
+    let (from_key, key) = (&to.from.key, to.key);
     let old_name = s.name_any();
     let durable = old_name == from_key.durable_inputs_secret();
     let name = if durable {
@@ -373,23 +426,8 @@ pub fn clone_secret(
     } else if old_name == from_key.plan_key_secret() {
         key.plan_key_secret()
     } else {
-        old_name.replace(&from_suffix, &to_suffix)
+        old_name.replace(&from_key.state_suffix(), &key.state_suffix())
     };
-    let owners = s
-        .owner_references()
-        .iter()
-        .map(|o| {
-            if o.uid == from.uid {
-                OwnerReference {
-                    controller: o.controller,
-                    block_owner_deletion: o.block_owner_deletion,
-                    ..owner.clone()
-                }
-            } else {
-                o.clone()
-            }
-        })
-        .collect();
     let mut data = s.data.clone().unwrap_or_default();
     if durable {
         data.insert(
@@ -401,29 +439,12 @@ pub fn clone_secret(
             ByteString(rendered.main_tf_json.clone()),
         );
     }
-    Ok(Secret {
-        metadata: ObjectMeta {
-            name: Some(name),
-            namespace: Some(key.namespace().into()),
-            labels: Some(
-                s.labels()
-                    .iter()
-                    .map(|(k, v)| (k.clone(), map(v)))
-                    .collect(),
-            ),
-            annotations: Some(
-                s.annotations()
-                    .iter()
-                    .map(|(k, v)| (k.clone(), map(v)))
-                    .collect(),
-            ),
-            owner_references: Some(owners),
-            ..Default::default()
-        },
+    Secret {
+        metadata: to.meta(&s.metadata, name),
         data: Some(data),
         type_: s.type_.clone(),
         ..Default::default()
-    })
+    }
 }
 
 /// The namespace's credential mirror, listing every object of the namespace as a user, its

@@ -10,13 +10,11 @@
 
 use anyhow::Context as _;
 use captf_api::annotations;
-use captf_api::names::ObjectKey;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 
-use crate::seed::Owned;
+use crate::seed::Cloning;
 
 /// The `spec.managedBy` of every seeded Job: anything but the Job controller's own name keeps
 /// that controller from running it.
@@ -62,55 +60,18 @@ fn finished(job: &Job) -> bool {
         })
 }
 
-/// The template's Job `job` (one of `from`'s) for the clone `key` owned by `owner`, whose
-/// inputs hash is `inputs_hash`; `renames` are further label values to replace whole (a
-/// machine's cluster name). Without its status: the API server ignores a status on create.
-pub fn clone_job(
-    job: &Job,
-    from: &Owned,
-    key: &ObjectKey,
-    owner: &OwnerReference,
-    inputs_hash: &str,
-    renames: &[(&str, &str)],
-) -> anyhow::Result<Job> {
-    let from_key = &from.key;
-    let map = |v: &str| -> String {
-        if v == from.inputs_hash {
-            inputs_hash.to_owned()
-        } else if v == from_key.name() {
-            key.name().to_owned()
-        } else if v == from_key.owner_name_label() {
-            key.owner_name_label()
-        } else if let Some((_, to)) = renames.iter().find(|(f, _)| *f == v) {
-            (*to).to_owned()
-        } else {
-            v.to_owned()
-        }
-    };
-    // `captf-<kind>-<name>-<op>-a<attempt>-<hash6>` (`ObjectKey::job_name`): the same
-    // operation, attempt and hash under the clone's name.
-    let short = key.kind().short();
+/// The template's Job `job` (one of `to.from`'s) for the clone `to`: the same operation,
+/// attempt and hash under the clone's name, run by nobody. Without its status: the API server
+/// ignores a status on create.
+pub fn clone_job(job: &Job, to: &Cloning) -> anyhow::Result<Job> {
+    // `captf-<kind>-<name>-<op>-a<attempt>-<hash6>` (`ObjectKey::job_name`).
+    let short = to.key.kind().short();
     let old_name = job.name_any();
-    let from_prefix = format!("captf-{short}-{}-", from_key.name());
+    let from_prefix = format!("captf-{short}-{}-", to.from.key.name());
     let rest = old_name.strip_prefix(&from_prefix).with_context(|| {
         format!("the template's Job {old_name} is not named after {from_prefix}…")
     })?;
-    let name = format!("captf-{short}-{}-{rest}", key.name());
-    let owners = job
-        .owner_references()
-        .iter()
-        .map(|o| {
-            if o.uid == from.uid {
-                OwnerReference {
-                    controller: o.controller,
-                    block_owner_deletion: o.block_owner_deletion,
-                    ..owner.clone()
-                }
-            } else {
-                o.clone()
-            }
-        })
-        .collect();
+    let name = format!("captf-{short}-{}-{rest}", to.key.name());
     let mut spec = job.spec.clone().context("a Job without spec")?;
     spec.selector = None;
     spec.managed_by = Some(MANAGED_BY.into());
@@ -122,28 +83,11 @@ pub fn clone_job(
     {
         pod_labels.retain(|k, _| !SELECTOR_LABELS.contains(&k.as_str()));
         for v in pod_labels.values_mut() {
-            *v = map(v);
+            *v = to.value(v);
         }
     }
     Ok(Job {
-        metadata: ObjectMeta {
-            name: Some(name),
-            namespace: Some(key.namespace().into()),
-            labels: Some(
-                job.labels()
-                    .iter()
-                    .map(|(k, v)| (k.clone(), map(v)))
-                    .collect(),
-            ),
-            annotations: Some(
-                job.annotations()
-                    .iter()
-                    .map(|(k, v)| (k.clone(), map(v)))
-                    .collect(),
-            ),
-            owner_references: Some(owners),
-            ..Default::default()
-        },
+        metadata: to.meta(&job.metadata, name),
         spec: Some(spec),
         status: None,
     })
@@ -168,8 +112,10 @@ pub async fn create_finished(client: &kube::Client, clone: &Job, job: &Job) -> a
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::seed::Owned;
     use captf_api::labels;
-    use captf_api::names::WorkloadKind;
+    use captf_api::names::{ObjectKey, WorkloadKind};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     /// Whether `job` carries the label of object `key` that the manager lists its Jobs by.
     fn listed_for(job: &Job, key: &ObjectKey) -> bool {
@@ -229,7 +175,14 @@ mod tests {
             controller: Some(true),
             block_owner_deletion: Some(true),
         };
-        let clone = clone_job(&template_job()?, &from, &key, &owner, "h2:clone", &[])?;
+        let to = Cloning {
+            from: &from,
+            key: &key,
+            owner: &owner,
+            inputs_hash: "h2:clone",
+            renames: &[],
+        };
+        let clone = clone_job(&template_job()?, &to)?;
 
         assert_eq!(clone.name_any(), "captf-c-c00101-apply-a1-0a1b2c");
         assert_eq!(clone.namespace().as_deref(), Some("fleet-0001"));
@@ -263,14 +216,14 @@ mod tests {
             jobs: vec![],
         };
         let key = ObjectKey::new("fleet-0001", WorkloadKind::Cluster, "c00101")?;
-        let refused = clone_job(
-            &template_job()?,
-            &from,
-            &key,
-            &OwnerReference::default(),
-            "h2:clone",
-            &[],
-        );
+        let to = Cloning {
+            from: &from,
+            key: &key,
+            owner: &OwnerReference::default(),
+            inputs_hash: "h2:clone",
+            renames: &[],
+        };
+        let refused = clone_job(&template_job()?, &to);
         let Err(err) = refused else {
             anyhow::bail!("a Job of another object was cloned");
         };
