@@ -40,7 +40,7 @@ use captf_testenv::TestEnv;
 use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
@@ -250,7 +250,7 @@ spec:
     }
     // The manager records each finished Job after the status that shows it Ready; the clones
     // get the template's Jobs as recorded.
-    template_jobs_bookkept(&client)
+    template::jobs_bookkept(&client)
         .await
         .with_context(|| manager.tail())?;
     let template = seed::Template::read(&client, TEMPLATE_NS, TEMPLATE).await?;
@@ -280,7 +280,7 @@ spec:
     };
     // Again after the operations: the fleet's manager finds nothing left to do in the
     // template's namespace either.
-    template_jobs_bookkept(&client)
+    template::jobs_bookkept(&client)
         .await
         .with_context(|| manager.tail())?;
     manager.stop();
@@ -494,28 +494,6 @@ spec:
     nonResourceRules: [{{verbs: ["*"], nonResourceURLs: ["*"]}}]
 "#
     )
-}
-
-/// Every Job of the template's namespace bookkept by its manager.
-async fn template_jobs_bookkept(client: &kube::Client) -> anyhow::Result<()> {
-    wait_until_async(
-        "the template's Jobs bookkept",
-        Duration::from_secs(120),
-        || async {
-            let jobs: Api<Job> = Api::namespaced(client.clone(), TEMPLATE_NS);
-            let list = jobs.list(&ListParams::default()).await.ok()?;
-            list.items
-                .iter()
-                .all(|j| {
-                    j.metadata
-                        .annotations
-                        .as_ref()
-                        .is_some_and(|a| a.contains_key(captf_api::annotations::BOOKKEPT))
-                })
-                .then_some(())
-        },
-    )
-    .await
 }
 
 /// The bare engine and CAPTF, alternating, `--op-runs` times each.

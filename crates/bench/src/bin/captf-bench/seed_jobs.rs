@@ -157,15 +157,20 @@ mod tests {
         }))?)
     }
 
-    #[test]
-    fn a_clone_is_the_template_job_of_the_clone() -> anyhow::Result<()> {
-        let from = Owned {
-            key: ObjectKey::new("bench-tpl", WorkloadKind::Cluster, "tpl")?,
+    /// The template cluster `name`, with no Secrets or Jobs of its own.
+    fn template_object(name: &str) -> anyhow::Result<Owned> {
+        Ok(Owned {
+            key: ObjectKey::new("bench-tpl", WorkloadKind::Cluster, name)?,
             uid: "tpl-uid".into(),
             inputs_hash: "h2:template".into(),
             secrets: vec![],
             jobs: vec![],
-        };
+        })
+    }
+
+    #[test]
+    fn a_clone_is_the_template_job_of_the_clone() -> anyhow::Result<()> {
+        let from = template_object("tpl")?;
         let key = ObjectKey::new("fleet-0001", WorkloadKind::Cluster, "c00101")?;
         let owner = OwnerReference {
             api_version: "infrastructure.cluster.x-k8s.io/v1alpha1".into(),
@@ -208,13 +213,7 @@ mod tests {
 
     #[test]
     fn a_job_not_named_after_its_object_is_refused() -> anyhow::Result<()> {
-        let from = Owned {
-            key: ObjectKey::new("bench-tpl", WorkloadKind::Cluster, "other")?,
-            uid: "tpl-uid".into(),
-            inputs_hash: "h2:template".into(),
-            secrets: vec![],
-            jobs: vec![],
-        };
+        let from = template_object("other")?;
         let key = ObjectKey::new("fleet-0001", WorkloadKind::Cluster, "c00101")?;
         let to = Cloning {
             from: &from,

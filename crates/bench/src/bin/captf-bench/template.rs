@@ -8,8 +8,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use captf_controller::reconcile::object::WithWorkspaceStatus;
 use captf_e2e::fixture::Conditioned;
+use k8s_openapi::api::batch::v1::Job;
 use kube::Resource;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, ListParams};
 use serde::de::DeserializeOwned;
 
 use crate::{IDENTITY, TEMPLATE, TEMPLATE_NS, wait_until_async};
@@ -88,6 +89,28 @@ where
                 && w.active_job.is_none()
                 && w.state_backups.as_ref().is_some_and(|b| !b.is_empty()))
             .then_some(())
+        },
+    )
+    .await
+}
+
+/// Every Job of the template's namespace bookkept by its manager.
+pub async fn jobs_bookkept(client: &kube::Client) -> anyhow::Result<()> {
+    wait_until_async(
+        "the template's Jobs bookkept",
+        Duration::from_secs(120),
+        || async {
+            let jobs: Api<Job> = Api::namespaced(client.clone(), TEMPLATE_NS);
+            let list = jobs.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .all(|j| {
+                    j.metadata
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key(captf_api::annotations::BOOKKEPT))
+                })
+                .then_some(())
         },
     )
     .await
