@@ -1,6 +1,7 @@
 //! TerraformCluster: the infrastructure of one CAPI Cluster (network, load balancer, endpoint).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use crate::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 

@@ -8,6 +8,7 @@
 pub mod annotations;
 pub mod cluster;
 pub mod common;
+mod condition;
 pub mod conditions;
 pub mod crds;
 pub mod events;
@@ -26,6 +27,7 @@ pub use cluster::{
     TerraformClusterStatus,
 };
 pub use common::*;
+pub use condition::{Condition, Term};
 pub use identity::{
     AllowedNamespaces, TerraformClusterIdentity, TerraformClusterIdentitySpec,
     TerraformClusterIdentityStatus,

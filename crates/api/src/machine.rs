@@ -1,6 +1,6 @@
 //! TerraformMachine: one machine of a CAPI Machine, immutable once created.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use crate::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 

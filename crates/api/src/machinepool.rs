@@ -1,6 +1,6 @@
 //! TerraformMachinePool: a scaling group behind a CAPI MachinePool; every field is mutable.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use crate::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 

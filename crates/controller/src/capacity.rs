@@ -340,8 +340,8 @@ fn valid_quantity(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use captf_api::Condition;
     use captf_api::templates::Architecture;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
     const IMG: &str = "localhost:5000/modules/machine:v1";
 

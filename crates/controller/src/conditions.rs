@@ -2,7 +2,8 @@
 
 use captf_api::conditions::{self, Status, reasons, types};
 use captf_api::names::WorkloadKind;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use captf_api::{Condition, Term};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 /// Longest condition message the apiserver accepts is 32768; keep ours readable.
@@ -60,9 +61,9 @@ impl Conditions {
             _ => Time(now),
         };
         let condition = Condition {
-            type_: type_.to_owned(),
-            status: status.as_str().to_owned(),
-            reason: reason.to_owned(),
+            type_: Term::new(type_),
+            status: Term::from(status),
+            reason: Term::new(reason),
             message,
             observed_generation: generation,
             last_transition_time: transition,

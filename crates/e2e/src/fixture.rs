@@ -114,8 +114,7 @@ spec:
 
 /// A workload kind whose conditions the tests read.
 pub trait Conditioned {
-    fn conditions(&self)
-    -> Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>;
+    fn conditions(&self) -> Option<&Vec<captf_api::Condition>>;
 }
 
 /// Every kind here keeps its conditions at `status.conditions`.
@@ -124,7 +123,7 @@ macro_rules! conditioned {
         impl Conditioned for $kind {
             fn conditions(
                 &self,
-            ) -> Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>> {
+            ) -> Option<&Vec<captf_api::Condition>> {
                 self.status.as_ref()?.conditions.as_ref()
             }
         }
@@ -145,7 +144,13 @@ pub fn condition<K: Conditioned>(object: &K, type_: &str) -> Option<(String, Str
         .conditions()?
         .iter()
         .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        .map(|c| {
+            (
+                c.status.to_string(),
+                c.reason.to_string(),
+                c.message.clone(),
+            )
+        })
 }
 
 /// Waits until `check` holds for the object; panics with the manager's log tail.
