@@ -265,11 +265,27 @@ fn without_managed_fields<K: kube::Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
+/// `kubectl apply`'s record of the last configuration it applied: a copy of the whole object
+/// that no pass reads.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// A workload object as its controller keeps it: without its `managedFields` and the copy of
+/// itself `kubectl apply` leaves in an annotation, often together larger than the rest. Every
+/// write of these objects is a merge patch, so what is dropped here is never written back.
+pub fn workload_trimmed(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(annotations) = &mut meta.annotations {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
 /// What a pass reads of a cached Secret: the owner references of every one (to wake its owner
 /// and to repair them), and the whole metadata of the credential mirrors only. The state
 /// chunks, backups and durable inputs are most of the Secrets, and their labels, annotations
-/// and identity (read live when a pass needs them) would be most of the cache.
+/// and identity (read live when a pass needs them) would be most of the cache. Nor is the
+/// `PartialObjectMetadata` type of each kept: every object of a cache is of its one kind.
 fn secret_trimmed(secret: &mut SecretMeta) {
+    secret.types = None;
     let meta = &mut secret.metadata;
     meta.managed_fields = None;
     let mirror = meta
@@ -288,7 +304,9 @@ fn secret_trimmed(secret: &mut SecretMeta) {
 /// whether its result is recorded, and until it is, the labels naming its cluster, kind and
 /// operation (the Job caps and `captf_jobs_active` count only unrecorded Jobs). A cluster keeps
 /// several finished Jobs, each with a dozen labels and annotations no reader of the cache needs.
+/// Like a Secret's, its `PartialObjectMetadata` type is dropped.
 fn job_trimmed(job: &mut JobMeta) {
+    job.types = None;
     let meta = &mut job.metadata;
     meta.managed_fields = None;
     retain(&mut meta.annotations, &[annotations::BOOKKEPT]);
@@ -555,6 +573,36 @@ mod tests {
     }
 
     #[test]
+    fn workload_trimmed_drops_only_what_no_pass_reads() {
+        let mut meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            annotations: Some(BTreeMap::from([
+                (LAST_APPLIED.to_owned(), "{\"spec\":{}}".to_owned()),
+                (annotations::APPROVE_PLAN.to_owned(), "abc".to_owned()),
+            ])),
+            labels: Some(BTreeMap::from([(
+                labels::CLUSTER_NAME.to_owned(),
+                "c".to_owned(),
+            )])),
+            managed_fields: Some(vec![Default::default()]),
+            uid: Some("u".into()),
+            resource_version: Some("7".into()),
+            ..Default::default()
+        };
+        let mut kept = meta.clone();
+        kept.managed_fields = None;
+        kept.annotations
+            .get_or_insert_default()
+            .remove(LAST_APPLIED);
+        workload_trimmed(&mut meta);
+        assert_eq!(meta, kept);
+        assert_eq!(
+            meta.annotations.iter().flatten().count(),
+            1,
+            "the manager's own annotations stay"
+        );
+    }
+
+    #[test]
     fn secret_trimmed_keeps_owners_and_only_the_mirrors_labels() {
         let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
             uid: "u".into(),
@@ -562,7 +610,10 @@ mod tests {
         };
         let secret = |mirrored: Option<&str>| {
             let mut s = SecretMeta {
-                types: None,
+                types: Some(kube::core::TypeMeta {
+                    api_version: "meta.k8s.io/v1".into(),
+                    kind: "PartialObjectMetadata".into(),
+                }),
                 metadata: Default::default(),
                 _phantom: Default::default(),
             };
@@ -605,6 +656,7 @@ mod tests {
                 "{what}"
             );
             assert!(m.managed_fields.is_none(), "{what}: managedFields");
+            assert!(s.types.is_none(), "{what}: type");
         }
     }
 
@@ -651,7 +703,10 @@ mod tests {
         ];
         for (what, labels, annotations, labels_kept, annotations_kept) in rows {
             let mut job = JobMeta {
-                types: None,
+                types: Some(kube::core::TypeMeta {
+                    api_version: "meta.k8s.io/v1".into(),
+                    kind: "PartialObjectMetadata".into(),
+                }),
                 metadata: Default::default(),
                 _phantom: Default::default(),
             };
@@ -679,6 +734,7 @@ mod tests {
             );
             assert!(m.managed_fields.is_none(), "{what}: managedFields");
             assert!(m.uid.is_none() && m.resource_version.is_none(), "{what}");
+            assert!(job.types.is_none(), "{what}: type");
         }
     }
 }

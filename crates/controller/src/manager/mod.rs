@@ -341,8 +341,9 @@ impl<K> Watched for K where
 {
 }
 
-/// The controller of a workload kind over its own objects, held without their `managedFields`
-/// and woken only by the changes a pass acts on ([`crate::wake`]), not by its own status patches.
+/// The controller of a workload kind over its own objects, held without what no pass reads
+/// ([`crate::cache::workload_trimmed`]) and woken only by the changes a pass acts on
+/// ([`crate::wake`]), not by its own status patches.
 fn workload_controller<K: Watched>(
     client: &Client,
     namespace: &str,
@@ -351,7 +352,7 @@ fn workload_controller<K: Watched>(
     let (reader, writer) = kube::runtime::reflector::store();
     let changes = watcher::watcher(crate::cache::scoped::<K>(client, namespace), config)
         .default_backoff()
-        .modify(|object: &mut K| object.meta_mut().managed_fields = None)
+        .modify(|object: &mut K| crate::cache::workload_trimmed(object.meta_mut()))
         .reflect(writer)
         .applied_objects()
         .predicate_filter(
