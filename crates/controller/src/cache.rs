@@ -77,16 +77,10 @@ pub struct Reflectors {
 pub fn reflectors(client: &kube::Client, namespace: &str) -> Reflectors {
     let selector = format!("{}={}", labels::MANAGED, labels::TRUE);
     let config = watcher::Config::default().labels(&selector).any_semantic();
-    let (jobs, jobs_events, jobs_watch) = shared(
-        scoped::<JobMeta>(client, namespace),
-        config.clone(),
-        job_trimmed,
-    );
-    let (secrets, secrets_events, secrets_watch) = shared(
-        scoped::<SecretMeta>(client, namespace),
-        config,
-        secret_trimmed,
-    );
+    let (jobs, jobs_events, jobs_watch) =
+        shared(scoped::<JobMeta>(client, namespace), config.clone(), JOBS);
+    let (secrets, secrets_events, secrets_watch) =
+        shared(scoped::<SecretMeta>(client, namespace), config, SECRETS);
     let runner = format!("{}={}", labels::RUNNER, labels::TRUE);
     let (identities, identities_watch) = cached(
         Api::all(client.clone()),
@@ -192,9 +186,18 @@ type Shared<K> = (
     std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>,
 );
 
-/// A shared cache of `api` holding each object as `trim` leaves it, its subscriptions, and the
-/// stream that fills it.
-fn shared<K>(api: Api<K>, config: watcher::Config, trim: fn(&mut K)) -> Shared<K>
+/// Which objects of a watch a shared cache holds, and what of each.
+struct Holding<K> {
+    /// Whether the cache holds the object. One it does not is forgotten as if deleted, without
+    /// waking anyone: its owner's pass made the change that let it go.
+    held: fn(&K) -> bool,
+    /// What of a held object is kept.
+    trim: fn(&mut K),
+}
+
+/// A shared cache of `api` holding the objects and parts of them `holding` says, its
+/// subscriptions, and the stream that fills it.
+fn shared<K>(api: Api<K>, config: watcher::Config, holding: Holding<K>) -> Shared<K>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -204,12 +207,12 @@ where
         + Sync
         + 'static,
 {
-    shared_from(watcher::watcher(api, config).default_backoff(), trim)
+    shared_from(watcher::watcher(api, config).default_backoff(), holding)
 }
 
 /// A shared cache as [`shared`] makes it, filled from `events` rather than a watch of its own,
 /// so that a test can drive the real reflector and its subscriptions without an API server.
-fn shared_from<K, S>(events: S, trim: fn(&mut K)) -> Shared<K>
+fn shared_from<K, S>(events: S, Holding { held, trim }: Holding<K>) -> Shared<K>
 where
     K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
@@ -221,13 +224,24 @@ where
     let (deleted, _) = tokio::sync::broadcast::channel(SUBSCRIBE_BUFFER);
     let on_delete = deleted.clone();
     let watch = events
-        .modify(trim)
         .inspect(move |event| {
             if let Ok(watcher::Event::Delete(object)) = event {
+                let mut object = object.clone();
+                trim(&mut object);
                 // No subscriber yet is no error: nobody is waiting to be woken.
-                let _ = on_delete.send(Arc::new(object.clone()));
+                let _ = on_delete.send(Arc::new(object));
             }
         })
+        .filter_map(move |event| {
+            ready(match event {
+                Ok(watcher::Event::InitApply(object)) if !held(&object) => None,
+                Ok(watcher::Event::Apply(object)) if !held(&object) => {
+                    Some(Ok(watcher::Event::Delete(object)))
+                }
+                event => Some(event),
+            })
+        })
+        .modify(trim)
         .reflect_shared(writer)
         .for_each(|_| ready(()));
     (
@@ -300,23 +314,34 @@ fn secret_trimmed(secret: &mut SecretMeta) {
     }
 }
 
-/// What a pass and `/metrics` read of a cached Job: its owner references (to wake its owner),
-/// whether its result is recorded, and until it is, the labels naming its cluster, kind and
-/// operation (the Job caps and `captf_jobs_active` count only unrecorded Jobs). A cluster keeps
-/// several finished Jobs, each with a dozen labels and annotations no reader of the cache needs.
-/// Like a Secret's, its `PartialObjectMetadata` type is dropped.
+/// The Secrets the cache holds: every one, as [`secret_trimmed`] leaves it.
+const SECRETS: Holding<SecretMeta> = Holding {
+    held: |_| true,
+    trim: secret_trimmed,
+};
+
+/// The Jobs the cache holds: only those whose result is not recorded yet. Nothing reads a
+/// recorded Job from the cache (passes list an object's Jobs live); the Job caps and
+/// `captf_jobs_active` count the others. An object keeps up to three succeeded and three failed
+/// Jobs per operation, so the recorded ones would be most of the cache. A recorded Job deleted
+/// still wakes its owner ([`Changes`]).
+const JOBS: Holding<JobMeta> = Holding {
+    held: job_unfinished,
+    trim: job_trimmed,
+};
+
+/// What the caps and `/metrics` read of a cached Job: its owner references (to wake its owner)
+/// and the labels naming its cluster, kind and operation. Like a Secret's, its
+/// `PartialObjectMetadata` type is dropped.
 fn job_trimmed(job: &mut JobMeta) {
     job.types = None;
     let meta = &mut job.metadata;
     meta.managed_fields = None;
-    retain(&mut meta.annotations, &[annotations::BOOKKEPT]);
-    let kept: &[&str] = if job_unfinished(job) {
-        &[labels::CLUSTER_NAME, labels::OWNER_KIND, labels::OP]
-    } else {
-        &[]
-    };
-    let meta = &mut job.metadata;
-    retain(&mut meta.labels, kept);
+    meta.annotations = None;
+    retain(
+        &mut meta.labels,
+        &[labels::CLUSTER_NAME, labels::OWNER_KIND, labels::OP],
+    );
     without_identity(meta);
 }
 
@@ -352,19 +377,19 @@ where
 
 /// A Job counts as running until its result is recorded (`captf.io/bookkept`): metadata does
 /// not carry the Job's status, and a finished Job is bookkept on the next pass of its object.
-pub fn job_unfinished(job: &JobMeta) -> bool {
+fn job_unfinished(job: &JobMeta) -> bool {
     !job.metadata
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(annotations::BOOKKEPT))
 }
 
-/// Unfinished Jobs in the cache: all of them, and those of one CAPI Cluster (by namespace and
-/// the `cluster.x-k8s.io/cluster-name` label value).
+/// Unfinished Jobs (the cache holds no others): all of them, and those of one CAPI Cluster
+/// (by namespace and the `cluster.x-k8s.io/cluster-name` label value).
 pub fn running_jobs(jobs: &[Arc<JobMeta>], namespace: &str, cluster_label: &str) -> (usize, usize) {
     let mut global = 0;
     let mut cluster = 0;
-    for job in jobs.iter().filter(|j| job_unfinished(j)) {
+    for job in jobs {
         global += 1;
         let same_cluster = job.metadata.namespace.as_deref() == Some(namespace)
             && job
@@ -456,7 +481,7 @@ mod tests {
             ("the last subscription alone", SUBSCRIBE_BUFFER, 0, true),
         ];
         for (what, listed, subscribed, delete) in rows {
-            let (store, changes, run) = shared_from(watch(listed, delete), secret_trimmed);
+            let (store, changes, run) = shared_from(watch(listed, delete), SECRETS);
             // As the manager takes them: the last consumer gets the cache's first subscription.
             let mut consumers: Vec<_> = (0..subscribed)
                 .map(|_| changes.subscribe().boxed())
@@ -520,7 +545,7 @@ mod tests {
             ("its first subscription dropped", false, N),
         ];
         for (what, keep, stored) in rows {
-            let (store, changes, run) = shared_from(watch(0, false), secret_trimmed);
+            let (store, changes, run) = shared_from(watch(0, false), SECRETS);
             let read = changes.subscribe();
             let kept = if keep {
                 Some(changes)
@@ -538,7 +563,7 @@ mod tests {
         }
     }
 
-    fn job(ns: &str, cluster: &str, bookkept: bool) -> Arc<JobMeta> {
+    fn job(ns: &str, cluster: &str) -> Arc<JobMeta> {
         let mut meta = JobMeta {
             types: None,
             metadata: Default::default(),
@@ -549,57 +574,102 @@ mod tests {
             labels::CLUSTER_NAME.to_owned(),
             cluster.to_owned(),
         )]));
-        if bookkept {
-            meta.metadata.annotations = Some(BTreeMap::from([(
-                annotations::BOOKKEPT.to_owned(),
-                "true".to_owned(),
-            )]));
-        }
         Arc::new(meta)
     }
 
     #[test]
-    fn running_jobs_counts_unbookkept_globally_and_per_cluster() {
+    fn running_jobs_counts_globally_and_per_cluster() {
         let jobs = vec![
-            job("a", "one", false),
-            job("a", "one", true),
-            job("a", "two", false),
-            job("b", "one", false),
+            job("a", "one"),
+            job("a", "one"),
+            job("a", "two"),
+            job("b", "one"),
         ];
-        assert_eq!(running_jobs(&jobs, "a", "one"), (3, 1));
-        assert_eq!(running_jobs(&jobs, "b", "one"), (3, 1));
-        assert_eq!(running_jobs(&jobs, "c", "one"), (3, 0));
+        assert_eq!(running_jobs(&jobs, "a", "one"), (4, 2));
+        assert_eq!(running_jobs(&jobs, "b", "one"), (4, 1));
+        assert_eq!(running_jobs(&jobs, "c", "one"), (4, 0));
         assert_eq!(running_jobs(&[], "a", "one"), (0, 0));
     }
 
-    #[test]
-    fn workload_trimmed_drops_only_what_no_pass_reads() {
-        let mut meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-            annotations: Some(BTreeMap::from([
-                (LAST_APPLIED.to_owned(), "{\"spec\":{}}".to_owned()),
-                (annotations::APPROVE_PLAN.to_owned(), "abc".to_owned()),
-            ])),
-            labels: Some(BTreeMap::from([(
-                labels::CLUSTER_NAME.to_owned(),
-                "c".to_owned(),
-            )])),
-            managed_fields: Some(vec![Default::default()]),
-            uid: Some("u".into()),
-            resource_version: Some("7".into()),
-            ..Default::default()
+    /// A Job of `owner`, its result recorded or not.
+    fn job_of(name: &str, owner: &str, recorded: bool) -> JobMeta {
+        let mut job = JobMeta {
+            types: None,
+            metadata: Default::default(),
+            _phantom: Default::default(),
         };
-        let mut kept = meta.clone();
-        kept.managed_fields = None;
-        kept.annotations
-            .get_or_insert_default()
-            .remove(LAST_APPLIED);
-        workload_trimmed(&mut meta);
-        assert_eq!(meta, kept);
+        let m = &mut job.metadata;
+        m.name = Some(name.into());
+        m.namespace = Some("ns".into());
+        m.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                name: owner.into(),
+                ..Default::default()
+            },
+        ]);
+        if recorded {
+            m.annotations = Some(BTreeMap::from([(
+                annotations::BOOKKEPT.to_owned(),
+                "true".to_owned(),
+            )]));
+        }
+        job
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_job_cache_holds_only_jobs_whose_result_is_not_recorded() -> anyhow::Result<()> {
+        use kube::ResourceExt;
+        use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
+        let (events, watch) = futures::channel::mpsc::unbounded();
+        let (store, changes, run) = shared_from(watch.map(Ok), JOBS);
+        let run = tokio::spawn(run.count());
+        let mut woken = changes.into_subscription().boxed();
+        let mut next_woken = async || {
+            let job = tokio::time::timeout(STALLED, woken.next()).await?;
+            anyhow::Ok(job.map(|j| (j.name_any(), j.metadata.deletion_timestamp.is_some())))
+        };
+        let held = || {
+            let mut names: Vec<_> = store.state().iter().map(|j| j.name_any()).collect();
+            names.sort();
+            names
+        };
+
+        for event in [
+            Init,
+            InitApply(job_of("running", "a", false)),
+            InitApply(job_of("old", "a", true)),
+            InitDone,
+        ] {
+            events.unbounded_send(event)?;
+        }
+        assert_eq!(next_woken().await?, Some(("running".into(), false)));
+        assert_eq!(held(), ["running"], "a recorded Job listed is not held");
+
+        events.unbounded_send(Apply(job_of("new", "b", false)))?;
+        assert_eq!(next_woken().await?, Some(("new".into(), false)));
+
+        // Its pass records the result, then a recorded Job is pruned or deleted by hand.
+        events.unbounded_send(Apply(job_of("running", "a", true)))?;
+        let mut old = job_of("old", "a", true);
+        old.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        events.unbounded_send(Delete(old))?;
         assert_eq!(
-            meta.annotations.iter().flatten().count(),
-            1,
-            "the manager's own annotations stay"
+            next_woken().await?,
+            Some(("old".into(), true)),
+            "recording a result wakes no one; deleting a recorded Job wakes its owner"
         );
+        drop(events);
+        tokio::time::timeout(STALLED, run).await??;
+        assert_eq!(next_woken().await?, None);
+        assert_eq!(
+            held(),
+            ["new"],
+            "a Job leaves the cache once its result is recorded"
+        );
+        Ok(())
     }
 
     #[test]
@@ -680,28 +750,19 @@ mod tests {
             (labels::OP, "apply"),
         ];
         let other = (labels::MANAGED, labels::TRUE);
-        let bookkept = (annotations::BOOKKEPT, "true");
         let unread = (annotations::IDENTITY, "id");
-        // (what, labels, annotations, labels kept, annotations kept)
+        // (what, labels, annotations, labels kept)
         type Pairs<'a> = &'a [(&'a str, &'a str)];
-        let rows: [(&str, Pairs, Pairs, Pairs, Pairs); 3] = [
-            (
-                "a finished Job",
-                &[read[0], read[1], read[2], other],
-                &[bookkept, unread],
-                &[],
-                &[bookkept],
-            ),
+        let rows: [(&str, Pairs, Pairs, Pairs); 2] = [
             (
                 "a running Job",
                 &[read[0], read[1], read[2], other],
                 &[unread],
                 &read,
-                &[],
             ),
-            ("a Job with nothing read", &[other], &[], &[], &[]),
+            ("a Job with nothing read", &[other], &[], &[]),
         ];
-        for (what, labels, annotations, labels_kept, annotations_kept) in rows {
+        for (what, labels, annotations, labels_kept) in rows {
             let mut job = JobMeta {
                 types: Some(kube::core::TypeMeta {
                     api_version: "meta.k8s.io/v1".into(),
@@ -719,12 +780,10 @@ mod tests {
             m.managed_fields = Some(vec![Default::default()]);
             m.uid = Some("job-uid".into());
             m.resource_version = Some("7".into());
-            let unfinished = job_unfinished(&job);
             job_trimmed(&mut job);
             let m = &job.metadata;
             assert_eq!(m.labels, map(labels_kept), "{what}: labels");
-            assert_eq!(m.annotations, map(annotations_kept), "{what}: annotations");
-            assert_eq!(job_unfinished(&job), unfinished, "{what}: finished or not");
+            assert_eq!(m.annotations, None, "{what}: annotations");
             assert_eq!(m.name.as_deref(), Some("j"), "{what}: name");
             assert_eq!(m.namespace.as_deref(), Some("ns"), "{what}: namespace");
             assert_eq!(

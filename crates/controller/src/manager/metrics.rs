@@ -306,7 +306,8 @@ impl Metrics {
                     .set(0);
             }
         }
-        for job in jobs.iter().filter(|j| crate::cache::job_unfinished(j)) {
+        // The Job cache holds only Jobs whose result is not recorded yet.
+        for job in jobs {
             let labels = job.metadata.labels.clone().unwrap_or_default();
             let kind = match labels
                 .get(captf_api::labels::OWNER_KIND)
