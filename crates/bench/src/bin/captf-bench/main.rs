@@ -590,6 +590,9 @@ async fn reaction(
         let arrivals = arrivals.clone();
         let listed = listed.clone();
         tokio::spawn(async move {
+            // The Jobs there before any change (the seeded history): a later event of one of
+            // them (its owner's pass annotating it) is no reaction.
+            let mut before = std::collections::HashSet::new();
             let mut stream = watcher::watcher(jobs, config).boxed();
             while let Some(event) = stream.next().await {
                 let now = Instant::now();
@@ -597,7 +600,15 @@ async fn reaction(
                     Ok(watcher::Event::InitDone) => {
                         listed.store(true, std::sync::atomic::Ordering::SeqCst)
                     }
-                    Ok(watcher::Event::Apply(job)) | Ok(watcher::Event::InitApply(job)) => {
+                    Ok(watcher::Event::InitApply(job)) => {
+                        before.insert((job.metadata.namespace, job.metadata.name));
+                    }
+                    Ok(watcher::Event::Apply(job))
+                        if !before.contains(&(
+                            job.metadata.namespace.clone(),
+                            job.metadata.name.clone(),
+                        )) =>
+                    {
                         let ns = job.metadata.namespace.clone().unwrap_or_default();
                         let owner = job
                             .metadata
