@@ -3,9 +3,10 @@
 //!
 //! Every object carries about fifteen conditions and the manager caches every object, so the
 //! three short strings of each condition were a large part of its memory at fleet scale. They
-//! are almost always CAPTF's own words, which a [`Term`] points to instead of copying.
+//! are almost always CAPTF's own words, which a [`Term`] names by their place in the
+//! vocabulary instead of copying. A condition is 96 bytes, against `metav1.Condition`'s 128
+//! and the three strings it allocates.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::LazyLock;
 
@@ -20,8 +21,9 @@ use crate::conditions::{Status, allowed_reasons, types};
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     pub last_transition_time: Time,
+    /// Boxed: a message is read and replaced whole, never grown.
     #[serde(default)]
-    pub message: String,
+    pub message: Box<str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     #[serde(default)]
@@ -32,10 +34,24 @@ pub struct Condition {
     pub type_: Term,
 }
 
-/// A condition's type, status or reason: one of CAPTF's own words, borrowed from the
-/// program, or any other string (another writer's, or a newer version's) owned as read.
-#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Term(Cow<'static, str>);
+/// A condition's type, status or reason: one of CAPTF's own words, held as its place in the
+/// vocabulary, or any other string (another writer's, or a newer version's) owned as read.
+/// Sixteen bytes either way.
+#[derive(Clone)]
+pub struct Term(Word);
+
+#[derive(Clone)]
+enum Word {
+    /// `VOCABULARY[i]`.
+    Known(u16),
+    /// Boxed twice so that the enum stays two words (a `Box<str>` is two on its own). The
+    /// second allocation is paid only for words that are not CAPTF's, which are rare.
+    #[expect(
+        clippy::box_collection,
+        reason = "a thin pointer keeps a Term at 16 bytes"
+    )]
+    Other(Box<String>),
+}
 
 /// Every condition type, status and reason CAPTF writes, sorted for a binary search.
 static VOCABULARY: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
@@ -52,34 +68,59 @@ static VOCABULARY: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
 });
 
 impl Term {
-    /// `word`, borrowed from the vocabulary when it is one of CAPTF's own.
+    /// `word`, by its place in the vocabulary when it is one of CAPTF's own.
     pub fn new(word: &str) -> Self {
-        match VOCABULARY.binary_search(&word) {
-            Ok(at) => Term(Cow::Borrowed(VOCABULARY[at])),
-            Err(_) => Term(Cow::Owned(word.to_owned())),
-        }
+        Term::known(word).unwrap_or_else(|| Term(Word::Other(Box::new(word.to_owned()))))
+    }
+
+    fn known(word: &str) -> Option<Self> {
+        let at = VOCABULARY.binary_search(&word).ok()?;
+        Some(Term(Word::Known(u16::try_from(at).ok()?)))
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            Word::Known(at) => VOCABULARY[usize::from(*at)],
+            Word::Other(word) => word,
+        }
     }
 
     /// Whether the word is held without a copy of its own.
     pub fn is_shared(&self) -> bool {
-        matches!(self.0, Cow::Borrowed(_))
+        matches!(self.0, Word::Known(_))
+    }
+}
+
+impl Default for Term {
+    fn default() -> Self {
+        Term::new("")
     }
 }
 
 impl std::ops::Deref for Term {
     type Target = str;
     fn deref(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }
 
 impl AsRef<str> for Term {
     fn as_ref(&self) -> &str {
-        &self.0
+        self.as_str()
+    }
+}
+
+impl PartialEq for Term {
+    fn eq(&self, other: &Term) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Term {}
+
+impl std::hash::Hash for Term {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
     }
 }
 
@@ -91,58 +132,55 @@ impl From<&str> for Term {
 
 impl From<String> for Term {
     fn from(word: String) -> Self {
-        match VOCABULARY.binary_search(&word.as_str()) {
-            Ok(at) => Term(Cow::Borrowed(VOCABULARY[at])),
-            Err(_) => Term(Cow::Owned(word)),
-        }
+        Term::known(&word).unwrap_or_else(|| Term(Word::Other(Box::new(word))))
     }
 }
 
 impl From<Status> for Term {
     fn from(status: Status) -> Self {
-        Term(Cow::Borrowed(status.as_str()))
+        Term::new(status.as_str())
     }
 }
 
 impl PartialEq<str> for Term {
     fn eq(&self, other: &str) -> bool {
-        self.0 == other
+        self.as_str() == other
     }
 }
 
 impl PartialEq<&str> for Term {
     fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
+        self.as_str() == *other
     }
 }
 
 impl PartialEq<String> for Term {
     fn eq(&self, other: &String) -> bool {
-        self.0 == other.as_str()
+        self.as_str() == other.as_str()
     }
 }
 
 impl PartialEq<Term> for &str {
     fn eq(&self, other: &Term) -> bool {
-        *self == other.0
+        *self == other.as_str()
     }
 }
 
 impl fmt::Display for Term {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Debug for Term {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
 impl Serialize for Term {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.0)
+        serializer.serialize_str(self.as_str())
     }
 }
 
@@ -189,6 +227,19 @@ mod tests {
             assert_eq!(term.is_shared(), shared, "{word:?}");
             assert_eq!(term.as_str(), word);
             assert_eq!(Term::from(word.to_owned()).is_shared(), shared, "{word:?}");
+        }
+    }
+
+    /// What the type is for: a condition smaller than upstream's, and every word of the
+    /// vocabulary reachable by its 16-bit place.
+    #[test]
+    fn a_condition_is_smaller_than_upstreams() {
+        assert_eq!(std::mem::size_of::<Term>(), 16);
+        assert_eq!(std::mem::size_of::<Condition>(), 96);
+        assert_eq!(std::mem::size_of::<Upstream>(), 128);
+        assert!(u16::try_from(VOCABULARY.len()).is_ok());
+        for word in VOCABULARY.iter() {
+            assert!(Term::new(word).is_shared(), "{word}");
         }
     }
 

@@ -137,7 +137,7 @@ pub fn resolve(
                     .iter()
                     .flatten()
                     .find(|c| c.type_ == types::CAPACITY_RESOLVED)
-                    .map(|c| c.message.clone())
+                    .map(|c| c.message.to_string())
                     .unwrap_or_default();
                 (Status::False, reasons::CAPACITY_LABEL_INVALID, message)
             } else {

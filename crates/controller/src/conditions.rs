@@ -64,7 +64,7 @@ impl Conditions {
             type_: Term::new(type_),
             status: Term::from(status),
             reason: Term::new(reason),
-            message,
+            message: message.into_boxed_str(),
             observed_generation: generation,
             last_transition_time: transition,
         };

@@ -148,7 +148,7 @@ pub fn condition<K: Conditioned>(object: &K, type_: &str) -> Option<(String, Str
             (
                 c.status.to_string(),
                 c.reason.to_string(),
-                c.message.clone(),
+                c.message.to_string(),
             )
         })
 }

@@ -164,7 +164,7 @@ async fn announce(
             .iter()
             .flatten()
             .find(|c| c.type_ == types::CAPACITY_RESOLVED)
-            .map(|c| (c.reason.to_string(), c.message.clone()))
+            .map(|c| (c.reason.to_string(), c.message.to_string()))
     });
     if before == Some((resolved.reason.to_owned(), resolved.message.clone())) {
         return;
