@@ -119,7 +119,7 @@ pub async fn ensure(
     // any write, so a lagging cache never drops an owner another pass just added.
     let cached = caches
         .secrets
-        .get(&ObjectRef::new(&name).within(namespace))
+        .mirror(namespace, &name)
         .filter(|m| mirror_current(&m.metadata, &hash, owner));
     let existing = match cached {
         Some(m) => Some(m.metadata.clone()),

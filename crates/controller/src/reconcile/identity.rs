@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use captf_api::conditions::{Status, reasons, types};
-use captf_api::{TerraformClusterIdentity, TerraformClusterIdentityStatus, annotations, labels};
+use captf_api::{TerraformClusterIdentity, TerraformClusterIdentityStatus, annotations};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
@@ -99,16 +99,13 @@ pub async fn reconcile(
 pub fn mirrored_in(caches: &Caches, identity: &str) -> Vec<String> {
     let mut namespaces: Vec<String> = caches
         .secrets
-        .state()
+        .mirrors()
         .iter()
         .filter(|s| {
-            s.labels()
-                .get(labels::MIRRORED)
-                .is_some_and(|v| v == labels::TRUE)
-                && s.annotations()
-                    .get(annotations::IDENTITY)
-                    .map(String::as_str)
-                    == Some(identity)
+            s.annotations()
+                .get(annotations::IDENTITY)
+                .map(String::as_str)
+                == Some(identity)
         })
         .filter_map(|s| s.namespace())
         .collect();

@@ -1,8 +1,9 @@
 //! The manager's caches: metadata only, of the Jobs and Secrets CAPTF manages, and the few
 //! small objects every pass consults (identities, namespaces' labels, the runner RBAC).
 //!
-//! Each kind is watched once (a shared reflector) and every controller subscribes to it. Only
-//! `metadata` is held where that is all a pass reads, so memory grows with the number of
+//! Each kind is watched once (a shared reflector, or for the Secrets an index of their owners:
+//! [`secrets`]) and every controller subscribes to it. Only `metadata` is held where that is
+//! all a pass reads, so memory grows with the number of
 //! objects, not with pod templates or state payloads; state and durable inputs are always read
 //! live when a pass needs them. A cache may lag a write by a moment: what a pass reads from
 //! one either only saves a live read that would find the same (and falls back to it when the
@@ -21,6 +22,9 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ReflectHandle, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
+mod secrets;
+pub use secrets::{SecretChanges, Secrets};
+
 /// Events a slow subscriber may fall behind by before the reflector waits for it.
 const SUBSCRIBE_BUFFER: usize = 1024;
 
@@ -33,7 +37,8 @@ pub type ServiceAccountMeta = PartialObjectMeta<ServiceAccount>;
 #[derive(Clone)]
 pub struct Caches {
     pub jobs: Store<JobMeta>,
-    pub secrets: Store<SecretMeta>,
+    /// The managed Secrets' owners, and the credential mirrors.
+    pub secrets: Secrets,
     /// Every TerraformClusterIdentity (cluster-scoped, few).
     pub identities: Store<TerraformClusterIdentity>,
     /// The namespaces' labels, for `allowedNamespaces.selector`.
@@ -49,16 +54,16 @@ pub struct Caches {
 impl Caches {
     /// Every cache holds its first full list.
     pub async fn wait_until_ready(&self) -> bool {
-        let (a, b, c, d, e, f, g) = futures::join!(
-            self.jobs.wait_until_ready(),
+        let (secrets, a, b, c, d, e, f) = futures::join!(
             self.secrets.wait_until_ready(),
+            self.jobs.wait_until_ready(),
             self.identities.wait_until_ready(),
             self.namespaces.wait_until_ready(),
             self.managed_accounts.wait_until_ready(),
             self.runner_accounts.wait_until_ready(),
             self.role_bindings.wait_until_ready(),
         );
-        [a, b, c, d, e, f, g].iter().all(Result::is_ok)
+        secrets && [a, b, c, d, e, f].iter().all(Result::is_ok)
     }
 }
 
@@ -67,7 +72,7 @@ impl Caches {
 pub struct Reflectors {
     pub caches: Caches,
     pub jobs_events: Changes<JobMeta>,
-    pub secrets_events: Changes<SecretMeta>,
+    pub secrets_events: SecretChanges,
     /// Drives every watch; runs for the life of the controllers.
     pub run: std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>,
 }
@@ -79,8 +84,9 @@ pub fn reflectors(client: &kube::Client, namespace: &str) -> Reflectors {
     let config = watcher::Config::default().labels(&selector).any_semantic();
     let (jobs, jobs_events, jobs_watch) =
         shared(scoped::<JobMeta>(client, namespace), config.clone(), JOBS);
-    let (secrets, secrets_events, secrets_watch) =
-        shared(scoped::<SecretMeta>(client, namespace), config, SECRETS);
+    let (secrets, secrets_events, secrets_watch) = secrets::index(
+        watcher::watcher(scoped::<SecretMeta>(client, namespace), config).default_backoff(),
+    );
     let runner = format!("{}={}", labels::RUNNER, labels::TRUE);
     let (identities, identities_watch) = cached(
         Api::all(client.clone()),
@@ -135,8 +141,8 @@ pub fn reflectors(client: &kube::Client, namespace: &str) -> Reflectors {
 /// What a controller subscribes to: every object of a shared cache that is written or deleted.
 ///
 /// A shared reflector tells its subscribers only of objects written; the deletions come from
-/// the same watch through a channel of their own, so that a Job or a state Secret deleted by
-/// hand still wakes its owner's pass at once. A deletion missed while the watch reconnects is
+/// the same watch through a channel of their own, so that a Job deleted by hand still wakes its
+/// owner's pass at once. A deletion missed while the watch reconnects is
 /// found by the owner's next periodic pass.
 pub struct Changes<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
     written: ReflectHandle<K>,
@@ -293,33 +299,6 @@ pub fn workload_trimmed(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v
     }
 }
 
-/// What a pass reads of a cached Secret: the owner references of every one (to wake its owner
-/// and to repair them), and the whole metadata of the credential mirrors only. The state
-/// chunks, backups and durable inputs are most of the Secrets, and their labels, annotations
-/// and identity (read live when a pass needs them) would be most of the cache. Nor is the
-/// `PartialObjectMetadata` type of each kept: every object of a cache is of its one kind.
-fn secret_trimmed(secret: &mut SecretMeta) {
-    secret.types = None;
-    let meta = &mut secret.metadata;
-    meta.managed_fields = None;
-    let mirror = meta
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(labels::MIRRORED))
-        .is_some_and(|v| v == labels::TRUE);
-    if !mirror {
-        meta.labels = None;
-        meta.annotations = None;
-        without_identity(meta);
-    }
-}
-
-/// The Secrets the cache holds: every one, as [`secret_trimmed`] leaves it.
-const SECRETS: Holding<SecretMeta> = Holding {
-    held: |_| true,
-    trim: secret_trimmed,
-};
-
 /// The Jobs the cache holds: only those whose result is not recorded yet. Nothing reads a
 /// recorded Job from the cache (passes list an object's Jobs live); the Job caps and
 /// `captf_jobs_active` count the others. An object keeps up to three succeeded and three failed
@@ -331,8 +310,8 @@ const JOBS: Holding<JobMeta> = Holding {
 };
 
 /// What the caps and `/metrics` read of a cached Job: its owner references (to wake its owner)
-/// and the labels naming its cluster, kind and operation. Like a Secret's, its
-/// `PartialObjectMetadata` type is dropped.
+/// and the labels naming its cluster, kind and operation. Nor is its `PartialObjectMetadata`
+/// type kept: every object of the cache is a Job.
 fn job_trimmed(job: &mut JobMeta) {
     job.types = None;
     let meta = &mut job.metadata;
@@ -420,31 +399,30 @@ mod tests {
     /// that the machine was slow.
     const STALLED: Duration = Duration::from_secs(600);
 
-    fn secret_meta(i: usize) -> SecretMeta {
-        let mut s = SecretMeta {
+    fn job_meta(i: usize) -> JobMeta {
+        let mut s = JobMeta {
             types: None,
             metadata: Default::default(),
             _phantom: Default::default(),
         };
-        s.metadata.name = Some(format!("secret-{i}"));
+        s.metadata.name = Some(format!("job-{i}"));
         s.metadata.namespace = Some("ns".into());
         s
     }
 
-    /// A watch of `N` Secrets: the first `listed` in its first list, the rest written one by
-    /// one after it, then, if `delete`, secret-0 deleted (marked with a deletion timestamp, as
+    /// A watch of `N` running Jobs: the first `listed` in its first list, the rest written one by
+    /// one after it, then, if `delete`, job-0 deleted (marked with a deletion timestamp, as
     /// nothing the cache holds is, to tell the deletion from the object written).
     fn watch(
         listed: usize,
         delete: bool,
-    ) -> impl Stream<Item = Result<watcher::Event<SecretMeta>, watcher::Error>> + Send + 'static
-    {
+    ) -> impl Stream<Item = Result<watcher::Event<JobMeta>, watcher::Error>> + Send + 'static {
         let mut events = vec![watcher::Event::Init];
-        events.extend((0..listed).map(|i| watcher::Event::InitApply(secret_meta(i))));
+        events.extend((0..listed).map(|i| watcher::Event::InitApply(job_meta(i))));
         events.push(watcher::Event::InitDone);
-        events.extend((listed..N).map(|i| watcher::Event::Apply(secret_meta(i))));
+        events.extend((listed..N).map(|i| watcher::Event::Apply(job_meta(i))));
         if delete {
-            let mut gone = secret_meta(0);
+            let mut gone = job_meta(0);
             gone.metadata.deletion_timestamp =
                 Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                     k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
@@ -454,7 +432,7 @@ mod tests {
         futures::stream::iter(events.into_iter().map(Ok))
     }
 
-    fn names<'a>(objects: impl Iterator<Item = &'a Arc<SecretMeta>>) -> Vec<String> {
+    fn names<'a>(objects: impl Iterator<Item = &'a Arc<JobMeta>>) -> Vec<String> {
         let mut names: Vec<_> = objects
             .map(|o| o.metadata.name.clone().unwrap_or_default())
             .collect();
@@ -464,16 +442,16 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn every_subscription_takes_every_change_of_a_busy_cache() {
-        // Where secret-0 is deleted it is among the first `N - SUBSCRIBE_BUFFER` objects
+        // Where job-0 is deleted it is among the first `N - SUBSCRIBE_BUFFER` objects
         // dispatched, which the cache waits for every subscription to take before it goes on
         // to the deletion. One that had not taken it yet would skip it (a subscription reads
         // each object from the cache) and see only its deletion.
-        // (what, Secrets in the first list, subscriptions before the last, secret-0 deleted)
+        // (what, Jobs in the first list, subscriptions before the last, job-0 deleted)
         let rows = [
             ("written one by one after an empty list", 0, 1, true),
             ("all in the first list", N, 1, false),
             (
-                "a list then writes, to as many consumers as the manager's Secrets have",
+                "a list then writes, to as many consumers as the manager's Jobs have",
                 SUBSCRIBE_BUFFER,
                 3,
                 true,
@@ -481,7 +459,7 @@ mod tests {
             ("the last subscription alone", SUBSCRIBE_BUFFER, 0, true),
         ];
         for (what, listed, subscribed, delete) in rows {
-            let (store, changes, run) = shared_from(watch(listed, delete), SECRETS);
+            let (store, changes, run) = shared_from(watch(listed, delete), JOBS);
             // As the manager takes them: the last consumer gets the cache's first subscription.
             let mut consumers: Vec<_> = (0..subscribed)
                 .map(|_| changes.subscribe().boxed())
@@ -490,7 +468,7 @@ mod tests {
             let taken = futures::future::join_all(
                 consumers
                     .into_iter()
-                    .map(|c| c.collect::<Vec<Arc<SecretMeta>>>()),
+                    .map(|c| c.collect::<Vec<Arc<JobMeta>>>()),
             );
             // Every consumer's stream ends once the watch has ended and it has taken all.
             let drained =
@@ -503,11 +481,11 @@ mod tests {
                 );
             };
 
-            let mut all: Vec<_> = (0..N).map(|i| format!("secret-{i}")).collect();
+            let mut all: Vec<_> = (0..N).map(|i| format!("job-{i}")).collect();
             all.sort();
             let stored: Vec<_> = all
                 .iter()
-                .filter(|n| !(delete && *n == "secret-0"))
+                .filter(|n| !(delete && *n == "job-0"))
                 .cloned()
                 .collect();
             assert_eq!(names(store.state().iter()), stored, "{what}: the cache");
@@ -521,7 +499,7 @@ mod tests {
                     all,
                     "{what}: consumer {i} takes each object written, once"
                 );
-                let expected: &[&str] = if delete { &["secret-0"] } else { &[] };
+                let expected: &[&str] = if delete { &["job-0"] } else { &[] };
                 assert_eq!(
                     names(deleted.into_iter()),
                     expected,
@@ -545,7 +523,7 @@ mod tests {
             ("its first subscription dropped", false, N),
         ];
         for (what, keep, stored) in rows {
-            let (store, changes, run) = shared_from(watch(0, false), SECRETS);
+            let (store, changes, run) = shared_from(watch(0, false), JOBS);
             let read = changes.subscribe();
             let kept = if keep {
                 Some(changes)
@@ -670,64 +648,6 @@ mod tests {
             "a Job leaves the cache once its result is recorded"
         );
         Ok(())
-    }
-
-    #[test]
-    fn secret_trimmed_keeps_owners_and_only_the_mirrors_labels() {
-        let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-            uid: "u".into(),
-            ..Default::default()
-        };
-        let secret = |mirrored: Option<&str>| {
-            let mut s = SecretMeta {
-                types: Some(kube::core::TypeMeta {
-                    api_version: "meta.k8s.io/v1".into(),
-                    kind: "PartialObjectMetadata".into(),
-                }),
-                metadata: Default::default(),
-                _phantom: Default::default(),
-            };
-            let mut l = BTreeMap::from([(labels::MANAGED.to_owned(), labels::TRUE.to_owned())]);
-            if let Some(v) = mirrored {
-                l.insert(labels::MIRRORED.to_owned(), v.to_owned());
-            }
-            s.metadata.labels = Some(l);
-            s.metadata.annotations = Some(BTreeMap::from([(
-                annotations::IDENTITY.to_owned(),
-                "id".to_owned(),
-            )]));
-            s.metadata.owner_references = Some(vec![owner.clone()]);
-            s.metadata.managed_fields = Some(vec![Default::default()]);
-            s.metadata.uid = Some("secret-uid".into());
-            s.metadata.resource_version = Some("7".into());
-            s
-        };
-        // (what, label captf.io/mirrored, labels, annotations, UID and version kept)
-        let rows = [
-            ("a state chunk, backup or durable inputs", None, false),
-            ("a credential mirror", Some(labels::TRUE), true),
-            ("mirrored set to something else", Some("false"), false),
-        ];
-        for (what, mirrored, kept) in rows {
-            let mut s = secret(mirrored);
-            secret_trimmed(&mut s);
-            let m = &s.metadata;
-            assert_eq!(m.labels.is_some(), kept, "{what}: labels");
-            assert_eq!(m.annotations.is_some(), kept, "{what}: annotations");
-            assert_eq!(m.uid.is_some(), kept, "{what}: uid");
-            assert_eq!(
-                m.resource_version.is_some(),
-                kept,
-                "{what}: resourceVersion"
-            );
-            assert_eq!(
-                m.owner_references.as_deref(),
-                Some(&[owner.clone()][..]),
-                "{what}"
-            );
-            assert!(m.managed_fields.is_none(), "{what}: managedFields");
-            assert!(s.types.is_none(), "{what}: type");
-        }
     }
 
     #[test]
