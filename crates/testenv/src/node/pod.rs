@@ -134,6 +134,11 @@ async fn lifecycle(
     Ok(())
 }
 
+/// The kubelet's image pull backoff: the first retry after 10 s, each next one after twice as
+/// long, at most five minutes apart.
+const PULL_BACKOFF_FIRST: Duration = Duration::from_secs(10);
+const PULL_BACKOFF_MAX: Duration = Duration::from_secs(300);
+
 #[derive(Clone, Copy, Debug)]
 enum Slot {
     Init(usize),
@@ -151,6 +156,7 @@ async fn run_container(
     stop: &mut Stop,
 ) -> anyhow::Result<Option<i32>> {
     let reference = container.image.clone().unwrap_or_default();
+    let mut backoff = PULL_BACKOFF_FIRST;
     let image = loop {
         match ctx.images.resolve(&reference) {
             Ok(image) => break image,
@@ -166,11 +172,17 @@ async fn run_container(
                 } else {
                     "ErrImagePull"
                 };
-                state.set(slot, waiting(reason, &format!("{e:#}")));
-                state.report(&ctx.client, pod).await?;
-                if wait_or_stop(stop, Duration::from_secs(2)).await {
+                let now_waiting = waiting(reason, &format!("{e:#}"));
+                // Like the kubelet, write the status only when it changes: a hundred pods
+                // waiting for an image must not keep the API server busy.
+                if state.status(slot).state.as_ref() != Some(&now_waiting) {
+                    state.set(slot, now_waiting);
+                    state.report(&ctx.client, pod).await?;
+                }
+                if wait_or_stop(stop, backoff).await {
                     return Ok(None);
                 }
+                backoff = (backoff * 2).min(PULL_BACKOFF_MAX);
             }
         }
     };
