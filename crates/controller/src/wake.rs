@@ -21,35 +21,55 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 pub fn pass_worthy(meta: &ObjectMeta) -> Option<u64> {
     let mut hasher = DefaultHasher::new();
     meta.generation.hash(&mut hasher);
-    meta.labels.hash(&mut hasher);
+    hash_metadata(meta, &mut hasher);
+    Some(hasher.finish())
+}
+
+/// What a pass acts on of `meta` besides its generation.
+fn hash_metadata(meta: &ObjectMeta, hasher: &mut DefaultHasher) {
+    meta.labels.hash(hasher);
     // The manager's own block-move annotation is set and removed around each Job; the Job's
     // own events wake the passes that follow it.
     meta.annotations
         .iter()
         .flatten()
         .filter(|(k, _)| k.as_str() != annotations::BLOCK_MOVE)
-        .for_each(|kv| kv.hash(&mut hasher));
-    meta.finalizers.hash(&mut hasher);
+        .for_each(|kv| kv.hash(hasher));
+    meta.finalizers.hash(hasher);
     meta.deletion_timestamp
         .as_ref()
         .map(|t| t.0.to_string())
-        .hash(&mut hasher);
+        .hash(hasher);
     for owner in meta.owner_references.iter().flatten() {
-        (&owner.api_version, &owner.kind, &owner.name, &owner.uid).hash(&mut hasher);
-        owner.controller.hash(&mut hasher);
+        (&owner.api_version, &owner.kind, &owner.name, &owner.uid).hash(hasher);
+        owner.controller.hash(hasher);
     }
-    Some(hasher.finish())
 }
 
-/// A digest of what of a TerraformCluster its machines and pools act on: what wakes a pass
-/// over the cluster itself, and the status a member reads (provisioned, failure domains,
-/// exports and the state serial they come from, the state's Secrets). Its conditions and its
-/// running Job are not among them: every pass over the cluster rewrites the conditions, and
-/// waking every member for that would run a pass per member per cluster pass; a Job's end
-/// shows in the state serial.
+/// A digest of what of a TerraformCluster its machines and pools act on: its metadata as for a
+/// pass over the cluster itself, the parts of its spec a member inherits (`defaults`, `drift`,
+/// `maxActiveJobs`, the identity and the Job policy), and the status a member reads
+/// (provisioned, failure domains, exports and the state serial they come from, the state's
+/// Secrets).
+///
+/// The rest of its spec is not among them: a change of the cluster's module or variables
+/// reaches its members through its apply (a new state serial), and waking every member at the
+/// change itself ran a pass per member for nothing, doubling the passes of a burst of cluster
+/// changes. Nor are its conditions or its running Job: every pass over the cluster rewrites
+/// the conditions, and a Job's end shows in the state serial.
 pub fn members_worthy(tc: &TerraformCluster) -> Option<u64> {
     let mut hasher = DefaultHasher::new();
-    pass_worthy(&tc.metadata).hash(&mut hasher);
+    hash_metadata(&tc.metadata, &mut hasher);
+    let spec = &tc.spec;
+    // Serialized: the spec types carry JSON values, which have no `Hash`.
+    let inherited = (
+        &spec.defaults,
+        &spec.drift,
+        &spec.max_active_jobs,
+        &spec.workspace.identity_ref,
+        &spec.workspace.jobs,
+    );
+    serde_json::to_vec(&inherited).ok().hash(&mut hasher);
     if let Some(status) = &tc.status {
         let w = &status.workspace;
         // Serialized: the status types carry JSON values, which have no `Hash`.
@@ -211,7 +231,47 @@ mod tests {
                 |tc| tc.metadata.resource_version = Some("2".into()),
                 false,
             ),
-            ("a spec change", |tc| tc.metadata.generation = Some(2), true),
+            (
+                "a spec change members do not inherit (its module)",
+                |tc| {
+                    tc.metadata.generation = Some(2);
+                    tc.spec.workspace.source.image = "m:2".into();
+                },
+                false,
+            ),
+            (
+                "its defaults for members",
+                |tc| {
+                    tc.metadata.generation = Some(2);
+                    tc.spec.defaults = Some(
+                        serde_json::from_value(
+                            serde_json::json!({"identityRef": {"name": "other"}}),
+                        )
+                        .expect("defaults"),
+                    );
+                },
+                true,
+            ),
+            (
+                "its drift settings",
+                |tc| tc.spec.drift = Some(Default::default()),
+                true,
+            ),
+            ("its Job cap", |tc| tc.spec.max_active_jobs = Some(3), true),
+            (
+                "its identity",
+                |tc| {
+                    tc.spec.workspace.identity_ref = Some(captf_api::IdentityReference {
+                        name: "other".into(),
+                    });
+                },
+                true,
+            ),
+            (
+                "its Job policy",
+                |tc| tc.spec.workspace.jobs = Some(Default::default()),
+                true,
+            ),
             (
                 "paused by annotation",
                 |tc| {
