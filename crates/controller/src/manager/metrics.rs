@@ -293,7 +293,7 @@ impl Metrics {
 
     /// Sets `captf_jobs_active` from the Job cache (called at scrape): unfinished Jobs by kind
     /// and operation.
-    pub fn set_jobs_active(&self, jobs: &[std::sync::Arc<k8s_openapi::api::batch::v1::Job>]) {
+    pub fn set_jobs_active(&self, jobs: &[std::sync::Arc<crate::cache::JobMeta>]) {
         self.jobs_active.clear();
         // Every series exists, at 0 when nothing runs, so dashboards and alerts see a value.
         for kind in WORKLOAD_KINDS {

@@ -379,7 +379,7 @@ async fn run_members<K, F, Fut, J, S>(
     Fut: std::future::Future<Output = Result<kube::runtime::controller::Action, crate::Error>>
         + Send
         + 'static,
-    J: futures::Stream<Item = Arc<k8s_openapi::api::batch::v1::Job>> + Send + 'static,
+    J: futures::Stream<Item = Arc<crate::cache::JobMeta>> + Send + 'static,
     S: futures::Stream<Item = Arc<crate::cache::SecretMeta>> + Send + 'static,
 {
     let (client, args) = (&ctx.client, &ctx.args);
