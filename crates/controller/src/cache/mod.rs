@@ -432,6 +432,20 @@ mod tests {
         futures::stream::iter(events.into_iter().map(Ok))
     }
 
+    /// What each subscription took, read beside the watch `run` until all end (a consumer's
+    /// stream ends once the watch has ended and it has taken all); `None` if one stalled.
+    pub(crate) async fn drained<T: Send + Sync + 'static>(
+        subscriptions: Vec<futures::stream::BoxStream<'static, Arc<T>>>,
+        run: impl Stream<Item = ()>,
+    ) -> Option<Vec<Vec<Arc<T>>>> {
+        let taken = futures::future::join_all(subscriptions.into_iter().map(|c| c.collect()));
+        let both = futures::future::join(run.count(), taken);
+        tokio::time::timeout(STALLED, both)
+            .await
+            .ok()
+            .map(|(_, t)| t)
+    }
+
     fn names<'a>(objects: impl Iterator<Item = &'a Arc<JobMeta>>) -> Vec<String> {
         let mut names: Vec<_> = objects
             .map(|o| o.metadata.name.clone().unwrap_or_default())
@@ -465,15 +479,7 @@ mod tests {
                 .map(|_| changes.subscribe().boxed())
                 .collect();
             consumers.push(changes.into_subscription().boxed());
-            let taken = futures::future::join_all(
-                consumers
-                    .into_iter()
-                    .map(|c| c.collect::<Vec<Arc<JobMeta>>>()),
-            );
-            // Every consumer's stream ends once the watch has ended and it has taken all.
-            let drained =
-                tokio::time::timeout(STALLED, futures::future::join(run.count(), taken)).await;
-            let Ok((_, taken)) = drained else {
+            let Some(taken) = drained(consumers, run).await else {
                 panic!(
                     "{what}: stalled, the watch or a consumer never ended (the cache holds {} \
                      of {N} objects)",

@@ -334,14 +334,7 @@ async fn every_subscription_takes_every_change_of_a_busy_index() -> anyhow::Resu
             .map(|_| changes.subscribe().boxed())
             .collect();
         consumers.push(changes.into_subscription().boxed());
-        let taken = futures::future::join_all(
-            consumers
-                .into_iter()
-                .map(|c| c.collect::<Vec<Arc<SecretMeta>>>()),
-        );
-        let drained =
-            tokio::time::timeout(STALLED, futures::future::join(run.count(), taken)).await;
-        let Ok((_, taken)) = drained else {
+        let Some(taken) = crate::cache::tests::drained(consumers, run).await else {
             anyhow::bail!(
                 "{what}: stalled, the watch or a consumer never ended (the index holds {} of \
                  {N})",
