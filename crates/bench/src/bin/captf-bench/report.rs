@@ -147,7 +147,7 @@ impl Report<'_> {
             self.rest_minutes
         ));
         md.push_str(&format!(
-            "| API requests at rest, every client | {rest_total:.0}/min ({}); without the manager {baseline_total:.0}/min | |\n",
+            "| API requests at rest, every client | {rest_total:.0}/min ({}); before the manager started, right after seeding, {baseline_total:.0}/min | |\n",
             fmt_map(&per_minute(&self.at_rest.requests, self.rest_minutes))
         ));
         md.push_str(&format!(
