@@ -1,11 +1,11 @@
 //! The manager's caches: metadata only, of the Jobs and Secrets CAPTF manages, and the few
 //! small objects every pass consults (identities, namespaces' labels, the runner RBAC).
 //!
-//! Each kind is watched once (a shared reflector, or for the Secrets an index of their owners:
-//! [`secrets`]) and every controller subscribes to it. Only `metadata` is held where that is
-//! all a pass reads, so memory grows with the number of
-//! objects, not with pod templates or state payloads; state and durable inputs are always read
-//! live when a pass needs them. A cache may lag a write by a moment: what a pass reads from
+//! Each kind is watched once (a shared reflector, or for the Secrets an index of their owners,
+//! `cache/secrets.rs`) and every controller subscribes to it. Only `metadata` is held where
+//! that is all a pass reads, so memory grows with the number of objects, not with pod
+//! templates or state payloads; state and durable inputs are always read live when a pass
+//! needs them. A cache may lag a write by a moment: what a pass reads from
 //! one either only saves a live read that would find the same (and falls back to it when the
 //! cache lacks the object), or is checked live before anything is written.
 
