@@ -67,16 +67,19 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     let mut conds = Conditions::from(tc.status.as_ref().and_then(|s| s.conditions.as_ref()));
     let mut status = tc.status.clone().unwrap_or_default();
     first_visit(&mut conds, generation, now);
-    let jobs = jobs::list(&client, &key).await?;
+    // The Jobs, the owner (the CAPI Cluster that references this object back) and what the
+    // last apply rendered are independent reads: one round trip instead of three, which is
+    // what every pass of a burst of changes waits on.
+    let (jobs, owner, mut durable) = futures::try_join!(
+        jobs::list(&client, &key),
+        verify_owner::owner::<capi::Cluster, _>(
+            &ctx,
+            tc.as_ref(),
+            (Status::Unknown, reasons::WAITING_FOR_OWNER),
+        ),
+        state::durable_inputs(&client, &key),
+    )?;
     let active = jobs.iter().find(|j| j.phase == Phase::Active).cloned();
-
-    // Owner: the CAPI Cluster that references this object back.
-    let owner = verify_owner::owner::<capi::Cluster, _>(
-        &ctx,
-        tc.as_ref(),
-        (Status::Unknown, reasons::WAITING_FOR_OWNER),
-    )
-    .await?;
     // Then the variables sources (not needed to destroy: that runs from the durable inputs).
     let found = match owner {
         Ok(cluster) if !deleting => {
@@ -108,9 +111,12 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
 
     // Bookkeeping: every finished Job's result, read once.
     let finished = bookkeeping::collect(&client, &namespace, &jobs).await?;
-    pass.interrupted_applies(&jobs, &finished, &mut conds)
-        .await?;
-    let durable = state::durable_inputs(&client, &key).await?;
+    if pass
+        .interrupted_applies(&jobs, &finished, &mut conds)
+        .await?
+    {
+        durable = state::durable_inputs(&client, &key).await?;
+    }
     for f in &finished {
         pass.record(
             f,
@@ -147,9 +153,11 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         .identity_ref
         .as_ref()
         .map(|r| r.name.as_str());
-    let creds = pass.credentials(identity, &owner_ref, &mut conds).await?;
-    let (state, state_view) = pass
-        .observe_state(&durable, provisioned(&status), &mut conds)
+    let observed = pass.observe(identity, &owner_ref).await?;
+    let creds = pass.note_credentials(observed.credentials, observed.runner_rbac, &mut conds);
+    let state = observed.state;
+    let state_view = pass
+        .state_view(&state, &durable, provisioned(&status), &mut conds)
         .await?;
     pass.keep_state(
         &state,
@@ -164,7 +172,9 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     )
     .await?;
     let previous = Conditions::from(tc.status.as_ref().and_then(|s| s.conditions.as_ref()));
-    let force_unlock = pass.inspect_lock(&state, &previous, &mut conds).await?;
+    let force_unlock = pass
+        .inspect_lock(&state, &observed.lock, &previous, &mut conds)
+        .await;
     if let StateRead::Found(s, _) = &state {
         apply_outputs(
             &ctx,

@@ -270,23 +270,33 @@ where
         {
             return Ok(Started::Waiting(wait));
         }
+        // What must exist before the Job does, written at once: none of the three depends on
+        // another, and each is a round trip that the Job's creation would otherwise wait on.
         let api: Api<K> = Api::namespaced(client.clone(), ns);
-        set_block_move(&api, tc, true).await?;
-        if start.op == Operation::Apply {
-            secrets::write_durable_inputs(
-                client,
-                key,
-                launch.owner_ref,
-                launch.image,
-                &main_tf,
-                &tfvars,
-                identity,
-            )
-            .await?;
-        }
-        if spec.needs_plan_key() {
-            secrets::ensure_plan_key(client, key, launch.owner_ref).await?;
-        }
+        futures::try_join!(
+            set_block_move(&api, tc, true),
+            async {
+                if start.op == Operation::Apply {
+                    secrets::write_durable_inputs(
+                        client,
+                        key,
+                        launch.owner_ref,
+                        launch.image,
+                        &main_tf,
+                        &tfvars,
+                        identity,
+                    )
+                    .await?;
+                }
+                Ok(())
+            },
+            async {
+                if spec.needs_plan_key() {
+                    secrets::ensure_plan_key(client, key, launch.owner_ref).await?;
+                }
+                Ok(())
+            },
+        )?;
         let job_api: Api<Job> = Api::namespaced(client.clone(), ns);
         let job = build_job(&spec);
         let created = match job_api.create(&PostParams::default(), &job).await {
@@ -306,7 +316,19 @@ where
         let uid = created.metadata.uid.clone().unwrap_or_default();
         let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
         let per_run = per_run_secret(ns, &job_name, &uid, &main_tf, &tfvars);
-        match secrets.create(&PostParams::default(), &per_run).await {
+        // The event says the Job started, which it did: it need not wait for the Secret.
+        let post = PostParams::default();
+        let (per_run, ()) = futures::join!(secrets.create(&post, &per_run), async {
+            if start.op == Operation::Apply {
+                self.publish(
+                    EventType::Normal,
+                    captf_api::events::INPUTS_CHANGED,
+                    &format!("started {job_name}"),
+                )
+                .await;
+            }
+        },);
+        match per_run {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => {
@@ -315,14 +337,6 @@ where
                     source: e,
                 });
             }
-        }
-        if start.op == Operation::Apply {
-            self.publish(
-                EventType::Normal,
-                captf_api::events::INPUTS_CHANGED,
-                &format!("started {job_name}"),
-            )
-            .await;
         }
         if let Some((id, pod)) = force_unlock {
             ctx.metrics

@@ -75,16 +75,18 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
     let mut conds = Conditions::from(tm.status.as_ref().and_then(|s| s.conditions.as_ref()));
     let mut status = tm.status.clone().unwrap_or_default();
     first_visit(&mut conds, generation, now);
-    let jobs = jobs::list(&client, &key).await?;
+    // Independent reads, in one round trip (see the cluster's pass).
+    let (jobs, owner, mut durable) = futures::try_join!(
+        jobs::list(&client, &key),
+        verify_owner::owner::<capi::Machine, _>(
+            &ctx,
+            tm.as_ref(),
+            (Status::False, reasons::WAITING_FOR_OWNER_MACHINE),
+        ),
+        state::durable_inputs(&client, &key),
+    )?;
     let active = jobs.iter().find(|j| j.phase == Phase::Active).cloned();
     let was_provisioned = provisioned(&status);
-
-    let owner = verify_owner::owner::<capi::Machine, _>(
-        &ctx,
-        tm.as_ref(),
-        (Status::False, reasons::WAITING_FOR_OWNER_MACHINE),
-    )
-    .await?;
     let found = match owner {
         Ok(m) => dependencies(&ctx, &tm, &namespace, m).await?,
         Err(gate) => Err(gate),
@@ -125,9 +127,12 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
     pass.lifecycle(&mut conds, deleting, paused);
 
     let finished = bookkeeping::collect(&client, &namespace, &jobs).await?;
-    pass.interrupted_applies(&jobs, &finished, &mut conds)
-        .await?;
-    let durable = state::durable_inputs(&client, &key).await?;
+    if pass
+        .interrupted_applies(&jobs, &finished, &mut conds)
+        .await?
+    {
+        durable = state::durable_inputs(&client, &key).await?;
+    }
     let owner_ref = tm
         .controller_owner_ref(&())
         .ok_or_else(|| Error::InvalidObject("TerraformMachine without a UID".into()))?;
@@ -159,11 +164,11 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
 
     let infra = deps.as_ref().map(|d| &d.infra);
     let policy = machine::machine_policy(&tm, infra, ctx.args.drift_default_interval);
-    let creds = pass
-        .credentials(policy.identity.as_deref(), &owner_ref, &mut conds)
-        .await?;
-    let (state, state_view) = pass
-        .observe_state(&durable, provisioned(&status), &mut conds)
+    let observed = pass.observe(policy.identity.as_deref(), &owner_ref).await?;
+    let creds = pass.note_credentials(observed.credentials, observed.runner_rbac, &mut conds);
+    let state = observed.state;
+    let state_view = pass
+        .state_view(&state, &durable, provisioned(&status), &mut conds)
         .await?;
     let cluster_name = cluster_name(&tm, deps.as_ref());
     pass.keep_state(
@@ -179,7 +184,9 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
     )
     .await?;
     let previous = Conditions::from(tm.status.as_ref().and_then(|s| s.conditions.as_ref()));
-    let force_unlock = pass.inspect_lock(&state, &previous, &mut conds).await?;
+    let force_unlock = pass
+        .inspect_lock(&state, &observed.lock, &previous, &mut conds)
+        .await;
     let health = match &state {
         StateRead::Found(s, _) => {
             read_outputs(

@@ -32,26 +32,51 @@ pub struct Pass<'a, K> {
     pub now: Timestamp,
 }
 
+/// What [`Pass::observe`] read.
+pub struct Observed {
+    pub credentials: credentials::Outcome,
+    pub runner_rbac: Result<()>,
+    pub state: StateRead,
+    pub lock: super::locks::Lock,
+}
+
 impl<K> Pass<'_, K>
 where
     K: super::object::Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
-    /// Credentials and runner RBAC, every pass of a live object: IdentityAllowed,
-    /// CredentialsMirrored, RunnerRBACReady.
-    pub async fn credentials(
+    /// What every pass of a live object reads once no Job runs: its credentials and runner
+    /// RBAC (kept current), its state and the engine's lock. None depends on another, so they
+    /// are read at once: a pass that starts a Job makes its requests one after another, and
+    /// under a burst of changes each costs a round trip to a busy API server.
+    pub async fn observe(
         &self,
         identity: Option<&str>,
         owner_ref: &OwnerReference,
+    ) -> Result<Observed> {
+        let (client, caches, ns) = (&self.ctx.client, &self.ctx.caches, self.key.namespace());
+        let (credentials, runner_rbac, state, lock) = futures::try_join!(
+            credentials::ensure(client, caches, ns, identity, owner_ref),
+            // Not the pass's error: RunnerRBACReady says what failed.
+            async { Ok(credentials::ensure_runner_rbac(client, caches, ns).await) },
+            super::state::read(client, self.key),
+            super::locks::inspect(client, self.key),
+        )?;
+        Ok(Observed {
+            credentials,
+            runner_rbac,
+            state,
+            lock,
+        })
+    }
+
+    /// IdentityAllowed, CredentialsMirrored and RunnerRBACReady, from what
+    /// [`observe`](Self::observe) found.
+    pub fn note_credentials(
+        &self,
+        creds: credentials::Outcome,
+        runner_rbac: Result<()>,
         conds: &mut Conditions,
-    ) -> Result<credentials::Outcome> {
-        let creds = credentials::ensure(
-            &self.ctx.client,
-            &self.ctx.caches,
-            self.key.namespace(),
-            identity,
-            owner_ref,
-        )
-        .await?;
+    ) -> credentials::Outcome {
         conds.set(
             types::IDENTITY_ALLOWED,
             creds.identity_allowed.0,
@@ -68,13 +93,7 @@ where
             self.generation,
             self.now,
         );
-        match credentials::ensure_runner_rbac(
-            &self.ctx.client,
-            &self.ctx.caches,
-            self.key.namespace(),
-        )
-        .await
-        {
+        match runner_rbac {
             Ok(()) => conds.set(
                 types::RUNNER_RBAC_READY,
                 Status::True,
@@ -92,19 +111,19 @@ where
                 self.now,
             ),
         }
-        Ok(creds)
+        creds
     }
 
-    /// The state, read live (only while no Job runs), and StateReadable. A missing state of an
-    /// object that ever applied (the marker or digest on the durable inputs, `provisioned`, or
-    /// any backup) is lost, not "not yet".
-    pub async fn observe_state(
+    /// StateReadable, from the state [`observe`](Self::observe) read live (only while no Job
+    /// runs). A missing state of an object that ever applied (the marker or digest on the
+    /// durable inputs, `provisioned`, or any backup) is lost, not "not yet".
+    pub async fn state_view(
         &self,
+        state: &StateRead,
         durable: &DurableInputs,
         provisioned: bool,
         conds: &mut Conditions,
-    ) -> Result<(StateRead, StateView)> {
-        let state = super::state::read(&self.ctx.client, self.key).await?;
+    ) -> Result<StateView> {
         // Ever applied: the marker and digest survive a lost status and clusterctl move; a backup
         // (looked for only when the state is missing) survives even a lost durable inputs Secret.
         let ever_applied = durable.applied()
@@ -113,7 +132,7 @@ where
                 && !super::backups::list(&self.ctx.client, self.key)
                     .await?
                     .is_empty());
-        let view = match &state {
+        let view = match state {
             StateRead::Missing if ever_applied => {
                 conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups (docs/backups.md)", self.generation, self.now);
                 StateView::Lost
@@ -177,7 +196,7 @@ where
                 }
             }
         };
-        Ok((state, view))
+        Ok(view)
     }
 
     /// A backup of each new serial (`status.stateBackups`), and the owner references of the
@@ -311,13 +330,11 @@ where
     pub async fn inspect_lock(
         &self,
         state: &StateRead,
+        lock: &super::locks::Lock,
         previous: &Conditions,
         conds: &mut Conditions,
-    ) -> Result<Option<(String, String)>> {
-        // The engine's lock, while no Job runs: a dead runner's is released by the next Job, anyone
-        // else's is reported and never forced.
-        let lock = super::locks::inspect(&self.ctx.client, self.key).await?;
-        Ok(match &lock {
+    ) -> Option<(String, String)> {
+        match lock {
             super::locks::Lock::Stale { id, pod } => Some((id.clone(), pod.clone())),
             super::locks::Lock::Foreign(holder) if matches!(state, StateRead::Found(..)) => {
                 let message = format!(
@@ -354,7 +371,7 @@ where
                 None
             }
             _ => None,
-        })
+        }
     }
 
     /// A pass that cannot go on: paused (bookkeeping only; a deletion waits, said in Deleting)

@@ -95,20 +95,21 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
     let mut conds = Conditions::from(pool.status.as_ref().and_then(|s| s.conditions.as_ref()));
     let mut status = pool.status.clone().unwrap_or_default();
     first_visit(&mut conds, generation, now);
-    let jobs = jobs::list(&client, &key).await?;
+    // Independent reads, in one round trip (see the cluster's pass).
+    let (jobs, owner, durable) = futures::try_join!(
+        jobs::list(&client, &key),
+        verify_owner::owner::<capi::MachinePool, _>(
+            &ctx,
+            pool.as_ref(),
+            (Status::False, reasons::WAITING_FOR_OWNER_MACHINE_POOL),
+        ),
+        state::durable_inputs(&client, &key),
+    )?;
     let active = jobs.iter().find(|j| j.phase == Phase::Active).cloned();
-
-    let owner = verify_owner::owner::<capi::MachinePool, _>(
-        &ctx,
-        pool.as_ref(),
-        (Status::False, reasons::WAITING_FOR_OWNER_MACHINE_POOL),
-    )
-    .await?;
     let found = match owner {
         Ok(owner) => dependencies(&ctx, &pool, &namespace, owner).await?,
         Err(gate) => Err(gate),
     };
-    let durable = state::durable_inputs(&client, &key).await?;
     let found = match found {
         Ok(deps) if !deleting => match render(&ctx, &pool, &namespace, &deps).await? {
             Ok(prepared) => Ok((Some(deps), Some(prepared))),
@@ -181,11 +182,11 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
     let defaults = infra.and_then(|c| c.spec.defaults.as_ref());
     let identity =
         crate::machine::inherited_identity(pool.spec.workspace.identity_ref.as_ref(), infra);
-    let creds = pass
-        .credentials(identity.as_deref(), &owner_ref, &mut conds)
-        .await?;
-    let (state, state_view) = pass
-        .observe_state(&durable, provisioned(&status), &mut conds)
+    let observed = pass.observe(identity.as_deref(), &owner_ref).await?;
+    let creds = pass.note_credentials(observed.credentials, observed.runner_rbac, &mut conds);
+    let state = observed.state;
+    let state_view = pass
+        .state_view(&state, &durable, provisioned(&status), &mut conds)
         .await?;
     let cluster_name = pool
         .labels()
@@ -205,7 +206,9 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
     )
     .await?;
     let previous = Conditions::from(pool.status.as_ref().and_then(|s| s.conditions.as_ref()));
-    let force_unlock = pass.inspect_lock(&state, &previous, &mut conds).await?;
+    let force_unlock = pass
+        .inspect_lock(&state, &observed.lock, &previous, &mut conds)
+        .await;
     let health = match &state {
         StateRead::Found(s, _) => read_outputs(&pass, &api, s, &mut conds, &mut status).await?,
         _ => outputs::Reading::default(),
