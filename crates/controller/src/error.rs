@@ -22,6 +22,9 @@ pub enum Error {
     /// (De)serialising an object failed.
     #[error("{0}")]
     Serde(#[from] serde_json::Error),
+    /// The pass panicked: a bug in CAPTF, never the object's fault.
+    #[error("the pass panicked: {0} (a bug in CAPTF: please report it with this log line)")]
+    Panicked(String),
 }
 
 impl Error {
@@ -33,6 +36,7 @@ impl Error {
             Error::InvalidObject(_) => "invalid_object",
             Error::Contract(_) => "contract",
             Error::Serde(_) => "serialization",
+            Error::Panicked(_) => "panic",
         }
     }
 }

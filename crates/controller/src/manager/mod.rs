@@ -164,10 +164,22 @@ async fn lead(
             .map_err(|_| Error::Startup("leader election stopped".into()))?;
     }
     tracing::info!(%identity, "became leader; starting controllers");
-    let controllers = tokio::spawn(run_controllers(start));
+    let mut controllers = tokio::spawn(run_controllers(start));
     while *leading.borrow_and_update() {
-        if leading.changed().await.is_err() {
-            break;
+        tokio::select! {
+            changed = leading.changed() => if changed.is_err() {
+                break;
+            },
+            // Controllers that end while this replica leads (on a shutdown signal, or their
+            // caches stopped) end the manager too: otherwise it would keep the lease and do
+            // nothing. A pass's panic is caught in the pass (`reconcile::guarded`); one anywhere
+            // else ends up here.
+            ended = &mut controllers => {
+                return match ended {
+                    Err(e) if e.is_panic() => Err(Error::Startup(format!("the controllers panicked: {e}"))),
+                    _ => Ok(()),
+                };
+            }
         }
     }
     tracing::warn!(%identity, "lost leadership; stopping controllers");
@@ -248,7 +260,7 @@ async fn run_controllers(start: Start) {
         .with_config(controller::Config::default().concurrency(args.terraformcluster_concurrency))
         .shutdown_on_signal()
         .run(
-            reconcile::cluster::reconcile,
+            reconcile::guarded(reconcile::cluster::reconcile),
             reconcile::error_policy,
             ctx.clone(),
         )
@@ -280,7 +292,7 @@ async fn run_controllers(start: Start) {
     )
     .shutdown_on_signal()
     .run(
-        reconcile::template::reconcile,
+        reconcile::guarded(reconcile::template::reconcile),
         reconcile::error_policy,
         ctx.clone(),
     )
@@ -306,7 +318,7 @@ async fn run_controllers(start: Start) {
         })
         .shutdown_on_signal()
         .run(
-            reconcile::identity::reconcile,
+            reconcile::guarded(reconcile::identity::reconcile),
             reconcile::error_policy,
             ctx.clone(),
         )
@@ -461,7 +473,11 @@ async fn run_members<K, F, Fut, J, S>(
         )
         .with_config(controller::Config::default().concurrency(concurrency))
         .shutdown_on_signal()
-        .run(reconcile, reconcile::error_policy, ctx.clone())
+        .run(
+            reconcile::guarded(reconcile),
+            reconcile::error_policy,
+            ctx.clone(),
+        )
         .for_each(report)
         .await;
 }

@@ -29,9 +29,11 @@ pub mod template;
 pub mod variables;
 pub mod verify_owner;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Recorder, Reporter};
 
@@ -80,6 +82,37 @@ impl Context {
     }
 }
 
+/// A pass that panics fails like one that returns an error: [`error_policy`] logs and counts
+/// it and retries it later, and every other object's passes go on. Unguarded, the panic would
+/// unwind through the controller and end all of its passes, while the manager kept its
+/// leadership and did nothing (controller-runtime recovers a panicking reconcile the same way).
+pub fn guarded<K, C, F, Fut>(
+    mut reconcile: F,
+) -> impl FnMut(Arc<K>, Arc<C>) -> futures::future::BoxFuture<'static, Result<Action, Error>>
+where
+    F: FnMut(Arc<K>, Arc<C>) -> Fut,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    move |object, ctx| {
+        // Calling an async fn runs none of its body: every panic happens inside `pass`.
+        let pass = std::panic::AssertUnwindSafe(reconcile(object, ctx));
+        pass.catch_unwind()
+            .map(|result| {
+                result.unwrap_or_else(|panic| Err(Error::Panicked(panic_message(panic.as_ref()))))
+            })
+            .boxed()
+    }
+}
+
+/// What a panic said: `panic!` with a literal carries a `&str`, with arguments a `String`.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned())
+}
+
 /// Requeue after an error: transient API trouble retries soon, a bad object waits for a change.
 pub fn error_policy<K: kube::Resource<DynamicType = ()>>(
     _object: Arc<K>,
@@ -97,9 +130,56 @@ pub fn error_policy<K: kube::Resource<DynamicType = ()>>(
         .reconcile_errors_total
         .get_or_create(&crate::manager::metrics::Controller { controller })
         .inc();
-    tracing::warn!(error = %error, category = error.category(), "reconcile failed");
+    if let Error::Panicked(_) = error {
+        tracing::error!(error = %error, category = error.category(), "reconcile panicked");
+    } else {
+        tracing::warn!(error = %error, category = error.category(), "reconcile failed");
+    }
     match error {
         Error::InvalidObject(_) => Action::await_change(),
         _ => Action::requeue(Duration::from_secs(15)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pass that ends as `case` says: its own result, or a panic with a literal or a
+    /// formatted message.
+    async fn pass(case: Arc<String>, _ctx: Arc<()>) -> Result<Action, Error> {
+        match case.as_str() {
+            "ok" => Ok(Action::await_change()),
+            "error" => Err(Error::InvalidObject("bad spec".into())),
+            "panic literal" => panic!("index out of bounds"),
+            other => panic!("{other} with arguments"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_pass_fails_like_one_that_errs() -> anyhow::Result<()> {
+        let mut run = guarded(pass);
+        for (case, want) in [
+            ("ok", None),
+            ("error", Some("invalid_object: bad spec")),
+            (
+                "panic literal",
+                Some("panic: the pass panicked: index out of bounds"),
+            ),
+            (
+                "panic",
+                Some("panic: the pass panicked: panic with arguments"),
+            ),
+        ] {
+            let got = run(Arc::new(case.to_owned()), Arc::new(()))
+                .await
+                .err()
+                .map(|e| format!("{}: {e}", e.category()));
+            let got = got
+                .as_deref()
+                .map(|g| g.split(" (a bug").next().unwrap_or(g));
+            anyhow::ensure!(got == want, "{case}: got {got:?}, want {want:?}");
+        }
+        Ok(())
     }
 }
