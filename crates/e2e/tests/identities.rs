@@ -6,7 +6,8 @@ use captf_api::{TerraformCluster, TerraformClusterIdentity};
 use captf_e2e::fixture::*;
 use captf_e2e::{Manager, apply_yaml, manager_kubeconfig};
 use captf_testenv::wait_for;
-use kube::api::{Api, ListParams};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams, Patch, PatchParams};
 
 const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
 
@@ -45,6 +46,57 @@ async fn identity_status_follows_its_secret_and_its_mirrors() {
         "the namespace listed",
         &manager,
         |i| namespaces(i) == [ns.clone()],
+    )
+    .await;
+
+    // Revoked: the identity stops allowing the namespace. The user's next pass (an annotation
+    // wakes it now rather than at --sync-period) deletes the mirror and says why, and the
+    // identity stops listing the namespace.
+    let mirror = captf_api::names::credential_mirror(&identity);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    assert!(
+        secrets.get_opt(&mirror).await.expect("read").is_some(),
+        "the mirror before the revocation"
+    );
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1\nkind: TerraformClusterIdentity\nmetadata: {{name: {identity}}}\nspec:\n  secretRef: {{name: noop-credentials, namespace: captf-system}}\n  allowedNamespaces: {{list: [elsewhere]}}\n"
+        ),
+    )
+    .await
+    .expect("identity narrowed");
+    clusters
+        .patch(
+            "user",
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"metadata": {"annotations": {"e2e.captf.io/wake": "revoked"}}}),
+            ),
+        )
+        .await
+        .expect("annotate");
+    let blocked = wait_until(&clusters, "user", "NamespaceNotAllowed", &manager, |c| {
+        has(c, "IdentityAllowed", "False", "NamespaceNotAllowed")
+    })
+    .await;
+    wait_for("the mirror deleted", TIMEOUT, || async {
+        Ok(secrets.get_opt(&mirror).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{blocked:?}\nmanager log:\n{}", manager.log()));
+    let removed = event(&client, &ns, "MirrorRemoved").await;
+    let note = removed.note.unwrap_or_default();
+    assert!(
+        note.contains(&mirror) && note.contains("no longer allows"),
+        "{note}"
+    );
+    wait_until(
+        &identities,
+        &identity,
+        "no namespace listed",
+        &manager,
+        |i| namespaces(i).is_empty(),
     )
     .await;
 

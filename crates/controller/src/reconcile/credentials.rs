@@ -8,7 +8,7 @@ use captf_api::{TerraformClusterIdentity, annotations, labels, names};
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use sha2::{Digest, Sha256};
 
@@ -25,6 +25,8 @@ pub struct Outcome {
     pub mirrored: (Status, &'static str, String),
     /// The identity name when everything is in place.
     pub ready: Option<String>,
+    /// The mirror this pass deleted because the identity no longer allows the namespace.
+    pub mirror_removed: Option<String>,
 }
 
 impl Outcome {
@@ -37,6 +39,7 @@ impl Outcome {
                 "waiting for the identity check".into(),
             ),
             ready: None,
+            mirror_removed: None,
         }
     }
 }
@@ -84,13 +87,15 @@ pub async fn ensure(
     }
     .unwrap_or_default();
     if !crate::identity::allows(&id, namespace, &ns_labels) {
-        return Ok(Outcome::blocked(
+        let mut blocked = Outcome::blocked(
             Status::False,
             reasons::NAMESPACE_NOT_ALLOWED,
             format!(
                 "TerraformClusterIdentity {identity} does not allow namespace {namespace}: add it to spec.allowedNamespaces (list or selector)"
             ),
-        ));
+        );
+        blocked.mirror_removed = revoke_mirror(client, caches, namespace, identity).await?;
+        return Ok(blocked);
     }
     let source_ref = &id.spec.secret_ref;
     let sources: Api<Secret> = Api::namespaced(client.clone(), &source_ref.namespace);
@@ -146,6 +151,7 @@ pub async fn ensure(
                     ),
                 ),
                 ready: None,
+                mirror_removed: None,
             });
         }
     }
@@ -192,7 +198,65 @@ pub async fn ensure(
         identity_allowed: allowed,
         mirrored: (Status::True, reasons::MIRRORED, String::new()),
         ready: Some(identity.to_owned()),
+        mirror_removed: None,
     })
+}
+
+/// Deletes the namespace's mirror of `identity`, which no longer allows the namespace: the
+/// credentials must not stay where they may not be used. Returns the mirror's name when it was
+/// deleted. The mirror is found in the cache; one the cache has not seen yet goes at a later
+/// pass (a blocked object passes again within 30 seconds). The UID precondition keeps a
+/// Secret made under the same name since from being deleted in its place.
+async fn revoke_mirror(
+    client: &kube::Client,
+    caches: &Caches,
+    namespace: &str,
+    identity: &str,
+) -> Result<Option<String>> {
+    let name = names::credential_mirror(identity);
+    let Some(uid) = caches
+        .secrets
+        .mirror(namespace, &name)
+        .and_then(|m| mirror_uid(&m.metadata, identity))
+    else {
+        return Ok(None);
+    };
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let mirrors: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    match mirrors.delete(&name, &params).await {
+        Ok(_) => Ok(Some(name)),
+        // Gone already, or no longer the Secret the cache saw.
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(None),
+        Err(source) => Err(crate::Error::Kube {
+            action: format!("deleting credential mirror {namespace}/{name}"),
+            source,
+        }),
+    }
+}
+
+/// The UID of `mirror` when it is CAPTF's mirror of `identity` (pure): labelled
+/// `captf.io/mirrored=true` and annotated with the identity's name.
+fn mirror_uid(
+    mirror: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    identity: &str,
+) -> Option<String> {
+    let labelled = mirror
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::MIRRORED))
+        .is_some_and(|v| v == labels::TRUE);
+    let of_identity = mirror
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotations::IDENTITY))
+        .is_some_and(|i| i == identity);
+    mirror.uid.clone().filter(|_| labelled && of_identity)
 }
 
 /// The mirror holds the source's data (by its hash) and lists `owner` as it should.
@@ -487,6 +551,55 @@ mod tests {
             uid: uid.into(),
             controller: None,
             block_owner_deletion: None,
+        }
+    }
+
+    #[test]
+    fn only_captfs_mirror_of_the_identity_is_revoked() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let secret =
+            |mirrored: Option<&str>, identity: Option<&str>, uid: Option<&str>| ObjectMeta {
+                labels: mirrored
+                    .map(|v| BTreeMap::from([(labels::MIRRORED.to_owned(), v.to_owned())])),
+                annotations: identity
+                    .map(|i| BTreeMap::from([(annotations::IDENTITY.to_owned(), i.to_owned())])),
+                uid: uid.map(str::to_owned),
+                ..ObjectMeta::default()
+            };
+        let cases = [
+            (
+                "the identity's mirror",
+                secret(Some("true"), Some("acme"), Some("u1")),
+                Some("u1"),
+            ),
+            (
+                "another identity's mirror",
+                secret(Some("true"), Some("other"), Some("u1")),
+                None,
+            ),
+            (
+                "not labelled a mirror",
+                secret(None, Some("acme"), Some("u1")),
+                None,
+            ),
+            (
+                "labelled otherwise",
+                secret(Some("false"), Some("acme"), Some("u1")),
+                None,
+            ),
+            (
+                "no identity annotation",
+                secret(Some("true"), None, Some("u1")),
+                None,
+            ),
+            (
+                "no UID to make sure of",
+                secret(Some("true"), Some("acme"), None),
+                None,
+            ),
+        ];
+        for (name, mirror, want) in cases {
+            assert_eq!(mirror_uid(&mirror, "acme").as_deref(), want, "{name}");
         }
     }
 

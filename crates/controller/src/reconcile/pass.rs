@@ -61,6 +61,17 @@ where
             super::state::read(client, self.key),
             super::locks::inspect(client, self.key),
         )?;
+        if let Some(mirror) = &credentials.mirror_removed {
+            self.publish(
+                EventType::Normal,
+                captf_api::events::MIRROR_REMOVED,
+                &format!(
+                    "deleted the credential mirror {ns}/{mirror}: TerraformClusterIdentity {} no longer allows the namespace",
+                    identity.unwrap_or_default()
+                ),
+            )
+            .await;
+        }
         Ok(Observed {
             credentials,
             runner_rbac,
