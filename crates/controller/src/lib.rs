@@ -19,6 +19,7 @@ pub mod reconcile;
 pub mod registry;
 pub mod schedule;
 pub mod slots;
+pub mod sweep;
 pub mod variables;
 pub mod wake;
 pub mod webhook;

@@ -325,7 +325,8 @@ async fn run_controllers(start: Start) {
         .for_each(report)
         .await;
     };
-    futures::join!(clusters, machines, pools, templates, identities);
+    let sweep = crate::sweep::run(client.clone(), args.namespace.clone(), args.sync_period);
+    futures::join!(clusters, machines, pools, templates, identities, sweep);
 }
 
 /// A workload kind a controller runs for.
