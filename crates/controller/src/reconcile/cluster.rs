@@ -19,13 +19,13 @@ use kube::{Resource, ResourceExt};
 
 use super::act::Acted;
 use super::bookkeeping::{self, Finished};
-use super::jobs::{self, Phase};
+use super::jobs::Phase;
 use super::launch::Launch;
 use super::object::{add_finalizer, set_block_move};
 use super::pass::{Pass, first_visit};
 use super::snapshot::Observation;
 use super::state::{self, StateRead};
-use super::{Context, approvals, outputs, verify_owner};
+use super::{Context, approvals, outputs};
 use crate::capi;
 use crate::conditions::Conditions;
 use crate::decide::{self, Action as Decided, Approvals, Policy};
@@ -68,17 +68,10 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     let mut status = tc.status.clone().unwrap_or_default();
     first_visit(&mut conds, generation, now);
     // The Jobs, the owner (the CAPI Cluster that references this object back) and what the
-    // last apply rendered are independent reads: one round trip instead of three, which is
-    // what every pass of a burst of changes waits on.
-    let (jobs, owner, mut durable) = futures::try_join!(
-        jobs::list(&client, &key),
-        verify_owner::owner::<capi::Cluster, _>(
-            &ctx,
-            tc.as_ref(),
-            (Status::Unknown, reasons::WAITING_FOR_OWNER),
-        ),
-        state::durable_inputs(&client, &key),
-    )?;
+    // last apply rendered, in one round trip.
+    let (jobs, owner, mut durable) = pass
+        .first_reads::<capi::Cluster>((Status::Unknown, reasons::WAITING_FOR_OWNER))
+        .await?;
     let active = jobs.iter().find(|j| j.phase == Phase::Active).cloned();
     // Then the variables sources (not needed to destroy: that runs from the durable inputs).
     let found = match owner {

@@ -327,7 +327,7 @@ where
                 )
                 .await;
             }
-        },);
+        });
         match per_run {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}

@@ -22,13 +22,13 @@ use kube::{Resource, ResourceExt};
 use super::Context;
 use super::act::Acted;
 use super::bookkeeping::{self, Finished};
-use super::jobs::{self, Phase};
+use super::jobs::Phase;
 use super::launch::Launch;
 use super::object::{add_finalizer, set_block_move};
 use super::pass::{Pass, first_visit};
 use super::snapshot::Observation;
 use super::state::{self, StateRead};
-use super::verify_owner::{self, Gate};
+use super::verify_owner::Gate;
 use super::{member, outputs, variables};
 use crate::capi;
 use crate::conditions::Conditions;
@@ -75,16 +75,9 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
     let mut conds = Conditions::from(tm.status.as_ref().and_then(|s| s.conditions.as_ref()));
     let mut status = tm.status.clone().unwrap_or_default();
     first_visit(&mut conds, generation, now);
-    // Independent reads, in one round trip (see the cluster's pass).
-    let (jobs, owner, mut durable) = futures::try_join!(
-        jobs::list(&client, &key),
-        verify_owner::owner::<capi::Machine, _>(
-            &ctx,
-            tm.as_ref(),
-            (Status::False, reasons::WAITING_FOR_OWNER_MACHINE),
-        ),
-        state::durable_inputs(&client, &key),
-    )?;
+    let (jobs, owner, mut durable) = pass
+        .first_reads::<capi::Machine>((Status::False, reasons::WAITING_FOR_OWNER_MACHINE))
+        .await?;
     let active = jobs.iter().find(|j| j.phase == Phase::Active).cloned();
     let was_provisioned = provisioned(&status);
     let found = match owner {

@@ -32,6 +32,13 @@ pub struct Pass<'a, K> {
     pub now: Timestamp,
 }
 
+/// What [`Pass::first_reads`] read: the Jobs, the owner or its gate, the durable inputs.
+pub type FirstReads<O> = (
+    Vec<ObservedJob>,
+    std::result::Result<O, super::verify_owner::Gate>,
+    DurableInputs,
+);
+
 /// What [`Pass::observe`] read.
 pub struct Observed {
     pub credentials: credentials::Outcome,
@@ -44,6 +51,22 @@ impl<K> Pass<'_, K>
 where
     K: super::object::Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
+    /// What every pass reads first, at once since none depends on another: the object's Jobs,
+    /// its verified owner `O` (or why it has none; `others` as in [`verify_owner::owner`]) and
+    /// what its last apply rendered.
+    ///
+    /// [`verify_owner::owner`]: super::verify_owner::owner
+    pub async fn first_reads<O: crate::capi::Owner>(
+        &self,
+        others: (Status, &'static str),
+    ) -> Result<FirstReads<O>> {
+        futures::try_join!(
+            jobs::list(&self.ctx.client, self.key),
+            super::verify_owner::owner::<O, K>(self.ctx, self.object, others),
+            super::state::durable_inputs(&self.ctx.client, self.key),
+        )
+    }
+
     /// What every pass of a live object reads once no Job runs: its credentials and runner
     /// RBAC (kept current), its state and the engine's lock. None depends on another, so they
     /// are read at once: a pass that starts a Job makes its requests one after another, and

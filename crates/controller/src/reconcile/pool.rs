@@ -23,7 +23,7 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
 use super::act::Acted;
-use super::jobs::{self, Phase};
+use super::jobs::Phase;
 use super::launch::{Launch, RenderedExports};
 use super::object::{add_finalizer, set_block_move};
 use super::pass::{Pass, first_visit};
@@ -31,7 +31,7 @@ use super::pool_exports::{self, BlockedApply, PendingFate, Render};
 use super::pool_guard::{exports_guard, newest_blocked, record_exports};
 use super::snapshot::Observation;
 use super::state::{self, StateRead};
-use super::verify_owner::{self, Gate};
+use super::verify_owner::Gate;
 use super::{Context, bookkeeping, member, outputs};
 use crate::capi;
 use crate::conditions::Conditions;
@@ -95,16 +95,9 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
     let mut conds = Conditions::from(pool.status.as_ref().and_then(|s| s.conditions.as_ref()));
     let mut status = pool.status.clone().unwrap_or_default();
     first_visit(&mut conds, generation, now);
-    // Independent reads, in one round trip (see the cluster's pass).
-    let (jobs, owner, durable) = futures::try_join!(
-        jobs::list(&client, &key),
-        verify_owner::owner::<capi::MachinePool, _>(
-            &ctx,
-            pool.as_ref(),
-            (Status::False, reasons::WAITING_FOR_OWNER_MACHINE_POOL),
-        ),
-        state::durable_inputs(&client, &key),
-    )?;
+    let (jobs, owner, durable) = pass
+        .first_reads::<capi::MachinePool>((Status::False, reasons::WAITING_FOR_OWNER_MACHINE_POOL))
+        .await?;
     let active = jobs.iter().find(|j| j.phase == Phase::Active).cloned();
     let found = match owner {
         Ok(owner) => dependencies(&ctx, &pool, &namespace, owner).await?,
