@@ -64,20 +64,30 @@ async fn once(client: &kube::Client, namespace: &str) -> Result<Round> {
     held.extend(namespaces_of::<RoleBinding>(client, namespace, &managed).await?);
     held.extend(namespaces_of::<Lease>(client, namespace, &managed).await?);
     let mut swept = Vec::new();
-    let count = held.len();
-    for ns in held {
-        if occupied(client, &ns, &managed).await? {
-            continue;
-        }
-        let mut removed = Vec::new();
-        removed.extend(clear::<ServiceAccount>(client, &ns, &managed).await?);
-        removed.extend(clear::<RoleBinding>(client, &ns, &managed).await?);
-        removed.extend(clear::<Lease>(client, &ns, &managed).await?);
-        if !removed.is_empty() {
-            swept.push((ns, removed));
+    for ns in &held {
+        // One namespace's failure leaves the others to be swept; it is tried again next round.
+        match sweep(client, ns, &managed).await {
+            Ok(removed) if removed.is_empty() => {}
+            Ok(removed) => swept.push((ns.clone(), removed)),
+            Err(error) => tracing::warn!(namespace = %ns, %error, "orphan sweep failed"),
         }
     }
-    Ok(Round { held: count, swept })
+    Ok(Round {
+        held: held.len(),
+        swept,
+    })
+}
+
+/// Sweeps `ns` unless it is occupied; returns what it removed (`kind/name`).
+async fn sweep(client: &kube::Client, ns: &str, managed: &ListParams) -> Result<Vec<String>> {
+    if occupied(client, ns, managed).await? {
+        return Ok(Vec::new());
+    }
+    let mut removed = Vec::new();
+    removed.extend(clear::<ServiceAccount>(client, ns, managed).await?);
+    removed.extend(clear::<RoleBinding>(client, ns, managed).await?);
+    removed.extend(clear::<Lease>(client, ns, managed).await?);
+    Ok(removed)
 }
 
 /// The namespaces holding a managed `K`.
