@@ -364,6 +364,30 @@ impl Manager {
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Sends SIGTERM (what the kubelet sends a stopping pod) and waits up to `within` for the
+    /// process to exit; its exit status.
+    pub async fn terminate(
+        &mut self,
+        within: std::time::Duration,
+    ) -> anyhow::Result<std::process::ExitStatus> {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let pid = i32::try_from(self.child.id()).context("pid")?;
+        kill(Pid::from_raw(pid), Signal::SIGTERM).context("SIGTERM")?;
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "the manager did not exit within {within:?} of SIGTERM:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
 }
 
 impl Drop for Manager {

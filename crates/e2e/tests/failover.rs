@@ -150,3 +150,103 @@ async fn the_standby_takes_over_a_running_apply_without_starting_a_second_job() 
     );
     assert!(took <= LEASE + TAKEOVER_MARGIN, "takeover took {took:?}");
 }
+
+/// SIGTERM, as in a rolling update: the leader lets its running passes end, releases the Lease
+/// and exits 0, and the standby takes over at its next look at the Lease rather than when the
+/// Lease would have run out (two minutes here), then finishes the running apply.
+#[tokio::test]
+async fn a_stopped_leader_hands_the_lease_over_at_once() {
+    let (env, client, ns) = namespace_with_identity("handover").await;
+    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
+    let lease_name = format!("captf-e2e-{ns}");
+    let flags = [
+        format!("--namespace={ns}"),
+        "--leader-elect".to_owned(),
+        format!("--leader-elect-lease-name={lease_name}"),
+        "--leader-elect-lease-duration=120s".to_owned(),
+        "--leader-elect-renew-deadline=100s".to_owned(),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let names = [format!("{ns}-a"), format!("{ns}-b")];
+    let mut managers: Vec<Manager> = names
+        .iter()
+        .map(|n| Manager::start(&env, &kubeconfig, n, &flags).expect("manager"))
+        .collect();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "captf-system");
+    let first = wait_for("a leader", TIMEOUT, || async {
+        Ok(holder(&leases, &lease_name).await)
+    })
+    .await
+    .expect("leader");
+    let leader = names
+        .iter()
+        .position(|n| first == format!("manager-{n}"))
+        .unwrap_or_else(|| panic!("holder {first} is none of {names:?}"));
+    let follower = managers.remove(1 - leader);
+    let mut leading = managers.remove(0);
+    let standby_identity = format!("manager-{}", names[1 - leader]);
+
+    let name = "handover";
+    create_cluster(
+        &client,
+        &ns,
+        name,
+        "captf.local/modules/noop-cluster:e2e",
+        "  variables: {sleep_seconds: 10}",
+    )
+    .await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let running = wait_until(&api, name, "the leader's apply Job", &leading, |t| {
+        t.status
+            .as_ref()
+            .is_some_and(|s| s.workspace.active_job.is_some())
+    })
+    .await;
+    let job = running
+        .status
+        .and_then(|s| s.workspace.active_job)
+        .expect("active Job")
+        .name;
+
+    let stopped = Instant::now();
+    let status = leading
+        .terminate(Duration::from_secs(30))
+        .await
+        .expect("the leader exits");
+    assert!(status.success(), "exit {status}:\n{}", leading.log());
+    assert!(
+        leading.log().contains("released the leader-election Lease"),
+        "{}",
+        leading.log()
+    );
+    // Without the release the standby would wait for the Lease to run out: 120 s after the
+    // leader's last renewal, which was its acquisition a few seconds before the cluster.
+    let handover = Duration::from_secs(30);
+    wait_for(
+        "the standby to take the released lease",
+        handover,
+        || async {
+            Ok(
+                (holder(&leases, &lease_name).await.as_deref() == Some(standby_identity.as_str()))
+                    .then_some(()),
+            )
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nstandby log:\n{}", follower.log()));
+    let took = stopped.elapsed();
+    assert!(took < handover, "handover took {took:?}");
+
+    let done = wait_until(&api, name, "Ready under the new leader", &follower, |t| {
+        has(t, "Ready", "True", "Ready")
+    })
+    .await;
+    assert_eq!(
+        done.status
+            .as_ref()
+            .and_then(|s| s.workspace.last_run.as_ref())
+            .map(|r| r.job.as_str()),
+        Some(job.as_str()),
+        "the new leader recorded the running Job's result"
+    );
+}

@@ -188,6 +188,17 @@ impl ManagerArgs {
                     .into(),
             );
         }
+        // A candidate looks at the Lease every retry period: never would not be a candidate,
+        // and one that looks less often than the leader renews has no use for the interval.
+        if self.leader_elect
+            && (self.leader_elect_retry_period.is_zero()
+                || self.leader_elect_retry_period >= self.leader_elect_renew_deadline)
+        {
+            problems.push(
+                "--leader-elect-retry-period must be more than 0 and shorter than --leader-elect-renew-deadline"
+                    .into(),
+            );
+        }
         if problems.is_empty() {
             Ok(())
         } else {
@@ -310,6 +321,32 @@ mod tests {
                 .expect_err("bad image")
                 .contains("--runner-image")
         );
+    }
+
+    #[test]
+    fn election_timings_are_checked_only_with_leader_election() {
+        for (flags, problem) in [
+            (&["--leader-elect"][..], None),
+            (
+                &["--leader-elect", "--leader-elect-renew-deadline=15s"],
+                Some("--leader-elect-renew-deadline must be shorter"),
+            ),
+            (
+                &["--leader-elect", "--leader-elect-retry-period=0s"],
+                Some("--leader-elect-retry-period must be more than 0"),
+            ),
+            (
+                &["--leader-elect", "--leader-elect-retry-period=10s"],
+                Some("shorter than --leader-elect-renew-deadline"),
+            ),
+            (&["--leader-elect-retry-period=0s"], None),
+        ] {
+            match (parse(flags).validate(), problem) {
+                (Ok(()), None) => {}
+                (Err(err), Some(says)) => assert!(err.contains(says), "{flags:?}: {err}"),
+                (got, want) => panic!("{flags:?}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod diagnostics;
+pub mod election;
 pub mod metrics;
 pub mod tls;
 
@@ -78,25 +79,33 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
         metrics: metrics.clone(),
         caches,
     };
+    let stop: Stop = futures::FutureExt::shared(futures::FutureExt::boxed(shutdown()));
     let controllers = async {
         ready.store(true, Ordering::Relaxed);
         if args.leader_elect {
-            lead(&client, &args, pod_namespace.as_deref(), start).await
+            lead(
+                &client,
+                &args,
+                pod_namespace.as_deref(),
+                start,
+                stop.clone(),
+            )
+            .await
         } else {
-            run_controllers(start).await;
+            drain(run_controllers(start, stop.clone()), stop.clone()).await;
             Ok(())
         }
     };
-    tokio::select! {
+    // The controllers' branch ends on a signal, once the running passes are done (and, with
+    // leader election, the Lease released); the servers stop with the process.
+    let result = tokio::select! {
         result = health => result,
         result = metrics_server => result,
         result = webhooks => result,
         result = controllers => result,
-        _ = shutdown() => {
-            tracing::info!("shutting down");
-            Ok(())
-        }
-    }
+    };
+    tracing::info!("stopped");
+    result
 }
 
 async fn client(args: &ManagerArgs) -> Result<Client, Error> {
@@ -131,62 +140,92 @@ async fn ensure_crds(client: &Client) -> Result<(), Error> {
     Ok(())
 }
 
-/// Runs the controllers while this replica leads; gives them up when leadership is lost.
+/// Runs the controllers while this replica leads; gives them up when leadership is lost, and
+/// hands the Lease over when `stop` fires.
 async fn lead(
     client: &Client,
     args: &ManagerArgs,
     namespace: Option<&str>,
     start: Start,
+    stop: Stop,
 ) -> Result<(), Error> {
     let namespace = namespace.unwrap_or("default");
     let identity = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| format!("captf-{}", std::process::id()));
-    let lease_seconds = args.leader_elect_lease_duration.as_secs().max(2);
-    let grace = lease_seconds
-        .saturating_sub(args.leader_elect_renew_deadline.as_secs())
-        .clamp(1, lease_seconds - 1);
-    let manager =
-        kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &args.leader_elect_lease_name)
-            .with_namespace(namespace)
-            .with_identity(&identity)
-            .with_duration(lease_seconds)
-            .with_grace(grace)
-            .build()
-            .await
-            .map_err(|e| Error::Startup(format!("leader election: {e}")))?;
-    let (mut leading, _task) = manager.watch().await;
+    let election = election::Election::new(client.clone(), args, namespace, identity);
+    let identity = election.identity();
     tracing::info!(lease = %args.leader_elect_lease_name, %namespace, %identity, "waiting for leadership");
-    while !*leading.borrow_and_update() {
-        leading
-            .changed()
-            .await
-            .map_err(|_| Error::Startup("leader election stopped".into()))?;
-    }
+    let Some(mut leadership) = election.campaign(stop.clone()).await else {
+        return Ok(());
+    };
     tracing::info!(%identity, "became leader; starting controllers");
-    let mut controllers = tokio::spawn(run_controllers(start));
-    while *leading.borrow_and_update() {
+    let mut controllers = tokio::spawn(run_controllers(start, stop.clone()));
+    let stopped = loop {
         tokio::select! {
-            changed = leading.changed() => if changed.is_err() {
-                break;
+            // First: controllers that end after the signal ended because of it.
+            biased;
+            () = stop.clone() => break true,
+            changed = leadership.leading.changed() => if changed.is_err() || !*leadership.leading.borrow() {
+                break false;
             },
-            // Controllers that end while this replica leads (on a shutdown signal, or their
-            // caches stopped) end the manager too: otherwise it would keep the lease and do
-            // nothing. A pass's panic is caught in the pass (`reconcile::guarded`); one anywhere
-            // else ends up here.
+            // Controllers that end while this replica leads (their caches stopped) end the
+            // manager too: otherwise it would keep the lease and do nothing. A pass's panic is
+            // caught in the pass (`reconcile::guarded`); one anywhere else ends up here.
             ended = &mut controllers => {
+                hand_over(leadership, identity).await;
                 return match ended {
                     Err(e) if e.is_panic() => Err(Error::Startup(format!("the controllers panicked: {e}"))),
                     _ => Ok(()),
                 };
             }
         }
+    };
+    if !stopped {
+        tracing::warn!(%identity, "lost leadership; stopping controllers");
+        controllers.abort();
+        // A replica that lost its lease must not keep writing: exit and let the Deployment
+        // restart it as a candidate (what controller-runtime does too).
+        return Err(Error::Startup("leadership lost".into()));
     }
-    tracing::warn!(%identity, "lost leadership; stopping controllers");
-    controllers.abort();
-    // A replica that lost its lease must not keep writing: exit and let the Deployment restart
-    // it as a candidate (what controller-runtime does too).
-    Err(Error::Startup("leadership lost".into()))
+    // The controllers saw the signal too: they start no pass and end once the running ones have.
+    let drained = tokio::select! {
+        ended = tokio::time::timeout(election::GRACEFUL_SHUTDOWN, &mut controllers) => ended.is_ok(),
+        _ = leadership.leading.wait_for(|leading| !leading) => false,
+    };
+    if !drained {
+        tracing::warn!(%identity, "stopping with passes still running");
+        controllers.abort();
+    }
+    hand_over(leadership, identity).await;
+    Ok(())
+}
+
+async fn hand_over(leadership: election::Leadership, identity: &str) {
+    if leadership.release().await {
+        tracing::info!(%identity, "released the leader-election Lease");
+    } else {
+        tracing::warn!(%identity, "could not release the leader-election Lease: the standby takes over once it runs out");
+    }
+}
+
+/// Fires once on SIGTERM or SIGINT; every part of the manager that must stop holds a clone.
+type Stop = futures::future::Shared<futures::future::BoxFuture<'static, ()>>;
+
+/// Runs `work` (the controllers) until it ends; after `stop`, gives it at most
+/// [`election::GRACEFUL_SHUTDOWN`] to finish its running passes.
+async fn drain(work: impl std::future::Future<Output = ()>, stop: Stop) {
+    tokio::pin!(work);
+    tokio::select! {
+        () = &mut work => return,
+        () = stop => {}
+    }
+    if tokio::time::timeout(election::GRACEFUL_SHUTDOWN, work)
+        .await
+        .is_err()
+    {
+        tracing::warn!("stopping with passes still running");
+    }
 }
 
 /// What the controllers are started from.
@@ -198,7 +237,7 @@ struct Start {
     caches: Arc<OnceLock<Caches>>,
 }
 
-async fn run_controllers(start: Start) {
+async fn run_controllers(start: Start, stop: Stop) {
     let crate::cache::Reflectors {
         caches,
         jobs_events,
@@ -224,7 +263,11 @@ async fn run_controllers(start: Start) {
     let client = ctx.client.clone();
     let args = &ctx.args;
     // Passes count Jobs from the cache (the caps); start only once it holds the whole list.
-    if !ctx.caches.wait_until_ready().await {
+    let filled = tokio::select! {
+        filled = ctx.caches.wait_until_ready() => filled,
+        () = stop.clone() => return,
+    };
+    if !filled {
         tracing::error!("the caches stopped before they were filled");
         return;
     }
@@ -258,7 +301,7 @@ async fn run_controllers(start: Start) {
     );
     let clusters = variables_sources(clusters, &client, &args.namespace)
         .with_config(controller::Config::default().concurrency(args.terraformcluster_concurrency))
-        .shutdown_on_signal()
+        .graceful_shutdown_on(stop.clone())
         .run(
             reconcile::guarded(reconcile::cluster::reconcile),
             reconcile::error_policy,
@@ -273,6 +316,7 @@ async fn run_controllers(start: Start) {
         machine_events,
         args.terraformmachine_concurrency,
         reconcile::machine::reconcile,
+        stop.clone(),
     );
     let pools = run_members::<captf_api::TerraformMachinePool, _, _, _, _>(
         &ctx,
@@ -281,6 +325,7 @@ async fn run_controllers(start: Start) {
         pool_events,
         args.terraformmachinepool_concurrency,
         reconcile::pool::reconcile,
+        stop.clone(),
     );
     // Templates run no Job: only their own changes (and a retry after a failed read) wake them.
     let templates = Controller::new(
@@ -290,7 +335,7 @@ async fn run_controllers(start: Start) {
     .with_config(
         controller::Config::default().concurrency(args.terraformmachinetemplate_concurrency),
     )
-    .shutdown_on_signal()
+    .graceful_shutdown_on(stop.clone())
     .run(
         reconcile::guarded(reconcile::template::reconcile),
         reconcile::error_policy,
@@ -316,7 +361,7 @@ async fn run_controllers(start: Start) {
                 .get(captf_api::annotations::IDENTITY)
                 .map(|identity| kube::runtime::reflector::ObjectRef::new(identity))
         })
-        .shutdown_on_signal()
+        .graceful_shutdown_on(stop.clone())
         .run(
             reconcile::guarded(reconcile::identity::reconcile),
             reconcile::error_policy,
@@ -325,7 +370,13 @@ async fn run_controllers(start: Start) {
         .for_each(report)
         .await;
     };
-    let sweep = crate::sweep::run(client.clone(), args.namespace.clone(), args.sync_period);
+    // A round cut short by the signal is only a round: the next leader sweeps again.
+    let sweep = async {
+        tokio::select! {
+            () = crate::sweep::run(client.clone(), args.namespace.clone(), args.sync_period) => {}
+            () = stop.clone() => {}
+        }
+    };
     futures::join!(clusters, machines, pools, templates, identities, sweep);
 }
 
@@ -386,6 +437,7 @@ async fn run_members<K, F, Fut, J, S>(
     (jobs, secrets): (J, S),
     concurrency: u16,
     reconcile: F,
+    stop: Stop,
 ) where
     K: Watched,
     F: FnMut(Arc<K>, Arc<Context>) -> Fut,
@@ -473,7 +525,7 @@ async fn run_members<K, F, Fut, J, S>(
             },
         )
         .with_config(controller::Config::default().concurrency(concurrency))
-        .shutdown_on_signal()
+        .graceful_shutdown_on(stop.clone())
         .run(
             reconcile::guarded(reconcile),
             reconcile::error_policy,
@@ -611,4 +663,5 @@ async fn shutdown() {
         _ = tokio::signal::ctrl_c() => {},
     }
     // Running Jobs keep running; the next leader finds them by their deterministic names.
+    tracing::info!("shutting down: no new passes; waiting for the running ones");
 }
