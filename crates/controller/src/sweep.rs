@@ -5,20 +5,25 @@
 //! every `--sync-period`. Typically that is what `clusterctl move` leaves in the source
 //! namespace, or what stays after the last object of a namespace was deleted.
 //!
+//! The same sweep of one namespace also runs right after a pass removed a finalizer (concepts.md
+//! §15.9), so that deleting a namespace's last object takes its runner accounts along.
+//!
 //! Everything is read live, never from a cache, and `--watch-filter` is ignored: another
-//! manager's objects keep a namespace too. A namespace where a managed Job still exists is
-//! left for a later round, so that a runner finishing its last run keeps its lock and its
+//! manager's objects keep a namespace too. An object keeps its namespace until CAPTF is done
+//! with it (it is not being deleted, or it still carries CAPTF's finalizer), and so does a
+//! managed Job until it has finished, so that a runner in its last run keeps its lock and its
 //! RBAC. Nothing here writes events; what was removed is logged.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool, labels};
+use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool, finalizers, labels};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::RoleBinding;
-use kube::api::{Api, DeleteParams, ListParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, ListParams, ObjectList};
 use kube::core::NamespaceResourceScope;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -33,7 +38,7 @@ pub async fn run(client: kube::Client, namespace: String, period: Duration) {
         match once(&client, &namespace).await {
             Ok(Round { held, swept }) => {
                 for (ns, removed) in &swept {
-                    tracing::info!(namespace = %ns, removed = %removed.join(", "), "orphan sweep: no TerraformCluster, TerraformMachine or TerraformMachinePool left; removed what CAPTF made for their Jobs");
+                    log_swept(ns, removed);
                 }
                 tracing::info!(
                     namespaces = held,
@@ -47,6 +52,21 @@ pub async fn run(client: kube::Client, namespace: String, period: Duration) {
         let pause = period + crate::schedule::jitter(&format!("orphan-sweep/{round}"), period);
         tokio::time::sleep(pause).await;
     }
+}
+
+/// Sweeps `ns` after a pass removed a finalizer there, if that was the last object CAPTF had
+/// work for. A failure is only logged: the periodic sweep tries again.
+pub async fn after_release(client: &kube::Client, ns: &str) {
+    let managed = ListParams::default().labels(&format!("{}={}", labels::MANAGED, labels::TRUE));
+    match sweep(client, ns, &managed).await {
+        Ok(removed) if removed.is_empty() => {}
+        Ok(removed) => log_swept(ns, &removed),
+        Err(error) => tracing::warn!(namespace = %ns, %error, "orphan sweep failed"),
+    }
+}
+
+fn log_swept(ns: &str, removed: &[String]) {
+    tracing::info!(namespace = %ns, removed = %removed.join(", "), "orphan sweep: no TerraformCluster, TerraformMachine or TerraformMachinePool left; removed what CAPTF made for their Jobs");
 }
 
 /// What one round found and did.
@@ -108,27 +128,93 @@ where
     Ok(list.items.iter().filter_map(|o| o.namespace()).collect())
 }
 
-/// Whether `ns` still holds a workload object (of any manager: no watch filter) or a managed
-/// Job (its runner may still hold the lock and need its RBAC).
+/// Whether `ns` still holds a workload object CAPTF has work for (of any manager: no watch
+/// filter) or a running managed Job (its runner may still hold the lock and need its RBAC).
 async fn occupied(client: &kube::Client, ns: &str, managed: &ListParams) -> Result<bool> {
-    let one = ListParams::default().limit(1);
-    Ok(any::<TerraformCluster>(client, ns, &one).await?
-        || any::<TerraformMachine>(client, ns, &one).await?
-        || any::<TerraformMachinePool>(client, ns, &one).await?
-        || any::<Job>(client, ns, &managed.clone().limit(1)).await?)
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let jobs = &jobs;
+    let running_job = any_listed(
+        managed.clone().limit(PAGE),
+        |page| async move { jobs.list(&page).await },
+        running,
+    );
+    Ok(
+        holds::<TerraformCluster>(client, ns, finalizers::TERRAFORM_CLUSTER).await?
+            || holds::<TerraformMachine>(client, ns, finalizers::TERRAFORM_MACHINE).await?
+            || holds::<TerraformMachinePool>(client, ns, finalizers::TERRAFORM_MACHINE_POOL)
+                .await?
+            || running_job
+                .await
+                .during(|| format!("listing managed Jobs in {ns}"))?,
+    )
 }
 
-async fn any<K>(client: &kube::Client, ns: &str, params: &ListParams) -> Result<bool>
+/// Whether `ns` holds a `K` that CAPTF, through `finalizer`, still has work for.
+async fn holds<K>(client: &kube::Client, ns: &str, finalizer: &str) -> Result<bool>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + DeserializeOwned,
     K: std::fmt::Debug,
 {
     let api: Api<K> = Api::namespaced(client.clone(), ns);
-    let list = api
-        .list_metadata(params)
-        .await
-        .during(|| format!("listing {}s in {ns}", K::kind(&())))?;
-    Ok(!list.items.is_empty())
+    let api = &api;
+    any_listed(
+        ListParams::default().limit(PAGE),
+        |page| async move { api.list_metadata(&page).await },
+        |object| in_use(&object.metadata, finalizer),
+    )
+    .await
+    .during(|| format!("listing {}s in {ns}", K::kind(&())))
+}
+
+/// Whether a listed object satisfies `keeps`, reading page by page until one does.
+async fn any_listed<T, F, Fut>(
+    mut params: ListParams,
+    list: F,
+    keeps: impl Fn(&T) -> bool,
+) -> std::result::Result<bool, kube::Error>
+where
+    T: Clone,
+    F: Fn(ListParams) -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<ObjectList<T>, kube::Error>>,
+{
+    loop {
+        let page = list(params.clone()).await?;
+        if page.items.iter().any(&keeps) {
+            return Ok(true);
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(next) => params.continue_token = Some(next),
+            None => return Ok(false),
+        }
+    }
+}
+
+/// Objects read per request while looking for one that keeps a namespace: the first page of an
+/// occupied namespace almost always has one.
+const PAGE: u32 = 20;
+
+/// Whether CAPTF still has work for a workload object: it is not being deleted, or its
+/// deletion still waits for CAPTF's `finalizer`. One whose finalizer CAPTF removed runs no
+/// more Jobs, however long other finalizers keep it.
+fn in_use(meta: &ObjectMeta, finalizer: &str) -> bool {
+    meta.deletion_timestamp.is_none()
+        || meta
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|f| f == finalizer))
+}
+
+/// Whether a Job may still have a pod using the runner's account and lock: it has not
+/// finished. The Job controller sets `Complete` or `Failed` only once its pods are done.
+fn running(job: &Job) -> bool {
+    !job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        })
 }
 
 /// Deletes every managed `K` of `ns`; returns what it deleted (`kind/name`).
@@ -157,4 +243,94 @@ where
         }
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+
+    #[test]
+    fn an_object_keeps_its_namespace_until_captf_let_go_of_it() {
+        let ours = finalizers::TERRAFORM_CLUSTER;
+        let meta = |deleting: bool, finalizers: &[&str]| ObjectMeta {
+            deletion_timestamp: deleting.then_some(Time(Timestamp::UNIX_EPOCH)),
+            finalizers: Some(finalizers.iter().map(|f| (*f).to_owned()).collect()),
+            ..ObjectMeta::default()
+        };
+        let cases = [
+            ("live", meta(false, &[]), true),
+            ("live, with CAPTF's finalizer", meta(false, &[ours]), true),
+            (
+                "being deleted, CAPTF's finalizer still on",
+                meta(true, &[ours, "other.io/x"]),
+                true,
+            ),
+            (
+                "being deleted, released by CAPTF, held by another finalizer",
+                meta(true, &["other.io/x"]),
+                false,
+            ),
+            ("being deleted, no finalizer left", meta(true, &[]), false),
+            (
+                "being deleted, only another kind's CAPTF finalizer",
+                meta(true, &[finalizers::TERRAFORM_MACHINE]),
+                false,
+            ),
+        ];
+        for (case, meta, want) in cases {
+            assert_eq!(in_use(&meta, ours), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_job_keeps_its_namespace_until_it_finished() {
+        let job = |conditions: &[(&str, &str)]| Job {
+            status: Some(JobStatus {
+                conditions: Some(
+                    conditions
+                        .iter()
+                        .map(|(type_, status)| JobCondition {
+                            type_: (*type_).to_owned(),
+                            status: (*status).to_owned(),
+                            ..JobCondition::default()
+                        })
+                        .collect(),
+                ),
+                ..JobStatus::default()
+            }),
+            ..Job::default()
+        };
+        let cases = [
+            ("no status yet", Job::default(), true),
+            ("running", job(&[]), true),
+            (
+                "about to fail, pods still ending",
+                job(&[("FailureTarget", "True")]),
+                true,
+            ),
+            (
+                "about to succeed, pods still ending",
+                job(&[("SuccessCriteriaMet", "True")]),
+                true,
+            ),
+            (
+                "complete",
+                job(&[("SuccessCriteriaMet", "True"), ("Complete", "True")]),
+                false,
+            ),
+            (
+                "failed",
+                job(&[("FailureTarget", "True"), ("Failed", "True")]),
+                false,
+            ),
+            ("a condition not true", job(&[("Complete", "False")]), true),
+        ];
+        for (case, job, want) in cases {
+            assert_eq!(running(&job), want, "{case}");
+        }
+    }
 }

@@ -290,9 +290,14 @@ impl Manager {
         })
     }
 
-    /// The manager's log so far (for failure messages).
+    /// The end of the manager's log so far (for failure messages).
     pub fn log(&self) -> String {
         captf_testenv::control_plane::tail(&self.log, 60)
+    }
+
+    /// The manager's whole log so far (for what a test asserts was logged, or never was).
+    pub fn whole_log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// GETs a URL of the manager (plain HTTP on loopback).

@@ -1,10 +1,14 @@
 //! Deleting a TerraformCluster: a paused object's deletion waits and says why, then destroys
-//! once unpaused; an object that never applied loses its finalizer at once, with no Job.
+//! once unpaused, and the namespace's last object takes its runner accounts along; an object
+//! that never applied loses its finalizer at once, with no Job.
 
 use captf_api::TerraformCluster;
 use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams, ListParams};
 
 const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
@@ -69,6 +73,33 @@ async fn a_paused_deletion_waits_and_says_why_then_destroys_when_unpaused() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+
+    // It was the namespace's last object: the runner's account and binding and the managed
+    // Leases go right after the finalizer, not at the next periodic sweep (10 minutes away).
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &ns);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let managed = ListParams::default().labels("captf.io/managed=true");
+    wait_for(
+        "the namespace's runner objects removed",
+        TIMEOUT,
+        || async {
+            let gone = accounts.list_metadata(&managed).await?.items.is_empty()
+                && bindings.list_metadata(&managed).await?.items.is_empty()
+                && leases.list_metadata(&managed).await?.items.is_empty();
+            Ok(gone.then_some(()))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let log = manager.whole_log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("orphan sweep: no TerraformCluster")
+                && l.contains(&ns)
+                && l.contains("ServiceAccount/captf-runner")),
+        "the sweep logs what it removed:\n{log}"
+    );
 }
 
 #[tokio::test]

@@ -215,7 +215,9 @@ async fn a_stopped_leader_hands_the_lease_over_at_once() {
         .expect("the leader exits");
     assert!(status.success(), "exit {status}:\n{}", leading.log());
     assert!(
-        leading.log().contains("released the leader-election Lease"),
+        leading
+            .whole_log()
+            .contains("released the leader-election Lease"),
         "{}",
         leading.log()
     );

@@ -88,7 +88,7 @@ subjects:
         "served over HTTP: {plain}"
     );
     // Tokens never reach the log.
-    let log = manager.log();
+    let log = manager.whole_log();
     assert!(
         !log.contains(&scraper) && !log.contains(&stranger),
         "a token was logged:\n{log}"

@@ -76,7 +76,7 @@ async fn a_namespace_without_objects_loses_what_captf_made_there() {
         accounts.get_opt("users-own").await.expect("read").is_some(),
         "an account without captf.io/managed stays"
     );
-    let log = manager.log();
+    let log = manager.whole_log();
     assert!(
         log.lines()
             .any(|l| l.contains("orphan sweep: no TerraformCluster") && l.contains(&moved)),
@@ -89,7 +89,7 @@ async fn a_namespace_without_objects_loses_what_captf_made_there() {
     let manager = Manager::start(&env, &kubeconfig, "sweep-again", &[]).expect("manager");
     wait_for("a sweep by the new manager", TIMEOUT, || async {
         Ok(manager
-            .log()
+            .whole_log()
             .contains("orphan sweep finished")
             .then_some(()))
     })

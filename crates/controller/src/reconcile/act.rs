@@ -54,6 +54,7 @@ where
         if deleting && self.object.finalizers().iter().any(|f| f == finalizer) {
             let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
             remove_finalizer(&api, self.object, self.key.kind()).await?;
+            crate::sweep::after_release(&self.ctx.client, self.key.namespace()).await;
             self.publish(
                 EventType::Normal,
                 captf_api::events::EXTERNALLY_MANAGED_RELEASED,
@@ -231,6 +232,7 @@ where
         let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
         remove_finalizer(&api, self.object, key.kind()).await?;
         ctx.metrics.forget(self.kind, key.namespace(), key.name());
+        crate::sweep::after_release(&ctx.client, key.namespace()).await;
         let (type_, event, note) = match reason {
             decide::Reason::Abandoned => (
                 EventType::Warning,
