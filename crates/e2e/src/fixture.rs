@@ -278,6 +278,54 @@ pub async fn event(
     .expect("event")
 }
 
+/// The runner's progress Events about the object with `uid`, in the order they were posted,
+/// once one with `last` (a reason) is among them.
+pub async fn runner_events(
+    client: &kube::Client,
+    ns: &str,
+    uid: &str,
+    last: &str,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    wait_for(&format!("the runner's {last} Event"), TIMEOUT, || async {
+        let mut mine: Vec<_> = events
+            .list(&kube::api::ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.reporting_controller.as_deref() == Some("captf.io/runner")
+                    && e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid)
+            })
+            .collect();
+        mine.sort_by(|a, b| {
+            (&a.event_time.as_ref().map(|t| t.0), &a.metadata.name)
+                .cmp(&(&b.event_time.as_ref().map(|t| t.0), &b.metadata.name))
+        });
+        Ok(mine
+            .iter()
+            .any(|e| e.reason.as_deref() == Some(last))
+            .then_some(mine))
+    })
+    .await
+    .expect("runner events")
+}
+
+/// `reason: note` of each Event, one per line (for assertions and their messages).
+pub fn reasons_and_notes(events: &[k8s_openapi::api::events::v1::Event]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}: {}",
+                e.type_.as_deref().unwrap_or_default(),
+                e.reason.as_deref().unwrap_or_default(),
+                e.note.as_deref().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
 /// The CAPI Machine resource (v1beta2).
 pub fn capi_machine_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(

@@ -246,6 +246,26 @@ async fn a_failed_apply_backs_off_and_the_fixed_inputs_apply_after_the_delay() {
     let first = jobs_of(&client, &ns, name, "apply").await;
     assert_eq!(first.len(), 1);
     let failed_at = finished(&first[0]).expect("the failed Job finished");
+    // The runner's Events say the same while the object waits.
+    let uid = failed.metadata.uid.clone().expect("uid");
+    let lines = reasons_and_notes(&runner_events(&client, &ns, &uid, "RunFinished").await);
+    for want in [
+        "Warning StepFailed: step plan failed (exit 1) after ",
+        "Warning RunFinished: apply failed in step plan after ",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "no {want:?} among\n{}",
+            lines.join("\n")
+        );
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("StepFailed") && l.contains("precondition")),
+        "StepFailed carries the failure summary:\n{}",
+        lines.join("\n")
+    );
 
     // The fix is an input change, but the apply still waits out the first retry delay (1 min
     // plus up to a tenth of jitter).

@@ -3,7 +3,9 @@
 //! kubernetes backend.
 
 use captf_api::TerraformCluster;
-use captf_e2e::fixture::{TIMEOUT, condition, create_cluster, namespace_with_identity};
+use captf_e2e::fixture::{
+    TIMEOUT, condition, create_cluster, namespace_with_identity, reasons_and_notes, runner_events,
+};
 use captf_e2e::{Manager, manager_kubeconfig};
 use captf_testenv::wait_for;
 use k8s_openapi::api::batch::v1::Job;
@@ -87,6 +89,45 @@ async fn lifecycle(engine_tag: &str, prefix: &str) {
             .get("captf.io/applied")
             .map(String::as_str),
         Some("true")
+    );
+
+    // The runner told the object what it did while it ran, as progress Events related to the
+    // apply Job.
+    let uid = ready.metadata.uid.clone().expect("uid");
+    let job = status
+        .workspace
+        .last_run
+        .as_ref()
+        .map(|r| r.job.clone())
+        .expect("last run");
+    let progress = runner_events(&client, &ns, &uid, "RunFinished").await;
+    let lines = reasons_and_notes(&progress);
+    for want in [
+        "Normal RunStarted: apply started: image captf.local/modules/noop-cluster",
+        "Normal StepStarted: step init started",
+        "Normal StepSucceeded: step init succeeded (exit 0)",
+        "Normal PlanSummary: plan: 1 to create, 0 to update, 0 to replace, 0 to delete",
+        "Normal StepStarted: step apply started",
+        "Normal ResourcesChanged: apply changed resources: 1 added, 0 changed, 0 destroyed",
+        "Normal RunFinished: apply succeeded in ",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "no {want:?} among\n{}",
+            lines.join("\n")
+        );
+    }
+    assert!(
+        lines.first().is_some_and(|l| l.contains("RunStarted"))
+            && lines.last().is_some_and(|l| l.contains("RunFinished")),
+        "RunStarted comes first and RunFinished last:\n{}",
+        lines.join("\n")
+    );
+    assert!(
+        progress
+            .iter()
+            .all(|e| e.related.as_ref().and_then(|r| r.name.as_deref()) == Some(job.as_str())),
+        "every Event names the Job {job}"
     );
 
     let metrics = Manager::get(&manager.metrics).expect("metrics");

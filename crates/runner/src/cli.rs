@@ -129,7 +129,7 @@ pub struct RunArgs {
     /// Restore: the backup's managed resource count.
     #[arg(long, default_value_t = 0)]
     pub restore_resources: u64,
-    /// <apiVersion>/<kind>/<namespace>/<name>/<uid> for progress Events (accepted; not emitted).
+    /// <apiVersion>/<kind>/<namespace>/<name>/<uid>: post progress Events about this object.
     #[arg(long, default_value = "")]
     pub event_object: String,
     /// The Job's name (related object of Events).

@@ -11,7 +11,8 @@
 //!
 //! The I/O lives in [`prepare`] (working copy of the config, step environment, `cli.tfrc`),
 //! [`exec`] (one engine process: output through the redactor, SIGTERM forwarding with a stop
-//! timeout), [`copy`] and [`run`] (the whole operation). [`cli`] holds the argument parser the
+//! timeout), [`events`] (progress Events, in the background), [`copy`] and [`run`] (the whole
+//! operation). [`cli`] holds the argument parser the
 //! `captf` binary hands its `runner` arguments to.
 
 #![forbid(unsafe_code)]
@@ -22,6 +23,7 @@ pub mod copy;
 pub mod diagnostics;
 pub mod drift;
 pub mod error;
+pub mod events;
 pub mod exec;
 pub mod plan;
 pub mod prepare;

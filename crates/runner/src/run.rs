@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use crate::cli::RunArgs;
 use crate::diagnostics::{error_resources, failure_summary, managed_addresses};
 use crate::drift::Drift;
+use crate::events::{self, Progress, Severity};
 use crate::exec::{Engine, StepRun, Stop, run_step, runtime_version};
 use crate::plan::{EMPTY_PLAN_HASH, Plan, PlanSummary, blocked_summary};
 use crate::prepare;
@@ -41,12 +42,27 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
 ) -> Outcome {
     let started = Instant::now();
-    let mut outcome = Runner::new(args, env, shutdown).execute().await;
+    let pod = env
+        .iter()
+        .find(|(k, _)| k == "HOSTNAME")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let progress = Progress::in_cluster(&args.event_object, &args.job_name, &pod);
+    let mut outcome = Runner::new(args, env, shutdown, &progress).execute().await;
     let bytes = outcome.result.encode();
     if let Err(e) = prepare::write_result(&args.result, &bytes) {
         tracing::error!(error = %e, "cannot write the result document");
         outcome.exit = EXIT_FAILURE;
     }
+    let (severity, note) = finished(
+        args.op.as_str(),
+        outcome.result.error.as_ref(),
+        outcome.exit,
+        started.elapsed(),
+    );
+    progress.emit(severity, events::RUN_FINISHED, args.op.as_str(), note);
+    // After the result is written: a slow API server delays the exit, never the result.
+    progress.finish().await;
     let op = args.op.as_str();
     match &outcome.result.error {
         None => tracing::info!(op, seconds = started.elapsed().as_secs(), "run succeeded"),
@@ -62,8 +78,49 @@ pub async fn run(
     outcome
 }
 
+/// The `RunFinished` Event of a run that ended with `error` and `exit` after `took`.
+fn finished(
+    op: &str,
+    error: Option<&RunError>,
+    exit: u8,
+    took: std::time::Duration,
+) -> (Severity, String) {
+    let took = took.as_secs_f64();
+    let Some(error) = error.filter(|_| exit != EXIT_OK) else {
+        if exit == EXIT_OK {
+            return (Severity::Normal, format!("{op} succeeded in {took:.1}s"));
+        }
+        // The run itself succeeded, but its result could not be written.
+        return (
+            Severity::Warning,
+            format!("{op} failed after {took:.1}s (exit {exit}): the result could not be written"),
+        );
+    };
+    let mut outcome = match error.kind {
+        ErrorKind::Step => "failed".to_owned(),
+        ErrorKind::Interrupted => "was interrupted".to_owned(),
+        ErrorKind::Blocked => {
+            "was blocked before a plan that deletes or replaces resources".to_owned()
+        }
+        ErrorKind::PlanChanged => "stopped: the plan differs from the approved one".to_owned(),
+        ErrorKind::ImageLayout => "failed: the image does not follow the image contract".to_owned(),
+    };
+    if let Some(step) = error
+        .step
+        .as_deref()
+        .filter(|_| error.kind != ErrorKind::ImageLayout)
+    {
+        outcome = format!("{outcome} in step {step}");
+    }
+    (
+        Severity::Warning,
+        format!("{op} {outcome} after {took:.1}s (exit {exit})"),
+    )
+}
+
 struct Runner<'a> {
     args: &'a RunArgs,
+    progress: &'a Progress,
     env: Vec<(String, String)>,
     shutdown: watch::Receiver<bool>,
     doc: ResultDocument,
@@ -75,7 +132,12 @@ struct Runner<'a> {
 type Flow = std::result::Result<(), u8>;
 
 impl<'a> Runner<'a> {
-    fn new(args: &'a RunArgs, env: Vec<(String, String)>, shutdown: watch::Receiver<bool>) -> Self {
+    fn new(
+        args: &'a RunArgs,
+        env: Vec<(String, String)>,
+        shutdown: watch::Receiver<bool>,
+        progress: &'a Progress,
+    ) -> Self {
         let bin = if args.bin.is_empty() {
             vec![DEFAULT_BIN.to_owned()]
         } else {
@@ -84,6 +146,7 @@ impl<'a> Runner<'a> {
         Runner {
             doc: ResultDocument::new(args.op.as_str(), &args.image, &bin),
             args,
+            progress,
             env,
             shutdown,
             redactor: Redactor::new(),
@@ -100,6 +163,28 @@ impl<'a> Runner<'a> {
             exit,
             result: self.doc,
         }
+    }
+
+    /// Queues a progress Event, redacted like every text the run reports.
+    fn event(&self, severity: Severity, reason: &'static str, action: &str, note: String) {
+        self.progress
+            .emit(severity, reason, action, self.redactor.redact(&note));
+    }
+
+    /// `StepFailed`, with the run's failure summary.
+    fn step_failed(&self, step: &Step, r: &StepRun) {
+        let summary = self.doc.error.as_ref().map_or("", |e| e.tail.as_str());
+        self.event(
+            Severity::Warning,
+            events::STEP_FAILED,
+            step.name.as_str(),
+            format!(
+                "step {} failed (exit {}) after {:.1}s: {summary}",
+                step.name,
+                r.exit,
+                r.elapsed.as_secs_f64()
+            ),
+        );
     }
 
     fn fail(&mut self, kind: ErrorKind, step: Option<&str>, summary: &str) -> Flow {
@@ -192,12 +277,21 @@ impl<'a> Runner<'a> {
         if let Some(rt) = self.doc.runtime.as_mut() {
             rt.version = version.clone();
         }
-        if !a.event_object.is_empty() {
-            tracing::info!(
-                event_object = %a.event_object,
-                "progress Events are not implemented in this build; the result document carries the outcome"
-            );
-        }
+        self.event(
+            Severity::Normal,
+            events::RUN_STARTED,
+            a.op.as_str(),
+            format!(
+                "{} started: image {}, runtime {}",
+                a.op.as_str(),
+                a.image,
+                if version.is_empty() {
+                    "version unknown"
+                } else {
+                    &version
+                }
+            ),
+        );
         tracing::info!(
             op = a.op.as_str(),
             image = %a.image,
@@ -220,8 +314,10 @@ impl<'a> Runner<'a> {
             }
             let r = self.exec(&engine, step).await?;
             self.check_step(&engine, step, &r).await?;
+            let plan = self.read_output(step, &r)?;
+            self.succeeded(step, &r);
             previous_exit = Some(r.exit);
-            if self.after_step(step, &r, &key)? {
+            if self.after_step(step, &r, plan.as_ref(), &key)? {
                 break;
             }
         }
@@ -230,6 +326,12 @@ impl<'a> Runner<'a> {
 
     async fn exec(&mut self, engine: &Engine, step: &Step) -> Result<StepRun, u8> {
         tracing::info!(step = step.name.as_str(), "step started");
+        self.event(
+            Severity::Normal,
+            events::STEP_STARTED,
+            step.name.as_str(),
+            format!("step {} started", step.name),
+        );
         let mut shutdown = self.shutdown.clone();
         let r = match run_step(
             engine,
@@ -293,6 +395,7 @@ impl<'a> Runner<'a> {
         if let Some(e) = self.doc.error.as_mut() {
             e.resources = resources;
         }
+        self.step_failed(step, r);
         if matches!(step.name, StepName::Apply | StepName::Destroy)
             && engine.cwd.join(ERRORED_STATE_FILE).exists()
         {
@@ -321,18 +424,115 @@ impl<'a> Runner<'a> {
                 if r.exit != 0 {
                     let headers = failure_summary(step.name.as_str(), r.exit, None, &r.stderr_tail);
                     tracing::error!(exit = r.exit, summary = %self.redactor.redact(&headers), "pushing the errored state failed");
+                    self.event(
+                        Severity::Warning,
+                        events::STEP_FAILED,
+                        step.name.as_str(),
+                        format!(
+                            "step {} failed (exit {}) after {:.1}s: {headers}; the engine's {ERRORED_STATE_FILE} did not reach the backend",
+                            step.name,
+                            r.exit,
+                            r.elapsed.as_secs_f64()
+                        ),
+                    );
                 }
             }
-            Err(e) => tracing::error!(error = %e, "pushing the errored state failed"),
+            Err(e) => {
+                tracing::error!(error = %e, "pushing the errored state failed");
+                self.event(
+                    Severity::Warning,
+                    events::STEP_FAILED,
+                    step.name.as_str(),
+                    format!("step {} could not run: {e}; the engine's {ERRORED_STATE_FILE} did not reach the backend", step.name),
+                );
+            }
         }
     }
 
-    /// Decisions after a successful step. `Ok(true)` ends the run successfully.
-    fn after_step(&mut self, step: &Step, r: &StepRun, key: &[u8]) -> Result<bool, u8> {
+    /// What a step that exited well must still hold to succeed: `show -json` a plan that
+    /// parses (returned), `state list` of a restore some managed resource. Records the failure
+    /// otherwise.
+    fn read_output(&mut self, step: &Step, r: &StepRun) -> Result<Option<Plan>, u8> {
+        let failure = match step.name {
+            StepName::ShowJson => match Plan::from_json(&r.stdout) {
+                Ok(plan) => {
+                    for v in plan.sensitive_values() {
+                        self.redactor.add_json(&v);
+                    }
+                    return Ok(Some(plan));
+                }
+                Err(e) => e.to_string(),
+            },
+            StepName::StateList => {
+                let n = managed_addresses(&String::from_utf8_lossy(&r.stdout));
+                tracing::info!(managed = n, "restored state");
+                if n > 0 || self.args.restore_resources == 0 {
+                    return Ok(None);
+                }
+                format!(
+                    "restored state lists no managed resources, but the backup recorded {}",
+                    self.args.restore_resources
+                )
+            }
+            _ => return Ok(None),
+        };
+        let _ = self.fail(ErrorKind::Step, Some(step.name.as_str()), &failure);
+        self.step_failed(step, r);
+        Err(EXIT_FAILURE)
+    }
+
+    /// `StepSucceeded`, and what an apply or destroy changed.
+    fn succeeded(&self, step: &Step, r: &StepRun) {
+        let name = step.name.as_str();
+        self.event(
+            Severity::Normal,
+            events::STEP_SUCCEEDED,
+            name,
+            format!(
+                "step {name} succeeded (exit {}) in {:.1}s",
+                r.exit,
+                r.elapsed.as_secs_f64()
+            ),
+        );
+        if matches!(step.name, StepName::Apply | StepName::Destroy)
+            && let Some(c) = &r.complete
+        {
+            self.event(
+                Severity::Normal,
+                events::RESOURCES_CHANGED,
+                name,
+                format!(
+                    "{name} changed resources: {} added, {} changed, {} destroyed, {} imported",
+                    c.add, c.change, c.destroy, c.import
+                ),
+            );
+        }
+    }
+
+    /// `PlanSummary`: counts only.
+    fn plan_summary(&self, step: &Step, counts: &str) {
+        self.event(
+            Severity::Normal,
+            events::PLAN_SUMMARY,
+            step.name.as_str(),
+            format!("plan: {counts}"),
+        );
+    }
+
+    /// Decisions after a successful step (`plan`: the parsed `show -json`). `Ok(true)` ends the
+    /// run successfully.
+    fn after_step(
+        &mut self,
+        step: &Step,
+        r: &StepRun,
+        plan: Option<&Plan>,
+        key: &[u8],
+    ) -> Result<bool, u8> {
         let a = self.args;
-        match step.name {
-            StepName::Plan if r.exit == 0 => {
+        match (step.name, plan) {
+            (StepName::Plan, _) if r.exit == 0 => {
                 tracing::info!("plan: no changes");
+                self.plan_summary(step, "no changes");
                 match a.op {
                     Operation::Drift => self.doc.drift = Some(Drift::none()),
                     Operation::Plan => self.doc.plan = Some(PlanSummary::empty()),
@@ -352,60 +552,55 @@ impl<'a> Runner<'a> {
                     _ => {}
                 }
             }
-            StepName::ShowJson => {
-                let plan = match Plan::from_json(&r.stdout) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        self.fail(ErrorKind::Step, Some(step.name.as_str()), &e.to_string())?;
-                        return Err(EXIT_FAILURE);
-                    }
-                };
-                for v in plan.sensitive_values() {
-                    self.redactor.add_json(&v);
-                }
-                match a.op {
-                    Operation::Plan => {
-                        let s = plan.summary(key);
-                        tracing::info!(hash = %s.hash, counts = %s.counts(), outputs = s.outputs, import = s.import, moves = s.moves, "plan summary");
-                        self.doc.plan = Some(s);
-                    }
-                    Operation::Drift => {
-                        let d = Drift::of(&plan);
-                        tracing::info!(
-                            detected = d.detected,
-                            create = d.create,
-                            update = d.update,
-                            replace = d.replace,
-                            delete = d.delete,
-                            "drift"
-                        );
-                        self.doc.drift = Some(d);
-                    }
-                    Operation::Apply => self.check_apply_plan(&plan, key)?,
-                    _ => {}
-                }
-            }
-            StepName::StateList => {
-                let n = managed_addresses(&String::from_utf8_lossy(&r.stdout));
-                tracing::info!(managed = n, "restored state");
-                if n == 0 && a.restore_resources > 0 {
-                    let msg = format!(
-                        "restored state lists no managed resources, but the backup recorded {}",
-                        a.restore_resources
+            (StepName::ShowJson, Some(plan)) => match a.op {
+                Operation::Plan => {
+                    let s = plan.summary(key);
+                    tracing::info!(hash = %s.hash, counts = %s.counts(), outputs = s.outputs, import = s.import, moves = s.moves, "plan summary");
+                    self.plan_summary(
+                        step,
+                        &format!(
+                            "{}, {} to import, {} to move, {} outputs changed",
+                            s.counts(),
+                            s.import,
+                            s.moves,
+                            s.outputs
+                        ),
                     );
-                    self.fail(ErrorKind::Step, Some(step.name.as_str()), &msg)?;
+                    self.doc.plan = Some(s);
                 }
-            }
+                Operation::Drift => {
+                    let d = Drift::of(plan);
+                    tracing::info!(
+                        detected = d.detected,
+                        create = d.create,
+                        update = d.update,
+                        replace = d.replace,
+                        delete = d.delete,
+                        "drift"
+                    );
+                    self.plan_summary(
+                        step,
+                        &format!(
+                            "{} to create, {} to update, {} to replace, {} to delete",
+                            d.create, d.update, d.replace, d.delete
+                        ),
+                    );
+                    self.doc.drift = Some(d);
+                }
+                Operation::Apply => self.check_apply_plan(step, plan, key)?,
+                _ => {}
+            },
             _ => {}
         }
         Ok(false)
     }
 
     /// The gate of a guarded or approved apply, between `show -json` and `apply`.
-    fn check_apply_plan(&mut self, plan: &Plan, key: &[u8]) -> Flow {
+    fn check_apply_plan(&mut self, step: &Step, plan: &Plan, key: &[u8]) -> Flow {
         let a = self.args;
         let summary = plan.summary(key);
         tracing::info!(hash = %summary.hash, counts = %summary.counts(), "plan summary");
+        self.plan_summary(step, &summary.counts());
         if !a.expect_plan.is_empty() {
             if summary.hash != a.expect_plan {
                 let msg = format!(
@@ -444,4 +639,62 @@ pub fn process_env() -> Vec<(String, String)> {
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn run_finished_says_how_the_run_ended() {
+        let error = |kind, step: Option<&str>| RunError::new(kind, step, "summary");
+        let took = Duration::from_millis(12_340);
+        let cases = [
+            (None, EXIT_OK, Severity::Normal, "apply succeeded in 12.3s"),
+            (
+                None,
+                EXIT_FAILURE,
+                Severity::Warning,
+                "apply failed after 12.3s (exit 1): the result could not be written",
+            ),
+            (
+                Some(error(ErrorKind::Step, Some("init"))),
+                EXIT_FAILURE,
+                Severity::Warning,
+                "apply failed in step init after 12.3s (exit 1)",
+            ),
+            (
+                Some(error(ErrorKind::Interrupted, Some("apply"))),
+                EXIT_FAILURE,
+                Severity::Warning,
+                "apply was interrupted in step apply after 12.3s (exit 1)",
+            ),
+            (
+                Some(error(ErrorKind::Blocked, None)),
+                EXIT_FAILURE,
+                Severity::Warning,
+                "apply was blocked before a plan that deletes or replaces resources after 12.3s (exit 1)",
+            ),
+            (
+                Some(error(ErrorKind::PlanChanged, None)),
+                EXIT_FAILURE,
+                Severity::Warning,
+                "apply stopped: the plan differs from the approved one after 12.3s (exit 1)",
+            ),
+            (
+                Some(error(ErrorKind::ImageLayout, Some("preflight"))),
+                EXIT_FAILURE,
+                Severity::Warning,
+                "apply failed: the image does not follow the image contract after 12.3s (exit 1)",
+            ),
+        ];
+        for (error, exit, severity, note) in cases {
+            assert_eq!(
+                finished("apply", error.as_ref(), exit, took),
+                (severity, note.to_owned())
+            );
+        }
+    }
 }

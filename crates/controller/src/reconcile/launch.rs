@@ -232,7 +232,7 @@ where
         }
         spec.expect_plan = start.expect_plan.clone();
         spec.drift_remediation = start.remediation;
-        spec.runner_events = false;
+        spec.runner_events = ctx.args.runner_events;
         if !inputs_hash.is_empty() {
             spec.annotations
                 .insert(annotations::INPUTS_HASH.into(), inputs_hash.clone());
