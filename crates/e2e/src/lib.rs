@@ -366,6 +366,12 @@ impl Manager {
     }
 
     /// Whether the process still runs.
+    /// SIGKILL: the process gets no chance to clean up (a crash, a lost node).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
@@ -397,8 +403,7 @@ impl Manager {
 
 impl Drop for Manager {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 

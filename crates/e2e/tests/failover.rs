@@ -1,6 +1,7 @@
 //! Two managers with leader election: only the leader reconciles, both answer probes, and when
 //! the leader dies during an apply the other takes over, finds the running Job by its name,
-//! starts no second one and records the result once.
+//! starts no second one and records the result once. A leader stopped by SIGTERM instead hands
+//! the Lease over, and the standby leads at once rather than when the Lease runs out.
 
 use std::time::{Duration, Instant};
 
@@ -30,34 +31,33 @@ async fn holder(leases: &Api<Lease>, name: &str) -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
-#[tokio::test]
-async fn the_standby_takes_over_a_running_apply_without_starting_a_second_job() {
-    let (env, client, ns) = namespace_with_identity("failover").await;
+/// Two managers electing a leader on one Lease (with `extra` flags), once one leads.
+struct Election {
+    client: kube::Client,
+    ns: String,
+    leases: Api<Lease>,
+    lease_name: String,
+    leading: Manager,
+    standby: Manager,
+    standby_identity: String,
+}
+
+async fn election(prefix: &str, extra: &[&str]) -> Election {
+    let (env, client, ns) = namespace_with_identity(prefix).await;
     let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
     let lease_name = format!("captf-e2e-{ns}");
-    let flags = [
+    let mut flags = vec![
         format!("--namespace={ns}"),
         "--leader-elect".to_owned(),
         format!("--leader-elect-lease-name={lease_name}"),
     ];
+    flags.extend(extra.iter().map(|f| (*f).to_owned()));
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let names = [format!("{ns}-a"), format!("{ns}-b")];
     let mut managers: Vec<Manager> = names
         .iter()
         .map(|n| Manager::start(&env, &kubeconfig, n, &flags).expect("manager"))
         .collect();
-
-    // Both serve probes, leader or not.
-    for manager in &managers {
-        for probe in ["healthz", "readyz"] {
-            let url = format!("{}/{probe}", manager.health);
-            wait_for(&format!("{url} to answer ok"), TIMEOUT, || async {
-                Ok(Manager::get(&url).ok().filter(|b| b.trim() == "ok"))
-            })
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{}", manager.log()));
-        }
-    }
     let leases: Api<Lease> = Api::namespaced(client.clone(), "captf-system");
     let first = wait_for("a leader", TIMEOUT, || async {
         Ok(holder(&leases, &lease_name).await)
@@ -68,68 +68,115 @@ async fn the_standby_takes_over_a_running_apply_without_starting_a_second_job() 
         .iter()
         .position(|n| first == format!("manager-{n}"))
         .unwrap_or_else(|| panic!("holder {first} is none of {names:?}"));
-    // From here on: the leader, and the standby that must take over.
-    let follower = managers.remove(1 - leader);
+    let standby = managers.remove(1 - leader);
     let leading = managers.remove(0);
-    let standby_identity = format!("manager-{}", names[1 - leader]);
+    Election {
+        client,
+        ns,
+        leases,
+        lease_name,
+        leading,
+        standby,
+        standby_identity: format!("manager-{}", names[1 - leader]),
+    }
+}
 
+impl Election {
+    /// Creates a cluster whose apply sleeps `seconds`; the name of the Job the leader started.
+    async fn running_apply(&self, name: &str, seconds: u32) -> String {
+        create_cluster(
+            &self.client,
+            &self.ns,
+            name,
+            "captf.local/modules/noop-cluster:e2e",
+            &format!("  variables: {{sleep_seconds: {seconds}}}"),
+        )
+        .await;
+        let running = wait_until(
+            &self.clusters(),
+            name,
+            "the leader's apply Job",
+            &self.leading,
+            |t| {
+                t.status
+                    .as_ref()
+                    .is_some_and(|s| s.workspace.active_job.is_some())
+            },
+        )
+        .await;
+        running
+            .status
+            .and_then(|s| s.workspace.active_job)
+            .expect("active Job")
+            .name
+    }
+
+    fn clusters(&self) -> Api<TerraformCluster> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    /// Waits up to `within` for the standby to hold the Lease; how long that took from `since`.
+    async fn standby_leads(&self, within: Duration, since: Instant) -> Duration {
+        wait_for("the standby to take the lease", within, || async {
+            Ok((holder(&self.leases, &self.lease_name).await.as_deref()
+                == Some(self.standby_identity.as_str()))
+            .then_some(()))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\nstandby log:\n{}", self.standby.log()));
+        since.elapsed()
+    }
+
+    /// Waits for the cluster to be Ready under the standby, with the result of `job`.
+    async fn finished_by_the_standby(&self, name: &str, job: &str) {
+        let done = wait_until(
+            &self.clusters(),
+            name,
+            "Ready under the new leader",
+            &self.standby,
+            |t| has(t, "Ready", "True", "Ready"),
+        )
+        .await;
+        assert_eq!(
+            done.status
+                .as_ref()
+                .and_then(|s| s.workspace.last_run.as_ref())
+                .map(|r| r.job.as_str()),
+            Some(job),
+            "the new leader recorded the running Job's result"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_standby_takes_over_a_running_apply_without_starting_a_second_job() {
+    let mut election = election("failover", &[]).await;
+    // Both serve probes, leader or not.
+    for manager in [&election.leading, &election.standby] {
+        for probe in ["healthz", "readyz"] {
+            let url = format!("{}/{probe}", manager.health);
+            wait_for(&format!("{url} to answer ok"), TIMEOUT, || async {
+                Ok(Manager::get(&url).ok().filter(|b| b.trim() == "ok"))
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", manager.log()));
+        }
+    }
     let name = "failover";
-    create_cluster(
-        &client,
-        &ns,
-        name,
-        "captf.local/modules/noop-cluster:e2e",
-        "  variables: {sleep_seconds: 30}",
-    )
-    .await;
-    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
-    let running = wait_until(&api, name, "the leader's apply Job", &leading, |t| {
-        t.status
-            .as_ref()
-            .is_some_and(|s| s.workspace.active_job.is_some())
-    })
-    .await;
-    let job = running
-        .status
-        .and_then(|s| s.workspace.active_job)
-        .expect("active Job")
-        .name;
-    let metrics = Manager::get(&follower.metrics).expect("standby metrics");
+    let job = election.running_apply(name, 30).await;
+    let metrics = Manager::get(&election.standby.metrics).expect("standby metrics");
     assert!(
         !metrics.contains("captf_reconcile_op_decisions_total{"),
         "the standby decided something:\n{metrics}"
     );
 
     // Kill the leader mid-apply (SIGKILL: no chance to hand over).
-    drop(leading);
-    let killed = Instant::now();
-    wait_for(
-        "the standby to take the lease",
-        LEASE + TAKEOVER_MARGIN,
-        || async {
-            Ok(
-                (holder(&leases, &lease_name).await.as_deref() == Some(standby_identity.as_str()))
-                    .then_some(()),
-            )
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\nstandby log:\n{}", follower.log()));
-    let took = killed.elapsed();
-
-    let done = wait_until(&api, name, "Ready under the new leader", &follower, |t| {
-        has(t, "Ready", "True", "Ready")
-    })
-    .await;
-    assert_eq!(
-        done.status
-            .as_ref()
-            .and_then(|s| s.workspace.last_run.as_ref())
-            .map(|r| r.job.as_str()),
-        Some(job.as_str()),
-        "the new leader recorded the running Job's result"
-    );
-    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    election.leading.kill();
+    let took = election
+        .standby_leads(LEASE + TAKEOVER_MARGIN, Instant::now())
+        .await;
+    election.finished_by_the_standby(name, &job).await;
+    let jobs: Api<Job> = Api::namespaced(election.client.clone(), &election.ns);
     let all: Vec<String> = jobs
         .list(&ListParams::default())
         .await
@@ -139,7 +186,7 @@ async fn the_standby_takes_over_a_running_apply_without_starting_a_second_job() 
         .filter_map(|j| j.metadata.name)
         .collect();
     assert_eq!(all, vec![job.clone()], "no second Job was started");
-    let metrics = Manager::get(&follower.metrics).expect("metrics");
+    let metrics = Manager::get(&election.standby.metrics).expect("metrics");
     assert_eq!(
         sample(
             &metrics,
@@ -156,99 +203,30 @@ async fn the_standby_takes_over_a_running_apply_without_starting_a_second_job() 
 /// Lease would have run out (two minutes here), then finishes the running apply.
 #[tokio::test]
 async fn a_stopped_leader_hands_the_lease_over_at_once() {
-    let (env, client, ns) = namespace_with_identity("handover").await;
-    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
-    let lease_name = format!("captf-e2e-{ns}");
-    let flags = [
-        format!("--namespace={ns}"),
-        "--leader-elect".to_owned(),
-        format!("--leader-elect-lease-name={lease_name}"),
-        "--leader-elect-lease-duration=120s".to_owned(),
-        "--leader-elect-renew-deadline=100s".to_owned(),
-    ];
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let names = [format!("{ns}-a"), format!("{ns}-b")];
-    let mut managers: Vec<Manager> = names
-        .iter()
-        .map(|n| Manager::start(&env, &kubeconfig, n, &flags).expect("manager"))
-        .collect();
-    let leases: Api<Lease> = Api::namespaced(client.clone(), "captf-system");
-    let first = wait_for("a leader", TIMEOUT, || async {
-        Ok(holder(&leases, &lease_name).await)
-    })
-    .await
-    .expect("leader");
-    let leader = names
-        .iter()
-        .position(|n| first == format!("manager-{n}"))
-        .unwrap_or_else(|| panic!("holder {first} is none of {names:?}"));
-    let follower = managers.remove(1 - leader);
-    let mut leading = managers.remove(0);
-    let standby_identity = format!("manager-{}", names[1 - leader]);
-
-    let name = "handover";
-    create_cluster(
-        &client,
-        &ns,
-        name,
-        "captf.local/modules/noop-cluster:e2e",
-        "  variables: {sleep_seconds: 10}",
+    let mut election = election(
+        "handover",
+        &[
+            "--leader-elect-lease-duration=120s",
+            "--leader-elect-renew-deadline=100s",
+        ],
     )
     .await;
-    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
-    let running = wait_until(&api, name, "the leader's apply Job", &leading, |t| {
-        t.status
-            .as_ref()
-            .is_some_and(|s| s.workspace.active_job.is_some())
-    })
-    .await;
-    let job = running
-        .status
-        .and_then(|s| s.workspace.active_job)
-        .expect("active Job")
-        .name;
+    let name = "handover";
+    let job = election.running_apply(name, 10).await;
 
     let stopped = Instant::now();
-    let status = leading
+    let status = election
+        .leading
         .terminate(Duration::from_secs(30))
         .await
         .expect("the leader exits");
-    assert!(status.success(), "exit {status}:\n{}", leading.log());
-    assert!(
-        leading
-            .whole_log()
-            .contains("released the leader-election Lease"),
-        "{}",
-        leading.log()
-    );
+    let log = election.leading.whole_log();
+    assert!(status.success(), "exit {status}:\n{log}");
+    assert!(log.contains("released the leader-election Lease"), "{log}");
     // Without the release the standby would wait for the Lease to run out: 120 s after the
     // leader's last renewal, which was its acquisition a few seconds before the cluster.
     let handover = Duration::from_secs(30);
-    wait_for(
-        "the standby to take the released lease",
-        handover,
-        || async {
-            Ok(
-                (holder(&leases, &lease_name).await.as_deref() == Some(standby_identity.as_str()))
-                    .then_some(()),
-            )
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\nstandby log:\n{}", follower.log()));
-    let took = stopped.elapsed();
+    let took = election.standby_leads(handover, stopped).await;
     assert!(took < handover, "handover took {took:?}");
-
-    let done = wait_until(&api, name, "Ready under the new leader", &follower, |t| {
-        has(t, "Ready", "True", "Ready")
-    })
-    .await;
-    assert_eq!(
-        done.status
-            .as_ref()
-            .and_then(|s| s.workspace.last_run.as_ref())
-            .map(|r| r.job.as_str()),
-        Some(job.as_str()),
-        "the new leader recorded the running Job's result"
-    );
+    election.finished_by_the_standby(name, &job).await;
 }
