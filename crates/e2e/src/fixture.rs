@@ -326,6 +326,17 @@ pub fn reasons_and_notes(events: &[k8s_openapi::api::events::v1::Event]) -> Vec<
         .collect()
 }
 
+/// Asserts that some line of `lines` starts with each of `wanted`.
+pub fn assert_lines_start_with(lines: &[String], wanted: &[&str]) {
+    for want in wanted {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "no {want:?} among\n{}",
+            lines.join("\n")
+        );
+    }
+}
+
 /// The CAPI Machine resource (v1beta2).
 pub fn capi_machine_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(

@@ -249,16 +249,13 @@ async fn a_failed_apply_backs_off_and_the_fixed_inputs_apply_after_the_delay() {
     // The runner's Events say the same while the object waits.
     let uid = failed.metadata.uid.clone().expect("uid");
     let lines = reasons_and_notes(&runner_events(&client, &ns, &uid, "RunFinished").await);
-    for want in [
-        "Warning StepFailed: step plan failed (exit 1) after ",
-        "Warning RunFinished: apply failed in step plan after ",
-    ] {
-        assert!(
-            lines.iter().any(|l| l.starts_with(want)),
-            "no {want:?} among\n{}",
-            lines.join("\n")
-        );
-    }
+    assert_lines_start_with(
+        &lines,
+        &[
+            "Warning StepFailed: step plan failed (exit 1) after ",
+            "Warning RunFinished: apply failed in step plan after ",
+        ],
+    );
     assert!(
         lines
             .iter()

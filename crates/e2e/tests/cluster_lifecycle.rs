@@ -4,7 +4,8 @@
 
 use captf_api::TerraformCluster;
 use captf_e2e::fixture::{
-    TIMEOUT, condition, create_cluster, namespace_with_identity, reasons_and_notes, runner_events,
+    TIMEOUT, assert_lines_start_with, condition, create_cluster, namespace_with_identity,
+    reasons_and_notes, runner_events,
 };
 use captf_e2e::{Manager, manager_kubeconfig};
 use captf_testenv::wait_for;
@@ -102,21 +103,18 @@ async fn lifecycle(engine_tag: &str, prefix: &str) {
         .expect("last run");
     let progress = runner_events(&client, &ns, &uid, "RunFinished").await;
     let lines = reasons_and_notes(&progress);
-    for want in [
-        "Normal RunStarted: apply started: image captf.local/modules/noop-cluster",
-        "Normal StepStarted: step init started",
-        "Normal StepSucceeded: step init succeeded (exit 0)",
-        "Normal PlanSummary: plan: 1 to create, 0 to update, 0 to replace, 0 to delete",
-        "Normal StepStarted: step apply started",
-        "Normal ResourcesChanged: apply changed resources: 1 added, 0 changed, 0 destroyed",
-        "Normal RunFinished: apply succeeded in ",
-    ] {
-        assert!(
-            lines.iter().any(|l| l.starts_with(want)),
-            "no {want:?} among\n{}",
-            lines.join("\n")
-        );
-    }
+    assert_lines_start_with(
+        &lines,
+        &[
+            "Normal RunStarted: apply started: image captf.local/modules/noop-cluster",
+            "Normal StepStarted: step init started",
+            "Normal StepSucceeded: step init succeeded (exit 0)",
+            "Normal PlanSummary: plan: 1 to create, 0 to update, 0 to replace, 0 to delete",
+            "Normal StepStarted: step apply started",
+            "Normal ResourcesChanged: apply changed resources: 1 added, 0 changed, 0 destroyed",
+            "Normal RunFinished: apply succeeded in ",
+        ],
+    );
     assert!(
         lines.first().is_some_and(|l| l.contains("RunStarted"))
             && lines.last().is_some_and(|l| l.contains("RunFinished")),
