@@ -2,7 +2,8 @@
 //!
 //! - [`Role`], [`VERSION`] and reserved names ([`role`]);
 //! - typed inputs per role and `captf_tags` ([`inputs`]), what the root declares ([`input_specs`]);
-//! - user variables and their name rules ([`variables`]);
+//! - user variables and their name rules ([`variables`]), and the variables schema an image
+//!   publishes ([`varschema`]);
 //! - the generated `main.tf.json` and `terraform.tfvars.json` ([`render()`]);
 //! - the `h2:` inputs hash and the pool approval hash ([`hash`], byte layout documented there);
 //! - canonical JSON, including the exports canonicalizability check ([`canonical`]);
@@ -23,6 +24,7 @@ pub mod render;
 pub mod role;
 mod spec;
 pub mod variables;
+pub mod varschema;
 
 pub use canonical::{canonical_json, canonical_json_pretty, canonicalize_exports};
 pub use decode::decode_outputs;
