@@ -30,7 +30,7 @@ enum Command {
     },
     /// Run the manager: controllers, metrics, probes and leader election.
     Manager(Box<captf_controller::manager::ManagerArgs>),
-    /// Check a module against the v1alpha1 module contract.
+    /// Check a module against the v1alpha1 module contract, or print its variables schema.
     Lint {
         #[command(subcommand)]
         what: LintCommand,
@@ -70,6 +70,15 @@ enum LintCommand {
         /// Rule ids whose warnings are accepted (repeatable, or comma-separated).
         #[arg(long = "allow-warning", value_name = "RULE")]
         allow_warning: Vec<String>,
+    },
+    /// Print the module's variables schema, the value of the image label
+    /// io.captf.variables-schema, on one line.
+    Schema {
+        /// The module folder.
+        dir: std::path::PathBuf,
+        /// The module's role (`cluster`, `machine`, `machinepool`); inferred when omitted.
+        #[arg(long)]
+        role: Option<String>,
     },
 }
 
@@ -211,6 +220,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             )?;
             stdout.flush()?;
             std::process::exit(report.exit_code(&options));
+        }
+        Command::Lint {
+            what: LintCommand::Schema { dir, role },
+        } => {
+            let role = match role.map(|r| r.parse()).transpose() {
+                Ok(role) => role,
+                Err(e) => {
+                    eprintln!("captf lint: --role: {e}");
+                    std::process::exit(LINT_EXIT_USAGE);
+                }
+            };
+            match captf_lint::schema::module_label(&dir, role) {
+                Ok(label) => writeln!(stdout, "{label}")?,
+                Err(e) => {
+                    eprintln!("captf lint: {e}");
+                    std::process::exit(e.exit_code());
+                }
+            }
         }
         Command::Dr { what, kubeconfig } => {
             drop(stdout);

@@ -65,6 +65,29 @@ fn lint_exit_codes() {
 }
 
 #[test]
+fn lint_schema_prints_the_label_of_the_user_variables() {
+    for role in ["cluster", "machine", "machinepool"] {
+        let (code, out, err) = captf(&["lint", "schema", &module(role)]);
+        assert_eq!(code, 0, "{role}: {err}");
+        assert_eq!(out.lines().count(), 1, "one line: {out}");
+        let schema = captf_contract::varschema::parse(out.trim()).expect("a variables schema");
+        assert_eq!(
+            schema.properties.get("sleep_seconds").and_then(|s| s.kind),
+            Some(captf_contract::varschema::Type::Number),
+            "{role}: {out}"
+        );
+        // The manager's inputs are not the user's to set.
+        assert!(
+            schema.properties.keys().all(|k| !k.starts_with("captf_")),
+            "{role}: {out}"
+        );
+    }
+    let (code, out, err) = captf(&["lint", "schema", &module("cluster"), "--role", "bogus"]);
+    assert_eq!((code, out.as_str()), (3, ""), "{err}");
+    assert_eq!(captf(&["lint", "schema", "/nonexistent/module"]).0, 2);
+}
+
+#[test]
 fn manager_refuses_bad_flags_naming_each() {
     let (code, _, err) = captf(&["manager", "--state-backups=-1", "--runner-image="]);
     assert_eq!(code, 1);

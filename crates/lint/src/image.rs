@@ -13,10 +13,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use captf_contract::Role;
+use captf_contract::varschema::{self, Schema};
 
 use crate::report::{Finding, Report, Severity, Status};
 use crate::rules::*;
-use crate::{Options, checks, load};
+use crate::{Options, checks, load, schema};
 
 /// Image paths the Job mounts over; they must be empty in the image.
 pub const RESERVED_PATHS: [&str; 4] = [
@@ -431,6 +432,28 @@ fn required_providers(loaded: &load::Loaded) -> BTreeMap<String, String> {
 // ---------------------------------------------------------------------------
 // Labels
 
+/// The warning for a variables schema label that no longer describes the module.
+fn stale_schema(published: &Schema, derived: &Schema) -> Finding {
+    let names = schema::differing_variables(published, derived);
+    let which = match names.as_slice() {
+        [] => String::new(),
+        names => format!(
+            " (variables {}{})",
+            names.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+            if names.len() > 5 { ", ..." } else { "" }
+        ),
+    };
+    image_finding(
+        IMAGE_LABEL_VARIABLES_SCHEMA,
+        Severity::Warning,
+        "",
+        format!(
+            "label {} does not match the variables of /captf/module{which}; regenerate it with `captf lint schema`",
+            varschema::LABEL
+        ),
+    )
+}
+
 fn valid_quantity(s: &str) -> bool {
     let num_end = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -628,6 +651,22 @@ pub fn lint_image_dir(root: &Path, config: &ImageConfig, opts: &ImageOptions) ->
         }
     }
 
+    // Parsed now, compared once the module is loaded.
+    let published = match label(varschema::LABEL).map(varschema::parse) {
+        Some(Ok(schema)) => Some(schema),
+        Some(Err(e)) => {
+            out.push(image_finding(
+                IMAGE_LABEL_VARIABLES_SCHEMA,
+                Severity::Error,
+                "",
+                // The parse error names the label.
+                format!("{e}; regenerate it with `captf lint schema`"),
+            ));
+            None
+        }
+        None => None,
+    };
+
     // Runtime.
     const RUNTIME: &str = "/captf/runtime";
     match resolve(root, RUNTIME) {
@@ -796,6 +835,12 @@ pub fn lint_image_dir(root: &Path, config: &ImageConfig, opts: &ImageOptions) ->
                     out.push(f);
                 }
                 required = required_providers(&loaded);
+                if let Some(published) = &published {
+                    let derived = schema::variables_schema(&loaded.modules[0], role);
+                    if *published != derived {
+                        out.push(stale_schema(published, &derived));
+                    }
+                }
             }
             Err(load::Unparsable(msg)) => {
                 report.status = Status::Unparsable(format!("{MODULE}: {msg}"));

@@ -1,6 +1,7 @@
 //! `captf-lint`: the CAPTF module linter (the `tfcapi-lint module` checks of
 //! api.md §3.2.2, and the image checks of §3.2.3 that work on an unpacked
-//! image root directory).
+//! image root directory), and the variables schema a module image publishes
+//! ([`schema`]).
 //!
 //! ```no_run
 //! use std::path::Path;
@@ -26,6 +27,7 @@ pub mod image;
 mod load;
 mod report;
 pub mod rules;
+pub mod schema;
 pub mod types;
 
 use std::collections::BTreeSet;
@@ -43,6 +45,9 @@ pub const EXIT_FINDINGS: i32 = 1;
 pub const EXIT_UNPARSABLE: i32 = 2;
 /// Exit code: bad command line (unknown role or contract, role not inferable).
 pub const EXIT_USAGE: i32 = 3;
+
+const CANNOT_INFER_ROLE: &str =
+    "cannot infer the role from the module; pass --role cluster|machine|machinepool";
 
 /// What to lint against and how to count findings (the CLI flags).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,10 +116,7 @@ pub fn lint_module(dir: &Path, opts: &Options) -> Report {
     let role = match opts.role.or_else(|| checks::infer(&loaded.modules[0])) {
         Some(r) => r,
         None => {
-            report.status = Status::Usage(
-                "cannot infer the role from the module; pass --role cluster|machine|machinepool"
-                    .to_owned(),
-            );
+            report.status = Status::Usage(CANNOT_INFER_ROLE.to_owned());
             return report;
         }
     };

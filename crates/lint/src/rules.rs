@@ -56,6 +56,7 @@ ids! {
     IMAGE_LABEL_ROLE = "image/label-role";
     IMAGE_LABEL_CONTRACT = "image/label-contract";
     IMAGE_LABEL_CAPACITY = "image/label-capacity";
+    IMAGE_LABEL_VARIABLES_SCHEMA = "image/label-variables-schema";
     IMAGE_USER_ROOT = "image/user-root";
     IMAGE_USER_UNRESOLVED = "image/user-unresolved";
 }
@@ -223,6 +224,11 @@ pub const RULES: &[Rule] = &[
         IMAGE_LABEL_CAPACITY,
         Error,
         "machine: io.captf.capacity / io.captf.node-info must parse (missing is info)",
+    ),
+    image(
+        IMAGE_LABEL_VARIABLES_SCHEMA,
+        Error,
+        "io.captf.variables-schema must parse (error) and match the module's variables (warning); unset is fine",
     ),
     image(IMAGE_USER_ROOT, Warning, "the image runs as root"),
     image(

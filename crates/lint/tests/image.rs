@@ -7,6 +7,7 @@ use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
+use captf_contract::varschema;
 use captf_lint::image::{ImageConfig, ImageOptions, lint_image_dir};
 use captf_lint::{EXIT_FINDINGS, EXIT_OK, Options, Role, Severity};
 
@@ -196,4 +197,56 @@ fn missing_module_and_runtime_root_user() {
             .iter()
             .any(|f| f.id == "image/user-root" && f.severity == Severity::Warning)
     );
+}
+
+#[test]
+fn variables_schema_label_must_parse_and_match_the_module() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    let module = Path::new("../../modules/noop/machine");
+    copy_module(module, root);
+    let current = captf_lint::schema::module_schema(module, Some(Role::Machine))
+        .expect("the noop module loads");
+    let mut stale = current.clone();
+    stale.properties.remove("sleep_seconds");
+    stale.required.push("drift".to_owned());
+    let label_of = |schema| varschema::to_label(schema).expect("small schema");
+    let findings = |value: Option<&str>| -> Vec<(Severity, String)> {
+        let config = ImageConfig {
+            labels: value
+                .map(|v| labels(&[(varschema::LABEL, v)]))
+                .unwrap_or_default(),
+            ..ImageConfig::default()
+        };
+        lint_image_dir(root, &config, &opts(Role::Machine))
+            .findings
+            .into_iter()
+            .filter(|f| f.id == "image/label-variables-schema")
+            .map(|f| (f.severity, f.message))
+            .collect()
+    };
+
+    assert_eq!(findings(None), []);
+    assert_eq!(findings(Some(&label_of(&current))), []);
+    // Key order and spacing are not part of the comparison.
+    let spaced = serde_json::to_string_pretty(&current).expect("JSON");
+    assert_eq!(findings(Some(&spaced)), []);
+
+    let found = findings(Some(&label_of(&stale)));
+    assert!(
+        matches!(found.as_slice(), [(Severity::Warning, m)]
+            if m.contains("(variables drift, sleep_seconds)") && m.contains("captf lint schema")),
+        "{found:?}"
+    );
+    for bad in [
+        "not json",
+        r#"{"type":"array"}"#,
+        r#"{"type":"object","pattern":"x"}"#,
+    ] {
+        let found = findings(Some(bad));
+        assert!(
+            matches!(found.as_slice(), [(Severity::Error, m)] if m.contains(varschema::LABEL)),
+            "{bad}: {found:?}"
+        );
+    }
 }
