@@ -18,6 +18,7 @@ pub mod merge;
 pub mod reconcile;
 pub mod registry;
 pub mod schedule;
+pub mod schemas;
 pub mod slots;
 pub mod sweep;
 pub mod variables;

@@ -1,9 +1,11 @@
 //! The admission webhooks through the real API server: `config/webhook`'s
 //! ValidatingWebhookConfiguration, pointed at a manager that is not the leader, rejects each bad
 //! input with a message naming the field and the fix, lets valid objects through, and keeps
-//! working when the serving certificate is rotated on disk.
+//! working when the serving certificate is rotated on disk; variables are held to the schema the
+//! module image publishes in a real registry.
 
 use captf_e2e::fixture::{TIMEOUT, namespace_with_identity};
+use captf_e2e::registry::TestRegistry;
 use captf_e2e::{
     Manager, apply_yaml, manager_kubeconfig, served_certificate, service_account_token, workspace,
 };
@@ -663,4 +665,213 @@ subjects:
         ..Default::default()
     };
     kube::Client::try_from(config).expect("author client")
+}
+
+/// Inline variables against the `io.captf.variables-schema` label of the module image, read
+/// from a real registry through the object's image pull Secrets: refused with every problem
+/// named and no value echoed when the image publishes a schema; let through, checked by name
+/// only, when the label is absent or broken, when the registry refuses the webhook, or when it
+/// is down.
+#[tokio::test]
+async fn variables_must_fit_the_schema_the_image_publishes() {
+    let (env, client, ns) = namespace_with_identity("varschema").await;
+    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
+    let registry = TestRegistry::start(&env, &ns).await.expect("registry");
+    let schema = json!({
+        "type": "object", "additionalProperties": false, "required": ["region"],
+        "properties": {
+            "region": {"type": "string"},
+            "size": {"type": "number"},
+            "zones": {"type": "array", "items": {"type": "string"}}
+        }
+    })
+    .to_string();
+    let push = |tag: &str, labels: &[(&str, &str)]| {
+        registry
+            .push(&format!("modules/cluster:{tag}"), labels)
+            .unwrap_or_else(|e| panic!("push {tag}: {e}"))
+    };
+    let with_schema = push("schema", &[("io.captf.variables-schema", &schema)]);
+    // Read once per namespace and image, whoever asks: this one is only ever asked for
+    // without credentials, which the registry refuses.
+    let private = push("private", &[("io.captf.variables-schema", &schema)]);
+    let without = push("plain", &[]);
+    let broken = push(
+        "broken",
+        &[("io.captf.variables-schema", r#"{"type":"list"}"#)],
+    );
+    let down = format!(
+        "127.0.0.1:{}/modules/cluster:gone",
+        captf_testenv::process::free_port().expect("port")
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    let pull_secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "registry"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": registry.docker_config()},
+    }))
+    .expect("Secret");
+    secrets
+        .create(&PostParams::default(), &pull_secret)
+        .await
+        .expect("pull Secret");
+
+    let cert_dir = env.dir.join(format!("webhook-{ns}"));
+    std::fs::create_dir_all(&cert_dir).expect("cert dir");
+    let pem = write_certificate(&cert_dir);
+    let port = captf_testenv::process::free_port().expect("port");
+    let flags = [
+        format!("--namespace={ns}"),
+        "--watch-filter=none-of-these".to_owned(),
+        format!("--webhook-port={port}"),
+        format!("--webhook-cert-dir={}", cert_dir.display()),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let manager = Manager::start(&env, &kubeconfig, &ns, &flags).expect("manager");
+    let vwc_name = format!("captf-e2e-{ns}");
+    apply_yaml(
+        &client,
+        &serde_json::to_string(&configuration(&vwc_name, &ns, port, &pem)).expect("json"),
+    )
+    .await
+    .expect("webhook configuration");
+    let _registered = Registered {
+        kubeconfig: env.kubeconfig().to_owned(),
+        name: vwc_name,
+    };
+
+    let clusters: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &resource("TerraformCluster", "terraformclusters"),
+    );
+    let cluster = |name: &str, image: &str, pull: bool, variables: serde_json::Value| {
+        let mut spec = json!({
+            "source": {"image": image},
+            "identityRef": {"name": format!("noop-{ns}")},
+            "variables": variables,
+        });
+        if pull {
+            spec["jobs"] = json!({"imagePullSecrets": [{"name": "registry"}]});
+        }
+        json!({
+            "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "TerraformCluster",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec
+        })
+    };
+    const SECRET_VALUE: &str = "s3cr3t-looking-size";
+    let bad = json!({"size": SECRET_VALUE, "instnce_type": "m5", "zones": ["a", 1, ["b"]]});
+    // The configuration takes a moment to reach the API server's admission chain.
+    let message = wait_for(
+        "the webhook to refuse variables the schema does not take",
+        TIMEOUT,
+        || async {
+            match create(&clusters, cluster("bad", &with_schema, true, bad.clone())).await {
+                Ok(_) => {
+                    let _ = clusters.delete("bad", &DeleteParams::default()).await;
+                    Ok(None)
+                }
+                Err(kube::Error::Api(e)) if e.code == 422 => Ok(Some(e.message)),
+                Err(e) => Err(e.into()),
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", manager.log()));
+    for part in [
+        "spec.variables: Invalid value: variable \"instnce_type\" is not declared by the module",
+        "variable \"size\" must be a number, got a string",
+        "variable \"zones\"[2] must be a string, got an array",
+        &format!("by the io.captf.variables-schema label of {with_schema}"),
+        "point spec.source.image at a module that takes it",
+    ] {
+        assert!(message.contains(part), "{part:?} not in {message}");
+    }
+    assert!(!message.contains(SECRET_VALUE), "{message}");
+
+    // Variables that fit pass; `region` is required but may come from a variablesFrom source,
+    // which the webhook does not read.
+    let good = json!({"size": "3", "zones": ["a"]});
+    create(&clusters, cluster("good", &with_schema, true, good))
+        .await
+        .expect("variables that fit the schema are admitted");
+    assert_refused(
+        clusters
+            .patch(
+                "good",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"variables": {"size": [3]}}})),
+            )
+            .await,
+        422,
+        &[
+            "spec.variables",
+            "variable \"size\" must be a number, got an array",
+        ],
+    );
+    // An update that leaves variables and image alone does not consult the schema.
+    clusters
+        .patch(
+            "good",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+        )
+        .await
+        .expect("an unrelated update is admitted");
+
+    // A template is held to the same schema, at its own path.
+    let templates: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &resource("TerraformMachineTemplate", "terraformmachinetemplates"),
+    );
+    assert_refused(
+        create(
+            &templates,
+            json!({
+                "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "TerraformMachineTemplate",
+                "metadata": {"name": "bad", "namespace": ns},
+                "spec": {"template": {"spec": {
+                    "source": {"image": with_schema},
+                    "jobs": {"imagePullSecrets": [{"name": "registry"}]},
+                    "variables": {"disk": 1}
+                }}}
+            }),
+        )
+        .await,
+        422,
+        &[
+            "TerraformMachineTemplate",
+            "spec.template.spec.variables",
+            "variable \"disk\" is not declared by the module",
+            "point spec.template.spec.source.image at",
+        ],
+    );
+
+    // No schema to be had: the variables are checked by name only, and the write goes through.
+    for (name, image, pull) in [
+        ("anonymous", &private, false),
+        ("plain", &without, true),
+        ("broken", &broken, true),
+        ("down", &down, true),
+    ] {
+        create(&clusters, cluster(name, image, pull, bad.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: no schema refuses nothing: {e}"));
+    }
+    let log = manager.whole_log();
+    for part in [
+        "variables schema not checkable",
+        "io.captf.variables-schema is not a variables schema",
+        "captf lint schema",
+    ] {
+        assert!(
+            log.contains(part),
+            "{part:?} not in the manager's log:\n{log}"
+        );
+    }
+    assert!(
+        !log.contains(SECRET_VALUE),
+        "a variable's value reached the log"
+    );
 }

@@ -62,6 +62,12 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
             pod_namespace.as_deref(),
             service_account.as_deref(),
         ),
+        registry: crate::registry::Registry::new()
+            .inspect_err(|error| {
+                tracing::error!(%error, "no root certificates: the webhooks cannot read module images' variables schemas");
+            })
+            .ok(),
+        schemas: crate::schemas::Schemas::default(),
     });
     let webhooks = crate::webhook::serve(&args, webhook, webhook_ready);
     let metrics_router = metrics_router(metrics.clone(), caches.clone());

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::templates::{TerraformMachineTemplate, TerraformMachineTemplateStatus};
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -22,7 +21,7 @@ use crate::capacity::{self, Read, Resolved};
 use crate::conditions::Conditions;
 use crate::error::{Error, KubeContext, Result};
 use crate::manager::metrics::KindReason;
-use crate::registry::Keyring;
+use crate::registry::{self, KeyringError};
 
 const KIND: &str = "TerraformMachineTemplate";
 /// A failed read is tried again after this long (and on any change of the template).
@@ -79,43 +78,28 @@ async fn read(ctx: &Context, namespace: &str, template: &TerraformMachineTemplat
             "the manager has no trusted root certificates to reach registries with".into(),
         ));
     };
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-    let mut keyring = Keyring::default();
     let pull_secrets = spec
         .jobs
         .as_ref()
         .and_then(|j| j.image_pull_secrets.as_ref())
         .into_iter()
-        .flatten();
-    for reference in pull_secrets {
-        let secret_name = reference.name.as_str();
-        let Some(secret) = secrets
-            .get_opt(secret_name)
-            .await
-            .during(|| format!("reading the image pull Secret {namespace}/{secret_name}"))?
-        else {
-            return Ok(Read::Failed(format!(
-                "the image pull Secret {namespace}/{secret_name} (spec.template.spec.jobs.imagePullSecrets) does not exist: create it or remove it from the list"
-            )));
-        };
-        let data = secret.data.unwrap_or_default();
-        let Some(config) = data
-            .get(".dockerconfigjson")
-            .or_else(|| data.get(".dockercfg"))
-        else {
-            return Ok(Read::Failed(format!(
-                "the image pull Secret {namespace}/{secret_name} has neither .dockerconfigjson nor .dockercfg: make it a kubernetes.io/dockerconfigjson Secret"
-            )));
-        };
-        match Keyring::parse(&config.0) {
-            Ok(entries) => keyring.extend(entries),
-            Err(e) => {
-                return Ok(Read::Failed(format!(
-                    "the image pull Secret {namespace}/{secret_name} is not a Docker config: {e}"
-                )));
-            }
+        .flatten()
+        .map(|r| r.name.as_str())
+        .collect::<Vec<_>>();
+    let keyring = match registry::keyring(
+        &ctx.client,
+        namespace,
+        &pull_secrets,
+        "spec.template.spec.jobs.imagePullSecrets",
+    )
+    .await
+    {
+        Ok(keyring) => keyring,
+        Err(KeyringError::Unusable(problem)) => return Ok(Read::Failed(problem)),
+        Err(KeyringError::Read { secret, source }) => {
+            return Err(source).during(|| format!("reading the image pull Secret {secret}"));
         }
-    }
+    };
     Ok(match registry.labels(&reference, &keyring).await {
         Ok(labels) => Read::Labels(labels),
         Err(e) => Read::Failed(e.to_string()),

@@ -66,6 +66,16 @@ impl Registry {
         image: &ImageReference,
         keyring: &Keyring,
     ) -> Result<BTreeMap<String, String>, InspectError> {
+        self.labels_within(image, keyring, TIMEOUT).await
+    }
+
+    /// [`Registry::labels`] within `timeout`, for all requests together.
+    pub async fn labels_within(
+        &self,
+        image: &ImageReference,
+        keyring: &Keyring,
+        timeout: Duration,
+    ) -> Result<BTreeMap<String, String>, InspectError> {
         let mut session = Session {
             http: &self.http,
             base: endpoint(&image.registry),
@@ -73,13 +83,13 @@ impl Registry {
             credential: keyring.for_registry(&image.registry),
             authorization: None,
         };
-        tokio::time::timeout(TIMEOUT, session.labels(image))
+        tokio::time::timeout(timeout, session.labels(image))
             .await
             .unwrap_or_else(|_| {
                 Err(InspectError::Unreachable(format!(
                     "the registry {} did not answer within {}s",
                     image.registry,
-                    TIMEOUT.as_secs()
+                    timeout.as_secs()
                 )))
             })
     }

@@ -1,10 +1,13 @@
 //! Reading a module image's labels from its registry (the OCI distribution API), for the
-//! machine template's capacity: no layer is ever downloaded, only the manifest and the
-//! config. Credentials come from the object's image pull Secrets.
+//! machine template's capacity and the variables schema the webhooks check: no layer is ever
+//! downloaded, only the manifest and the config. Credentials come from the object's image pull
+//! Secrets.
 
 pub mod auth;
 mod client;
 pub mod manifest;
+mod pull_secrets;
 
 pub use auth::Keyring;
 pub use client::{InspectError, Registry, TIMEOUT, endpoint};
+pub use pull_secrets::{KeyringError, keyring};

@@ -4,8 +4,11 @@
 
 use std::time::Duration;
 
-use captf_api::common::SecretReference;
-use captf_api::{TerraformClusterIdentity, TerraformMachine};
+use captf_api::common::{SecretReference, WorkspaceSpec};
+use captf_api::{
+    TerraformCluster, TerraformClusterIdentity, TerraformClusterTemplate, TerraformMachine,
+    TerraformMachinePool, TerraformMachinePoolTemplate, TerraformMachineTemplate,
+};
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -20,6 +23,8 @@ use super::Endpoint;
 use super::guards;
 use super::rules::{self, Change, ManagerUser};
 use super::violations::Violations;
+use crate::registry::Registry;
+use crate::schemas::{Known, Schemas};
 
 /// Longest wait for the API server while deciding (its own timeout for us is 10 s).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(8);
@@ -29,6 +34,9 @@ pub struct Webhook {
     /// The manager's client; its reads bypass every cache.
     pub client: kube::Client,
     pub manager: ManagerUser,
+    /// Reads module images' variables schemas; `None` without root certificates.
+    pub registry: Option<Registry>,
+    pub schemas: Schemas,
 }
 
 /// How a request is answered.
@@ -135,11 +143,86 @@ async fn write(
             Ok(verdict.violations)
         }
     };
+    let violations = match violations {
+        Ok(v) if v.is_empty() => variables_schema(webhook, endpoint, request).await,
+        other => other,
+    };
     match violations {
         Ok(v) if v.is_empty() => Outcome::Allowed,
         Ok(v) => Outcome::Invalid(v),
         Err(outcome) => outcome,
     }
+}
+
+/// The inline variables against the module image's variables schema, once every other rule
+/// holds (a malformed image reference or variable name is reported by those first). A schema
+/// that cannot be had refuses nothing.
+async fn variables_schema(
+    webhook: &Webhook,
+    endpoint: Endpoint,
+    request: &AdmissionRequest<DynamicObject>,
+) -> Result<Violations, Outcome> {
+    const TEMPLATE: &str = "spec.template.spec";
+    let subject = match endpoint {
+        Endpoint::Cluster => subject(request, "spec", |o: &TerraformCluster| &o.spec.workspace),
+        Endpoint::ClusterTemplate => subject(request, TEMPLATE, |o: &TerraformClusterTemplate| {
+            &o.spec.template.spec.workspace
+        }),
+        Endpoint::Machine => subject(request, "spec", |o: &TerraformMachine| &o.spec.workspace),
+        Endpoint::MachineTemplate => subject(request, TEMPLATE, |o: &TerraformMachineTemplate| {
+            &o.spec.template.spec.workspace
+        }),
+        Endpoint::MachinePool => subject(request, "spec", |o: &TerraformMachinePool| {
+            &o.spec.workspace
+        }),
+        Endpoint::MachinePoolTemplate => {
+            subject(request, TEMPLATE, |o: &TerraformMachinePoolTemplate| {
+                &o.spec.template.spec.workspace
+            })
+        }
+        Endpoint::Identity => Ok(None),
+    }?;
+    let mut v = Violations::default();
+    let Some((path, workspace)) = subject else {
+        return Ok(v);
+    };
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    let pull_secrets: Vec<&str> = workspace
+        .jobs
+        .as_ref()
+        .and_then(|j| j.image_pull_secrets.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| r.name.as_str())
+        .collect();
+    let known = webhook
+        .schemas
+        .lookup(
+            webhook.registry.as_ref(),
+            &webhook.client,
+            namespace,
+            &workspace.source.image,
+            &pull_secrets,
+            &format!("{path}.jobs.imagePullSecrets"),
+        )
+        .await;
+    if let Known::Schema(schema) = known {
+        rules::variables_schema::variables_fit(&mut v, path, &workspace, &schema);
+    }
+    Ok(v)
+}
+
+/// The workspace at `path` of the request's object when its variables need checking.
+fn subject<K: DeserializeOwned + kube::Resource>(
+    request: &AdmissionRequest<DynamicObject>,
+    path: &'static str,
+    workspace: fn(&K) -> &WorkspaceSpec,
+) -> Result<Option<(&'static str, WorkspaceSpec)>, Outcome> {
+    admit(request, |c: Change<'_, K>| {
+        let new = workspace(c.new);
+        rules::variables_schema::needs_check(new, c.old.map(workspace), c.deleting())
+            .then(|| (path, new.clone()))
+    })
 }
 
 /// Decodes the request's objects as `K` and runs `rules` over them.
@@ -300,6 +383,8 @@ mod tests {
         Webhook {
             client: kube::Client::try_from(config).expect("client"),
             manager: ManagerUser::new(Some("captf-system"), Some("captf-controller-manager")),
+            registry: None,
+            schemas: Schemas::default(),
         }
     }
 

@@ -5,6 +5,7 @@ mod identity;
 mod jobs;
 mod meta;
 mod templates;
+pub mod variables_schema;
 mod workloads;
 mod workspace;
 

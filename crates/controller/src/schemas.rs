@@ -1,0 +1,230 @@
+//! The variables schemas module images publish (`io.captf.variables-schema`), read from their
+//! registries by the admission webhooks and kept so that a burst of writes naming one image
+//! reads it once.
+//!
+//! A schema that cannot be had never refuses a write: the webhook then checks variables by
+//! name only, as for an image without the label, and the module checks them at plan time. A
+//! failed read is remembered briefly so that a registry that is down does not add its timeout
+//! to every write.
+//!
+//! Entries are kept per namespace and image: the read uses the namespace's pull Secrets, and
+//! one tenant's messages must not describe an image only another tenant may pull.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use captf_contract::varschema::{self, Schema};
+
+use crate::registry::{self, Registry};
+
+/// How long a webhook waits for the registry (operations.md `SchemaFetchTimeout`), pull
+/// Secrets included: the API server gives the whole review 10 s.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a failed read stands before the registry is asked again.
+pub const RETRY_AFTER: Duration = Duration::from_secs(30);
+/// How long a tag's answer stands: a tag can be pushed again with other variables. A digest
+/// names one image forever.
+pub const TAG_KEPT_FOR: Duration = Duration::from_secs(300);
+/// Entries kept at most; the oldest goes first.
+const CAPACITY: usize = 1024;
+
+/// What is known about one image's variables.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Known {
+    /// The image publishes this schema.
+    Schema(Arc<Schema>),
+    /// The image has no label: variables are checked by name only.
+    NoLabel,
+    /// The schema could not be had (why, for the log): nothing is checked against it.
+    Unknown(String),
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    known: Known,
+    at: Instant,
+}
+
+/// Whether an entry read at `at` for `image` still answers at `now`.
+fn fresh(known: &Known, image: &str, at: Instant, now: Instant) -> bool {
+    let age = now.saturating_duration_since(at);
+    match known {
+        Known::Unknown(_) => age < RETRY_AFTER,
+        _ if image.contains('@') => true,
+        _ => age < TAG_KEPT_FOR,
+    }
+}
+
+/// Classifies a read: the labels of the image, or why they could not be read.
+fn classify(labels: Result<&std::collections::BTreeMap<String, String>, String>) -> Known {
+    match labels {
+        Err(why) => Known::Unknown(why),
+        Ok(labels) => match labels.get(varschema::LABEL) {
+            None => Known::NoLabel,
+            Some(label) => match varschema::parse(label) {
+                Ok(schema) => Known::Schema(Arc::new(schema)),
+                Err(e) => Known::Unknown(format!(
+                    "{e}; rebuild the image with the label `captf lint schema` prints"
+                )),
+            },
+        },
+    }
+}
+
+/// The shared cache; cheap to clone.
+#[derive(Clone, Default)]
+pub struct Schemas {
+    entries: Arc<Mutex<HashMap<(String, String), Entry>>>,
+}
+
+impl Schemas {
+    fn cached(&self, namespace: &str, image: &str, now: Instant) -> Option<Known> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .get(&(namespace.to_owned(), image.to_owned()))
+            .filter(|e| fresh(&e.known, image, e.at, now))
+            .map(|e| e.known.clone())
+    }
+
+    fn store(&self, namespace: &str, image: &str, known: Known, now: Instant) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= CAPACITY {
+            entries.retain(|(_, image), e| fresh(&e.known, image, e.at, now));
+            if entries.len() >= CAPACITY
+                && let Some(oldest) = entries
+                    .iter()
+                    .min_by_key(|(_, e)| e.at)
+                    .map(|(k, _)| k.clone())
+            {
+                entries.remove(&oldest);
+            }
+        }
+        entries.insert(
+            (namespace.to_owned(), image.to_owned()),
+            Entry { known, at: now },
+        );
+    }
+
+    /// The schema of `image` for an object in `namespace` whose pull Secrets are
+    /// `pull_secrets` (named at `field`): from the cache, else read within
+    /// [`FETCH_TIMEOUT`].
+    pub async fn lookup(
+        &self,
+        registry: Option<&Registry>,
+        client: &kube::Client,
+        namespace: &str,
+        image: &str,
+        pull_secrets: &[&str],
+        field: &str,
+    ) -> Known {
+        if let Some(known) = self.cached(namespace, image, Instant::now()) {
+            return known;
+        }
+        let read = async {
+            let reference = captf_api::image::parse(image)?;
+            let registry = registry
+                .ok_or("the manager has no trusted root certificates to reach registries with")?;
+            let keyring = registry::keyring(client, namespace, pull_secrets, field)
+                .await
+                .map_err(|e| e.to_string())?;
+            registry
+                .labels_within(&reference, &keyring, FETCH_TIMEOUT)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        let labels = tokio::time::timeout(FETCH_TIMEOUT, read)
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "the image pull Secrets and the registry took longer than {}s",
+                    FETCH_TIMEOUT.as_secs()
+                ))
+            });
+        let known = classify(labels.as_ref().map_err(Clone::clone));
+        if let Known::Unknown(why) = &known {
+            tracing::info!(
+                namespace,
+                image,
+                reason = %why,
+                "variables schema not checkable; variables are checked by name only for {}s",
+                RETRY_AFTER.as_secs()
+            );
+        }
+        self.store(namespace, image, known.clone(), Instant::now());
+        known
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn answers_stand_as_long_as_the_image_can_not_have_changed() {
+        let t0 = Instant::now();
+        let schema = Known::Schema(Arc::new(Schema::default()));
+        let failed = Known::Unknown("down".into());
+        let tag = "r.example/m:v1";
+        let digest =
+            "r.example/m@sha256:0000000000000000000000000000000000000000000000000000000000000000";
+        let cases = [
+            (&failed, tag, Duration::ZERO, true),
+            (&failed, tag, RETRY_AFTER, false),
+            (&failed, digest, RETRY_AFTER, false),
+            (&schema, tag, RETRY_AFTER, true),
+            (&schema, tag, TAG_KEPT_FOR, false),
+            (&Known::NoLabel, tag, TAG_KEPT_FOR, false),
+            (&schema, digest, TAG_KEPT_FOR * 100, true),
+            (&Known::NoLabel, digest, TAG_KEPT_FOR * 100, true),
+        ];
+        for (known, image, age, want) in cases {
+            assert_eq!(
+                fresh(known, image, t0, t0 + age),
+                want,
+                "{known:?} {image} {age:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_read_becomes_what_is_known() -> anyhow::Result<()> {
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let with = labels(&[(varschema::LABEL, r#"{"type":"object"}"#)]);
+        assert_eq!(
+            classify(Ok(&with)),
+            Known::Schema(Arc::new(varschema::parse(r#"{"type":"object"}"#)?))
+        );
+        assert_eq!(classify(Ok(&labels(&[("other", "x")]))), Known::NoLabel);
+        let broken = labels(&[(varschema::LABEL, r#"{"type":"array"}"#)]);
+        assert!(
+            matches!(classify(Ok(&broken)), Known::Unknown(why) if why.contains("captf lint schema"))
+        );
+        assert_eq!(
+            classify(Err("unauthorized".into())),
+            Known::Unknown("unauthorized".into())
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn the_cache_is_per_namespace_and_bounded() {
+        let schemas = Schemas::default();
+        let now = Instant::now();
+        schemas.store("a", "r/m:v1", Known::NoLabel, now);
+        assert_eq!(schemas.cached("a", "r/m:v1", now), Some(Known::NoLabel));
+        assert_eq!(schemas.cached("b", "r/m:v1", now), None);
+        for i in 0..CAPACITY + 10 {
+            schemas.store("a", &format!("r/m:{i}"), Known::NoLabel, now);
+        }
+        let kept = schemas.entries.lock().map(|e| e.len()).unwrap_or(0);
+        assert_eq!(kept, CAPACITY);
+    }
+}
