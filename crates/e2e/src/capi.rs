@@ -25,6 +25,16 @@ pub struct CapiManager {
 impl CapiManager {
     /// Starts the core controllers and registers their webhooks for `ns`.
     pub async fn start(env: &TestEnv, client: &kube::Client, ns: &str) -> anyhow::Result<Self> {
+        Self::start_with(env, client, ns, &[]).await
+    }
+
+    /// [`CapiManager::start`] with more flags (`--feature-gates=ClusterTopology=true`).
+    pub async fn start_with(
+        env: &TestEnv,
+        client: &kube::Client,
+        ns: &str,
+        flags: &[&str],
+    ) -> anyhow::Result<Self> {
         let cache = captf_testenv::tools::cache_dir();
         let binary = cache.join("bin/capi-manager");
         let manifests = cache.join("capi-manager/core-webhooks.yaml");
@@ -55,6 +65,7 @@ impl CapiManager {
             .arg("--diagnostics-address=0")
             .arg(format!("--webhook-port={webhook}"))
             .arg(format!("--webhook-cert-dir={}", dir.display()))
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)

@@ -5,6 +5,7 @@
 pub mod capi;
 pub mod fixture;
 pub mod registry;
+pub mod webhooks;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

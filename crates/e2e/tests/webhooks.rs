@@ -6,8 +6,9 @@
 
 use captf_e2e::fixture::{TIMEOUT, namespace_with_identity};
 use captf_e2e::registry::TestRegistry;
+use captf_e2e::webhooks::{ROUTE, Registered, configuration, write_certificate};
 use captf_e2e::{
-    Manager, apply_yaml, manager_kubeconfig, served_certificate, service_account_token, workspace,
+    Manager, apply_yaml, manager_kubeconfig, served_certificate, service_account_token,
 };
 use captf_testenv::{TestEnv, wait_for};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -17,85 +18,9 @@ use serde_json::json;
 
 const GROUP: &str = "infrastructure.cluster.x-k8s.io";
 const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
-/// The label that routes this test's identities to its webhook (identities are cluster-scoped,
-/// so a namespace selector cannot).
-const ROUTE: &str = "captf-e2e/webhooks";
 
 fn resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, "v1alpha1", kind), plural)
-}
-
-fn vwc_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(
-            "admissionregistration.k8s.io",
-            "v1",
-            "ValidatingWebhookConfiguration",
-        ),
-        "validatingwebhookconfigurations",
-    )
-}
-
-/// A self-signed serving certificate for 127.0.0.1 written to `dir`; its PEM.
-fn write_certificate(dir: &std::path::Path) -> String {
-    let certified =
-        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .expect("certificate");
-    let pem = certified.cert.pem();
-    // The key first: the manager reads a pair once both files changed.
-    std::fs::write(dir.join("tls.key"), certified.signing_key.serialize_pem()).expect("key");
-    std::fs::write(dir.join("tls.crt"), &pem).expect("cert");
-    pem
-}
-
-/// `config/webhook/manifests.yaml` as this test registers it: every entry calls `port` on
-/// loopback trusting `ca`, and only for this namespace's objects and this test's identities.
-fn configuration(name: &str, ns: &str, port: u16, ca: &str) -> serde_json::Value {
-    let text = std::fs::read_to_string(workspace().join("config/webhook/manifests.yaml"))
-        .expect("config/webhook/manifests.yaml");
-    let mut config: serde_json::Value = serde_yaml::from_str(&text).expect("YAML");
-    assert_eq!(config["kind"], "ValidatingWebhookConfiguration");
-    config["metadata"] = json!({ "name": name });
-    let ca = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ca);
-    for hook in config["webhooks"].as_array_mut().expect("webhooks") {
-        let path = hook["clientConfig"]["service"]["path"]
-            .as_str()
-            .expect("path")
-            .to_owned();
-        hook["clientConfig"] =
-            json!({"url": format!("https://127.0.0.1:{port}{path}"), "caBundle": ca});
-        if hook["rules"][0]["resources"][0] == "terraformclusteridentities" {
-            hook["objectSelector"] = json!({"matchLabels": {ROUTE: ns}});
-        } else {
-            hook["namespaceSelector"] = json!({"matchLabels": {"kubernetes.io/metadata.name": ns}});
-        }
-    }
-    config
-}
-
-/// Removes the test's webhook configuration when the test ends, however it ends.
-struct Registered {
-    kubeconfig: std::path::PathBuf,
-    name: String,
-}
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        let (kubeconfig, name) = (self.kubeconfig.clone(), self.name.clone());
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async {
-                if let Ok(client) = captf_testenv::client_from_kubeconfig(&kubeconfig).await {
-                    let api: Api<DynamicObject> = Api::all_with(client, &vwc_resource());
-                    let _ = api.delete(&name, &DeleteParams::default()).await;
-                }
-            });
-        })
-        .join();
-    }
 }
 
 /// The message of a refused request.

@@ -1,0 +1,356 @@
+//! A ClusterClass on CAPTF's templates under the real Cluster API topology controller, with
+//! CAPTF's admission webhooks in the loop. The control plane is a stand-in kind this test
+//! defines (the topology controller only clones it and writes refs into it; no control-plane
+//! provider is built for the test control plane). The topology controller clones the
+//! TerraformCluster from its template with the identity a class patch supplies, CAPTF applies
+//! it, and a rebase of the class re-applies the cluster with the new template and rotates the
+//! control plane's TerraformMachineTemplate, whose server-side-apply dry run the webhook lets
+//! through.
+
+use captf_api::{TerraformCluster, TerraformMachineTemplate};
+use captf_e2e::capi::CapiManager;
+use captf_e2e::fixture::*;
+use captf_e2e::webhooks::{Registered, configuration, write_certificate};
+use captf_e2e::{Manager, manager_kubeconfig};
+use captf_testenv::wait_for;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+
+const INFRA: &str = "infrastructure.cluster.x-k8s.io";
+const MACHINE_IMAGE: &str = "captf.local/modules/noop-machine:e2e";
+const CLONED_FROM: &str = "cluster.x-k8s.io/cloned-from-name";
+/// Applies run one after the other through the process node.
+const LONG: std::time::Duration = std::time::Duration::from_secs(420);
+
+/// A control-plane kind and its template that keep whatever the topology controller writes.
+const STAND_IN_CONTROL_PLANE: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: testcontrolplanes.controlplane.e2e.captf.io
+  labels: {cluster.x-k8s.io/v1beta2: v1alpha1}
+spec:
+  group: controlplane.e2e.captf.io
+  names: {kind: TestControlPlane, listKind: TestControlPlaneList, plural: testcontrolplanes, singular: testcontrolplane}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: testcontrolplanetemplates.controlplane.e2e.captf.io
+  labels: {cluster.x-k8s.io/v1beta2: v1alpha1}
+spec:
+  group: controlplane.e2e.captf.io
+  names: {kind: TestControlPlaneTemplate, listKind: TestControlPlaneTemplateList, plural: testcontrolplanetemplates, singular: testcontrolplanetemplate}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+async fn apply(
+    api: &Api<DynamicObject>,
+    name: &str,
+    object: serde_json::Value,
+) -> kube::Result<()> {
+    let params = PatchParams::apply("captf-e2e").force();
+    api.patch(name, &params, &Patch::Apply(&object))
+        .await
+        .map(|_| ())
+}
+
+fn cluster_template(ns: &str, name: &str, flavour: &str) -> serde_json::Value {
+    // No identityRef: the class patch supplies it per Cluster.
+    json!({
+        "apiVersion": format!("{INFRA}/v1alpha1"), "kind": "TerraformClusterTemplate",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"template": {"spec": {
+            "source": {"image": CLUSTER_IMAGE},
+            "variables": {"extra_exports": {"flavour": flavour}}
+        }}}
+    })
+}
+
+fn machine_template(ns: &str, name: &str, size: u32) -> serde_json::Value {
+    json!({
+        "apiVersion": format!("{INFRA}/v1alpha1"), "kind": "TerraformMachineTemplate",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"template": {"spec": {
+            "source": {"image": MACHINE_IMAGE},
+            "variables": {"size": size}
+        }}}
+    })
+}
+
+fn class(ns: &str, infrastructure: &str, control_plane_machines: &str) -> serde_json::Value {
+    let template_ref = |api_version: &str, kind: &str, name: &str| json!({"templateRef": {"apiVersion": api_version, "kind": kind, "name": name}});
+    let infra = format!("{INFRA}/v1alpha1");
+    let mut control_plane = template_ref(
+        "controlplane.e2e.captf.io/v1alpha1",
+        "TestControlPlaneTemplate",
+        "control-plane",
+    );
+    control_plane["machineInfrastructure"] =
+        template_ref(&infra, "TerraformMachineTemplate", control_plane_machines);
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "ClusterClass",
+        "metadata": {"name": "noop", "namespace": ns},
+        "spec": {
+            "infrastructure": template_ref(&infra, "TerraformClusterTemplate", infrastructure),
+            "controlPlane": control_plane,
+            "variables": [{
+                "name": "identity", "required": true,
+                "schema": {"openAPIV3Schema": {"type": "string", "minLength": 1}}
+            }],
+            "patches": [{
+                "name": "identity",
+                "definitions": [{
+                    "selector": {
+                        "apiVersion": infra, "kind": "TerraformClusterTemplate",
+                        "matchResources": {"infrastructureCluster": true}
+                    },
+                    "jsonPatches": [{
+                        "op": "add", "path": "/spec/template/spec/identityRef",
+                        "valueFrom": {"template": "name: {{ .identity }}"}
+                    }]
+                }]
+            }]
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_cluster_class_clones_applies_and_rebases_captf_templates() {
+    let (env, client, ns) = namespace_with_identity("class").await;
+    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
+    let cert_dir = env.dir.join(format!("webhook-{ns}"));
+    std::fs::create_dir_all(&cert_dir).expect("cert dir");
+    let pem = write_certificate(&cert_dir);
+    let port = captf_testenv::process::free_port().expect("port");
+    let flags = [
+        format!("--namespace={ns}"),
+        format!("--webhook-port={port}"),
+        format!("--webhook-cert-dir={}", cert_dir.display()),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let manager = Manager::start(&env, &kubeconfig, &ns, &flags).expect("manager");
+    let vwc = format!("captf-e2e-{ns}");
+    captf_e2e::apply_yaml(
+        &client,
+        &serde_json::to_string(&configuration(&vwc, &ns, port, &pem)).expect("json"),
+    )
+    .await
+    .expect("CAPTF's webhook configuration");
+    let _registered = Registered {
+        kubeconfig: env.kubeconfig().to_owned(),
+        name: vwc,
+    };
+    captf_e2e::apply_yaml(&client, STAND_IN_CONTROL_PLANE)
+        .await
+        .expect("the stand-in control-plane CRDs");
+    let capi = CapiManager::start_with(
+        &env,
+        &client,
+        &ns,
+        &["--feature-gates=ClusterTopology=true"],
+    )
+    .await
+    .expect("capi-manager");
+    let logs = || {
+        format!(
+            "manager log:\n{}\ncapi-manager log:\n{}",
+            manager.log(),
+            capi.log()
+        )
+    };
+
+    let api = |group: &str, version: &str, kind: &str, plural: &str| -> Api<DynamicObject> {
+        Api::namespaced_with(client.clone(), &ns, &resource(group, version, kind, plural))
+    };
+    let infra = |kind: &str, plural: &str| api(INFRA, "v1alpha1", kind, plural);
+    let cluster_templates = infra("TerraformClusterTemplate", "terraformclustertemplates");
+    let machine_templates = infra("TerraformMachineTemplate", "terraformmachinetemplates");
+    let cp_templates = api(
+        "controlplane.e2e.captf.io",
+        "v1alpha1",
+        "TestControlPlaneTemplate",
+        "testcontrolplanetemplates",
+    );
+    let control_planes = api(
+        "controlplane.e2e.captf.io",
+        "v1alpha1",
+        "TestControlPlane",
+        "testcontrolplanes",
+    );
+    let classes = api(
+        "cluster.x-k8s.io",
+        "v1beta2",
+        "ClusterClass",
+        "clusterclasses",
+    );
+    let clusters = api("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters");
+
+    // The stand-in CRDs take a moment to be served.
+    wait_for("the stand-in control-plane template", TIMEOUT, || async {
+        let template = json!({
+            "apiVersion": "controlplane.e2e.captf.io/v1alpha1", "kind": "TestControlPlaneTemplate",
+            "metadata": {"name": "control-plane", "namespace": ns},
+            "spec": {"template": {"spec": {}}}
+        });
+        Ok(apply(&cp_templates, "control-plane", template).await.ok())
+    })
+    .await
+    .expect("stand-in template");
+    for (name, template) in [
+        ("a", cluster_template(&ns, "a", "a")),
+        ("b", cluster_template(&ns, "b", "b")),
+    ] {
+        apply(&cluster_templates, name, template)
+            .await
+            .expect("TerraformClusterTemplate");
+    }
+    for (name, size) in [("cp-a", 1), ("cp-b", 2)] {
+        apply(&machine_templates, name, machine_template(&ns, name, size))
+            .await
+            .expect("TerraformMachineTemplate");
+    }
+    apply(&classes, "noop", class(&ns, "a", "cp-a"))
+        .await
+        .expect("ClusterClass");
+
+    // CAPI's Cluster webhook refuses a topology until the class's variables are reconciled.
+    let cluster = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "topo", "namespace": ns},
+        "spec": {"topology": {
+            "classRef": {"name": "noop"},
+            "version": "v1.34.4",
+            "variables": [{"name": "identity", "value": format!("noop-{ns}")}]
+        }}
+    });
+    wait_for("CAPI to admit the topology Cluster", TIMEOUT, || async {
+        Ok(apply(&clusters, "topo", cluster.clone()).await.ok())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+
+    // The topology controller clones the TerraformCluster, with the patched identity; CAPTF
+    // applies it and CAPI sees the infrastructure provisioned.
+    let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let owned = ListParams::default().labels("cluster.x-k8s.io/cluster-name=topo");
+    let exported = |flavour: &'static str| {
+        let (tcs, owned) = (tcs.clone(), owned.clone());
+        move || {
+            let (tcs, owned) = (tcs.clone(), owned.clone());
+            async move {
+                let list = tcs.list(&owned).await?.items;
+                Ok(list.into_iter().find(|tc| {
+                    let exports = serde_json::to_value(tc.status.as_ref().map(|s| &s.exports))
+                        .unwrap_or_default();
+                    ready(tc) && exports["flavour"] == flavour
+                }))
+            }
+        }
+    };
+    let tc = wait_for(
+        "the cloned TerraformCluster applied from template a",
+        LONG,
+        exported("a"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    assert_eq!(
+        tc.annotations().get(CLONED_FROM).map(String::as_str),
+        Some("a")
+    );
+    assert_eq!(
+        tc.spec
+            .workspace
+            .identity_ref
+            .as_ref()
+            .map(|i| i.name.as_str()),
+        Some(format!("noop-{ns}").as_str()),
+        "the class patch supplied the identity"
+    );
+    wait_for("the Cluster's infrastructure provisioned", LONG, || async {
+        let c = clusters.get("topo").await?;
+        Ok((c.data["status"]["initialization"]["infrastructureProvisioned"] == true).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+
+    // The control plane's machines get their own clone of cp-a.
+    let machine_clones = |from: &'static str| {
+        let machine_templates: Api<TerraformMachineTemplate> = Api::namespaced(client.clone(), &ns);
+        move || {
+            let machine_templates = machine_templates.clone();
+            async move {
+                let list = machine_templates.list(&ListParams::default()).await?.items;
+                Ok(list
+                    .into_iter()
+                    .find(|t| t.annotations().get(CLONED_FROM).map(String::as_str) == Some(from))
+                    .map(|t| t.name_any()))
+            }
+        }
+    };
+    let first = wait_for("a clone of cp-a", TIMEOUT, machine_clones("cp-a"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+
+    // Rebase the class: the TerraformCluster is patched in place and re-applied; the machine
+    // template is compared by a dry run the webhook lets through, and rotated.
+    apply(&classes, "noop", class(&ns, "b", "cp-b"))
+        .await
+        .expect("rebase the ClusterClass");
+    let tc = wait_for(
+        "the TerraformCluster re-applied from template b",
+        LONG,
+        exported("b"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    assert_eq!(
+        tc.annotations().get(CLONED_FROM).map(String::as_str),
+        Some("b")
+    );
+    let second = wait_for("a clone of cp-b", TIMEOUT, machine_clones("cp-b"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    assert_ne!(first, second, "a new template, not an edit of the old one");
+    wait_for(
+        "the control plane pointed at the new clone",
+        TIMEOUT,
+        || async {
+            let list = control_planes.list(&ListParams::default()).await?.items;
+            Ok(list
+                .iter()
+                .any(|cp| cp.data["spec"].to_string().contains(&second))
+                .then_some(()))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+}
