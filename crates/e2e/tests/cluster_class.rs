@@ -1,13 +1,20 @@
 //! A ClusterClass on CAPTF's templates under the real Cluster API topology controller, with
-//! CAPTF's admission webhooks in the loop. The control plane is a stand-in kind this test
-//! defines (the topology controller only clones it and writes refs into it; no control-plane
-//! provider is built for the test control plane). The topology controller clones the
-//! TerraformCluster from its template with the identity a class patch supplies, CAPTF applies
-//! it, and a rebase of the class re-applies the cluster with the new template and rotates the
-//! control plane's TerraformMachineTemplate, whose server-side-apply dry run the webhook lets
-//! through.
+//! CAPTF's admission webhooks in the loop. The control plane and the bootstrap configs are
+//! stand-in kinds this test defines and answers for (no control-plane or bootstrap provider is
+//! built for the test control plane): the topology controller only clones them and reads their
+//! status.
+//!
+//! The topology controller clones the TerraformCluster from its template with the identity a
+//! class patch supplies, and CAPTF applies it. Once the control plane reports its version, the
+//! class's workers follow: a MachineDeployment whose TerraformMachines come from a clone of the
+//! worker TerraformMachineTemplate, and a MachinePool on a TerraformMachinePool cloned from the
+//! TerraformMachinePoolTemplate; CAPTF provisions both. A rebase of the class re-applies the
+//! cluster with the new template and rotates the control plane's TerraformMachineTemplate,
+//! whose server-side-apply dry run the webhook lets through.
 
-use captf_api::{TerraformCluster, TerraformMachineTemplate};
+use captf_api::{
+    TerraformCluster, TerraformMachine, TerraformMachinePool, TerraformMachineTemplate,
+};
 use captf_e2e::capi::CapiManager;
 use captf_e2e::fixture::*;
 use captf_e2e::webhooks::{Registered, configuration, write_certificate};
@@ -20,12 +27,14 @@ use serde_json::json;
 
 const INFRA: &str = "infrastructure.cluster.x-k8s.io";
 const MACHINE_IMAGE: &str = "captf.local/modules/noop-machine:e2e";
+const POOL_IMAGE: &str = "captf.local/modules/noop-machinepool:e2e";
 const CLONED_FROM: &str = "cluster.x-k8s.io/cloned-from-name";
 /// Applies run one after the other through the process node.
 const LONG: std::time::Duration = std::time::Duration::from_secs(420);
 
-/// A control-plane kind and its template that keep whatever the topology controller writes.
-const STAND_IN_CONTROL_PLANE: &str = r#"
+/// A control-plane kind, a bootstrap config kind and their templates, keeping whatever the
+/// topology controller writes.
+const STAND_INS: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
@@ -55,6 +64,46 @@ metadata:
 spec:
   group: controlplane.e2e.captf.io
   names: {kind: TestControlPlaneTemplate, listKind: TestControlPlaneTemplateList, plural: testcontrolplanetemplates, singular: testcontrolplanetemplate}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: testconfigs.bootstrap.e2e.captf.io
+  labels: {cluster.x-k8s.io/v1beta2: v1alpha1}
+spec:
+  group: bootstrap.e2e.captf.io
+  names: {kind: TestConfig, listKind: TestConfigList, plural: testconfigs, singular: testconfig}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: testconfigtemplates.bootstrap.e2e.captf.io
+  labels: {cluster.x-k8s.io/v1beta2: v1alpha1}
+spec:
+  group: bootstrap.e2e.captf.io
+  names: {kind: TestConfigTemplate, listKind: TestConfigTemplateList, plural: testconfigtemplates, singular: testconfigtemplate}
   scope: Namespaced
   versions:
   - name: v1alpha1
@@ -105,6 +154,53 @@ fn machine_template(ns: &str, name: &str, size: u32) -> serde_json::Value {
     })
 }
 
+fn pool_template(ns: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": format!("{INFRA}/v1alpha1"), "kind": "TerraformMachinePoolTemplate",
+        "metadata": {"name": "pool", "namespace": ns},
+        "spec": {"template": {"spec": {"source": {"image": POOL_IMAGE}}}}
+    })
+}
+
+/// Answers for the stand-in bootstrap provider while it lives: every TestConfig gets the
+/// bootstrap Secret as its data.
+struct BootstrapProvider(tokio::task::JoinHandle<()>);
+
+impl BootstrapProvider {
+    fn start(configs: Api<DynamicObject>) -> Self {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        BootstrapProvider(tokio::spawn(async move {
+            let ready = json!({"status": {
+                "initialization": {"dataSecretCreated": true},
+                "dataSecretName": "worker-bootstrap"
+            }});
+            let mut configs_seen = std::pin::pin!(
+                watcher(configs.clone(), watcher::Config::default()).applied_objects()
+            );
+            while let Some(seen) = configs_seen.next().await {
+                if let Ok(config) = seen
+                    && config.data["status"]["dataSecretName"].is_null()
+                {
+                    let _ = configs
+                        .patch_status(
+                            &config.name_any(),
+                            &PatchParams::default(),
+                            &Patch::Merge(&ready),
+                        )
+                        .await;
+                }
+            }
+        }))
+    }
+}
+
+impl Drop for BootstrapProvider {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 fn class(ns: &str, infrastructure: &str, control_plane_machines: &str) -> serde_json::Value {
     let template_ref = |api_version: &str, kind: &str, name: &str| json!({"templateRef": {"apiVersion": api_version, "kind": kind, "name": name}});
     let infra = format!("{INFRA}/v1alpha1");
@@ -115,12 +211,30 @@ fn class(ns: &str, infrastructure: &str, control_plane_machines: &str) -> serde_
     );
     control_plane["machineInfrastructure"] =
         template_ref(&infra, "TerraformMachineTemplate", control_plane_machines);
+    let bootstrap = template_ref(
+        "bootstrap.e2e.captf.io/v1alpha1",
+        "TestConfigTemplate",
+        "worker",
+    );
+    let workers = json!({
+        "machineDeployments": [{
+            "class": "default-worker",
+            "bootstrap": bootstrap,
+            "infrastructure": template_ref(&infra, "TerraformMachineTemplate", "worker")
+        }],
+        "machinePools": [{
+            "class": "default-pool",
+            "bootstrap": bootstrap,
+            "infrastructure": template_ref(&infra, "TerraformMachinePoolTemplate", "pool")
+        }]
+    });
     json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "ClusterClass",
         "metadata": {"name": "noop", "namespace": ns},
         "spec": {
             "infrastructure": template_ref(&infra, "TerraformClusterTemplate", infrastructure),
             "controlPlane": control_plane,
+            "workers": workers,
             "variables": [{
                 "name": "identity", "required": true,
                 "schema": {"openAPIV3Schema": {"type": "string", "minLength": 1}}
@@ -168,7 +282,7 @@ async fn a_cluster_class_clones_applies_and_rebases_captf_templates() {
         kubeconfig: env.kubeconfig().to_owned(),
         name: vwc,
     };
-    captf_e2e::apply_yaml(&client, STAND_IN_CONTROL_PLANE)
+    captf_e2e::apply_yaml(&client, STAND_INS)
         .await
         .expect("the stand-in control-plane CRDs");
     let capi = CapiManager::start_with(
@@ -205,6 +319,16 @@ async fn a_cluster_class_clones_applies_and_rebases_captf_templates() {
         "TestControlPlane",
         "testcontrolplanes",
     );
+    let pool_templates = infra(
+        "TerraformMachinePoolTemplate",
+        "terraformmachinepooltemplates",
+    );
+    let config_templates = api(
+        "bootstrap.e2e.captf.io",
+        "v1alpha1",
+        "TestConfigTemplate",
+        "testconfigtemplates",
+    );
     let classes = api(
         "cluster.x-k8s.io",
         "v1beta2",
@@ -237,6 +361,44 @@ async fn a_cluster_class_clones_applies_and_rebases_captf_templates() {
             .await
             .expect("TerraformMachineTemplate");
     }
+    apply(
+        &machine_templates,
+        "worker",
+        json!({
+            "apiVersion": format!("{INFRA}/v1alpha1"), "kind": "TerraformMachineTemplate",
+            "metadata": {"name": "worker", "namespace": ns},
+            "spec": {"template": {"spec": {"source": {"image": MACHINE_IMAGE}}}}
+        }),
+    )
+    .await
+    .expect("worker TerraformMachineTemplate");
+    apply(&pool_templates, "pool", pool_template(&ns))
+        .await
+        .expect("TerraformMachinePoolTemplate");
+    wait_for("the stand-in bootstrap template", TIMEOUT, || async {
+        let template = json!({
+            "apiVersion": "bootstrap.e2e.captf.io/v1alpha1", "kind": "TestConfigTemplate",
+            "metadata": {"name": "worker", "namespace": ns},
+            "spec": {"template": {"spec": {}}}
+        });
+        Ok(apply(&config_templates, "worker", template).await.ok())
+    })
+    .await
+    .expect("stand-in bootstrap template");
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "worker-bootstrap", "namespace": ns},
+        "stringData": {"value": "#cloud-config\n", "format": "cloud-config"}
+    });
+    captf_e2e::apply_yaml(&client, &secret.to_string())
+        .await
+        .expect("bootstrap Secret");
+    let _bootstrap = BootstrapProvider::start(api(
+        "bootstrap.e2e.captf.io",
+        "v1alpha1",
+        "TestConfig",
+        "testconfigs",
+    ));
     apply(&classes, "noop", class(&ns, "a", "cp-a"))
         .await
         .expect("ClusterClass");
@@ -248,7 +410,11 @@ async fn a_cluster_class_clones_applies_and_rebases_captf_templates() {
         "spec": {"topology": {
             "classRef": {"name": "noop"},
             "version": "v1.34.4",
-            "variables": [{"name": "identity", "value": format!("noop-{ns}")}]
+            "variables": [{"name": "identity", "value": format!("noop-{ns}")}],
+            "workers": {
+                "machineDeployments": [{"class": "default-worker", "name": "md", "replicas": 1}],
+                "machinePools": [{"class": "default-pool", "name": "mp", "replicas": 1}]
+            }
         }}
     });
     wait_for("CAPI to admit the topology Cluster", TIMEOUT, || async {
@@ -299,6 +465,106 @@ async fn a_cluster_class_clones_applies_and_rebases_captf_templates() {
         let c = clusters.get("topo").await?;
         Ok((c.data["status"]["initialization"]["infrastructureProvisioned"] == true).then_some(()))
     })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+
+    // Acting as the control-plane provider: the control plane is at the topology's version,
+    // so the topology controller creates the workers.
+    let control_plane = wait_for("the stand-in control plane", TIMEOUT, || async {
+        Ok(control_planes
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .next())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    control_planes
+        .patch_status(
+            &control_plane.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "version": "v1.34.4",
+                "initialization": {"controlPlaneInitialized": true}
+            }})),
+        )
+        .await
+        .expect("the control plane's status");
+
+    // The MachineDeployment's TerraformMachine, cloned from the topology's clone of the worker
+    // template, provisioned, and its Machine given the providerID.
+    let tms: Api<TerraformMachine> = Api::namespaced(client.clone(), &ns);
+    let tm = wait_for("a worker TerraformMachine provisioned", LONG, || async {
+        Ok(tms
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find(|tm| ready(tm) && tm.spec.provider_id.is_some()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    let worker_template = tm
+        .annotations()
+        .get(CLONED_FROM)
+        .cloned()
+        .unwrap_or_default();
+    let worker_clone: TerraformMachineTemplate = Api::namespaced(client.clone(), &ns)
+        .get(&worker_template)
+        .await
+        .expect("the MachineDeployment's template clone");
+    assert_eq!(
+        worker_clone
+            .annotations()
+            .get(CLONED_FROM)
+            .map(String::as_str),
+        Some("worker"),
+        "the topology cloned the class's worker template"
+    );
+    let machines = api("cluster.x-k8s.io", "v1beta2", "Machine", "machines");
+    wait_for("the worker Machine's providerID", TIMEOUT, || async {
+        Ok(machines
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .any(|m| m.data["spec"]["providerID"].as_str() == tm.spec.provider_id.as_deref())
+            .then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+
+    // The MachinePool's TerraformMachinePool, cloned from the TerraformMachinePoolTemplate.
+    let pools: Api<TerraformMachinePool> = Api::namespaced(client.clone(), &ns);
+    let pool = wait_for("the TerraformMachinePool provisioned", LONG, || async {
+        Ok(pools
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find(ready))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    assert_eq!(
+        pool.annotations().get(CLONED_FROM).map(String::as_str),
+        Some("pool")
+    );
+    let machine_pools = api("cluster.x-k8s.io", "v1beta2", "MachinePool", "machinepools");
+    wait_for(
+        "the MachinePool's infrastructure provisioned",
+        TIMEOUT,
+        || async {
+            Ok(machine_pools
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .any(|mp| mp.data["status"]["initialization"]["infrastructureProvisioned"] == true)
+                .then_some(()))
+        },
+    )
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
 
