@@ -468,6 +468,19 @@ pub struct WorkspaceSpec {
     pub variables_from: Option<Vec<VariablesSource>>,
 }
 
+impl WorkspaceSpec {
+    /// The names in `jobs.imagePullSecrets`: the credentials for reading the module image.
+    pub fn image_pull_secret_names(&self) -> Vec<&str> {
+        self.jobs
+            .as_ref()
+            .and_then(|j| j.image_pull_secrets.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|r| r.name.as_str())
+            .collect()
+    }
+}
+
 /// Status fields shared by the three workload kinds. Nothing here is load-bearing: every value
 /// can be rebuilt from spec, state, durable inputs or the Job list.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]

@@ -1,11 +1,14 @@
 //! Module variables of a workload (pure): `spec.variablesFrom` sources merged in list order
 //! (a later source wins), then `spec.variables` over all of them. A value that wins from a
-//! Secret is declared sensitive. Errors name the source and the key, never a value.
+//! Secret is declared sensitive. The merged variables are then held to the variables schema
+//! the module image publishes, when it publishes one. Errors name the source and the key, never
+//! a value.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use captf_api::conditions::{Status, reasons};
 use captf_api::{VariablesFormat, VariablesSource, WorkspaceSpec};
+use captf_contract::varschema::{Given, LABEL, Schema, Seen};
 use captf_contract::{Role, Variable, Variables};
 
 /// The gate a pass reports when the variables cannot be built: (status, reason, message).
@@ -85,6 +88,15 @@ impl Workspaced for captf_api::TerraformMachinePool {
     }
 }
 
+/// The merged variables, and which of them a string-format source supplied.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Merged {
+    pub variables: Variables,
+    /// The names whose winning value came from a source without `format: JSON`: always a
+    /// string, which Terraform converts to a primitive but never to a collection.
+    pub from_strings: BTreeSet<String>,
+}
+
 /// The variables of `workspace` for `role`, from its inline variables and its sources
 /// (`fetched[i]` for `spec.variablesFrom[i]`, `None` when missing).
 pub fn merge(
@@ -92,9 +104,10 @@ pub fn merge(
     namespace: &str,
     workspace: &WorkspaceSpec,
     fetched: &[Option<Fetched>],
-) -> Result<Variables, Gate> {
+) -> Result<Merged, Gate> {
     let invalid = |message: String| (Status::False, reasons::VARIABLES_INVALID, message);
     let mut out = Variables::new();
+    let mut from_strings = BTreeSet::new();
     for (index, source) in workspace.variables_from.iter().flatten().enumerate() {
         let (kind, name) = target(index, source)?;
         let what = format!(
@@ -137,6 +150,11 @@ pub fn merge(
             } else {
                 serde_json::Value::String(text)
             };
+            if json {
+                from_strings.remove(&key);
+            } else {
+                from_strings.insert(key.clone());
+            }
             out.insert(
                 key,
                 Variable {
@@ -149,6 +167,7 @@ pub fn merge(
     for (name, value) in workspace.variables.clone().unwrap_or_default() {
         captf_contract::validate_variable_name(role, &name)
             .map_err(|e| invalid(format!("spec.variables: {e}")))?;
+        from_strings.remove(&name);
         out.insert(
             name,
             Variable {
@@ -157,7 +176,35 @@ pub fn merge(
             },
         );
     }
-    Ok(out)
+    Ok(Merged {
+        variables: out,
+        from_strings,
+    })
+}
+
+/// The merged variables against the schema of `image`: every variable declared, every value
+/// convertible to its type, every required variable set. The gate lists every problem, naming
+/// variables and never values.
+pub fn fit(schema: &Schema, image: &str, merged: &Merged) -> Result<(), Gate> {
+    let given = merged.variables.iter().map(|(name, variable)| {
+        let given = Given {
+            value: &variable.value,
+            from_string_source: merged.from_strings.contains(name),
+        };
+        (name.as_str(), given)
+    });
+    let problems = schema.check(given, Seen::All);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err((
+        Status::False,
+        reasons::VARIABLES_INVALID,
+        format!(
+            "the variables do not fit the {LABEL} label of {image}: {}; correct spec.variables or the variablesFrom sources, or point spec.source.image at a module that takes them",
+            problems.join("; ")
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -334,6 +381,7 @@ mod tests {
             match (got, want) {
                 (Ok(got), Ok(want)) => {
                     let got: Vec<(&str, serde_json::Value, bool)> = got
+                        .variables
                         .iter()
                         .map(|(k, v)| (k.as_str(), v.value.clone(), v.sensitive))
                         .collect();
@@ -350,5 +398,99 @@ mod tests {
                 (got, want) => panic!("{name}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    #[test]
+    fn the_winning_source_decides_whether_a_value_is_a_string() -> anyhow::Result<()> {
+        use SourceKind::{ConfigMap, Secret};
+        let ws = workspace(
+            Some(json!({"c": 3})),
+            vec![
+                source(ConfigMap, "strings", false, false),
+                source(Secret, "json", false, true),
+            ],
+        );
+        let fetched = [
+            fetched(true, &[("a", b"1"), ("b", b"2"), ("c", b"3")]),
+            fetched(true, &[("b", b"[1]")]),
+        ];
+        let merged = merge(Role::Machine, "ns", &ws, &fetched).map_err(|g| anyhow::anyhow!(g.2))?;
+        assert_eq!(merged.from_strings, BTreeSet::from(["a".to_owned()]));
+        Ok(())
+    }
+
+    #[test]
+    fn fit_table() -> anyhow::Result<()> {
+        let schema = captf_contract::varschema::parse(
+            r#"{"type":"object","additionalProperties":false,"required":["region"],"properties":{
+                "region":{"type":"string"},"size":{"type":"number"},"zones":{"type":"array","items":{"type":"string"}}}}"#,
+        )?;
+        let merged = |vars: serde_json::Value, strings: &[&str]| Merged {
+            variables: vars
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| {
+                    let variable = Variable {
+                        value: v.clone(),
+                        sensitive: true,
+                    };
+                    (k.clone(), variable)
+                })
+                .collect(),
+            from_strings: strings.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        let cases: &[(&str, Merged, &[&str])] = &[
+            (
+                "a numeric string from a string source is a number",
+                merged(
+                    json!({"region": "eu", "size": "3", "zones": ["a"]}),
+                    &["size"],
+                ),
+                &[],
+            ),
+            (
+                "a required variable nothing sets",
+                merged(json!({"size": 3}), &[]),
+                &[r#"variable "region" is required by the module and nothing sets it"#],
+            ),
+            (
+                "a collection from a string source",
+                merged(
+                    json!({"region": "eu", "zones": "[\"hunter2\"]"}),
+                    &["zones"],
+                ),
+                &[r#"variable "zones" must be an array, but its source has the string format"#],
+            ),
+            (
+                "every problem at once",
+                merged(json!({"extra": "hunter2", "size": "hunter2"}), &[]),
+                &[
+                    r#"variable "extra" is not declared by the module; variable "size" must be a number, got a string; variable "region" is required"#,
+                    "the variables do not fit the io.captf.variables-schema label of r/m:v1: ",
+                    "correct spec.variables or the variablesFrom sources",
+                ],
+            ),
+        ];
+        for (name, merged, fragments) in cases {
+            match fit(&schema, "r/m:v1", merged) {
+                Ok(()) => assert!(fragments.is_empty(), "{name}: fits"),
+                Err((status, reason, message)) => {
+                    assert_eq!(
+                        (status, reason),
+                        (Status::False, reasons::VARIABLES_INVALID)
+                    );
+                    assert!(!fragments.is_empty(), "{name}: {message}");
+                    for fragment in *fragments {
+                        assert!(message.contains(fragment), "{name}: {message}");
+                    }
+                    assert!(
+                        !message.contains("hunter2"),
+                        "{name}: a value leaked: {message}"
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 }

@@ -67,36 +67,41 @@ fn write_images_now(env: &TestEnv) -> anyhow::Result<()> {
     )?;
     let tools = Tools::locate()?;
     for role in ["cluster", "machine", "machinepool"] {
-        let module = workspace().join("modules/noop").join(role);
-        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-        for entry in std::fs::read_dir(&module)? {
-            let path = entry?.path();
-            if path.extension().is_some_and(|e| e == "tf") {
-                let name = path
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .context("file name")?
-                    .to_owned();
-                files.push((format!("captf/module/{name}"), std::fs::read(&path)?));
-            }
+        for (tag, runtime) in [("e2e", &tools.tofu), ("e2e-terraform", &tools.terraform)] {
+            let reference = format!("captf.local/modules/noop-{role}:{tag}");
+            write_noop_image(env, role, &reference, runtime)?;
         }
-        let files: Vec<(&str, &[u8])> = files
-            .iter()
-            .map(|(p, c)| (p.as_str(), c.as_slice()))
-            .collect();
-        write_image(
-            env,
-            &format!("captf.local/modules/noop-{role}:e2e"),
-            &files,
-            &[("captf/runtime", tools.tofu.as_path())],
-        )?;
-        write_image(
-            env,
-            &format!("captf.local/modules/noop-{role}:e2e-terraform"),
-            &files,
-            &[("captf/runtime", tools.terraform.as_path())],
-        )?;
     }
+    Ok(())
+}
+
+/// Puts the no-op module of `role` (`cluster`, `machine`, `machinepool`) on the process node
+/// as `reference`, with `runtime` (the tofu or terraform binary) as its engine: an image of any
+/// name, a registry's included, that the node then runs.
+pub fn write_noop_image(
+    env: &TestEnv,
+    role: &str,
+    reference: &str,
+    runtime: &Path,
+) -> anyhow::Result<()> {
+    let module = workspace().join("modules/noop").join(role);
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for entry in std::fs::read_dir(&module)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "tf") {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .context("file name")?
+                .to_owned();
+            files.push((format!("captf/module/{name}"), std::fs::read(&path)?));
+        }
+    }
+    let files: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_slice()))
+        .collect();
+    write_image(env, reference, &files, &[("captf/runtime", runtime)])?;
     Ok(())
 }
 

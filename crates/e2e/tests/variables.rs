@@ -1,11 +1,13 @@
 //! Module variables from `spec.variablesFrom`: a labelled ConfigMap (JSON format) and Secret
 //! (String format) reach the module, Secret values declared sensitive; an unlabelled or
 //! missing source holds the object with `VariablesSourceNotFound`, a bad key with
-//! `VariablesInvalid`; and a change of a source (even of its label) wakes the object.
+//! `VariablesInvalid`; and a change of a source (even of its label) wakes the object. The merged
+//! variables are held to the schema the module image publishes.
 
 use captf_api::TerraformCluster;
 use captf_api::names::WorkloadKind;
 use captf_e2e::fixture::*;
+use captf_e2e::registry::TestRegistry;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
@@ -154,4 +156,115 @@ async fn variables_come_from_labelled_config_maps_and_secrets() {
         message.contains("\"app.conf\"") && !message.contains("hunter2"),
         "{message}"
     );
+}
+
+/// The merged variables, the variablesFrom sources' included, against the schema the module
+/// image publishes in a real registry (the label `captf lint schema` prints for the module):
+/// the pass holds the cluster with `VariablesInvalid` naming every problem and no value, and
+/// no Job starts; once the source is corrected, the watch wakes the cluster and it applies.
+#[tokio::test]
+async fn merged_variables_must_fit_the_schema_the_image_publishes() {
+    let Scene {
+        env,
+        client,
+        ns,
+        manager,
+    } = scene("varschema", &[]).await;
+    let registry = TestRegistry::start(&env, &ns).await.expect("registry");
+    let lint = std::process::Command::new(captf_e2e::captf_binary().expect("captf"))
+        .args(["lint", "schema"])
+        .arg(captf_e2e::workspace().join("modules/noop/cluster"))
+        .output()
+        .expect("captf lint schema");
+    assert!(
+        lint.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lint.stderr)
+    );
+    let schema = String::from_utf8(lint.stdout).expect("UTF-8");
+    let image = registry
+        .push(
+            "modules/cluster:schema",
+            &[("io.captf.variables-schema", schema.trim())],
+        )
+        .expect("push");
+    // The process node runs the no-op module under the registry's name.
+    let tools = captf_testenv::tools::Tools::locate().expect("tools");
+    captf_e2e::write_noop_image(&env, "cluster", &image, &tools.tofu).expect("node image");
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "registry"},
+                "type": "kubernetes.io/dockerconfigjson",
+                "stringData": {".dockerconfigjson": registry.docker_config()},
+            }))
+            .expect("Secret"),
+        )
+        .await
+        .expect("pull Secret");
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    config_maps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "knobs", "labels": {"captf.io/variables": "true"}},
+                "data": {
+                    "health_reasons": "[\"NotAList\"]",
+                    "sleep_seconds": "soon-ish",
+                    "instnce_type": "m5.secretish",
+                },
+            }))
+            .expect("ConfigMap"),
+        )
+        .await
+        .expect("create the ConfigMap");
+    let name = "fit";
+    create_cluster(
+        &client,
+        &ns,
+        name,
+        &image,
+        "  jobs: {imagePullSecrets: [{name: registry}]}\n  variablesFrom:\n  - {configMapRef: {name: knobs}}",
+    )
+    .await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let tc = wait_until(&api, name, "VariablesInvalid", &manager, |t| {
+        has(t, "DependenciesReady", "False", "VariablesInvalid")
+    })
+    .await;
+    let message = condition(&tc, "DependenciesReady").expect("condition").2;
+    for part in [
+        &format!("the variables do not fit the io.captf.variables-schema label of {image}"),
+        "variable \"health_reasons\" must be an array, but its source has the string format",
+        "variable \"instnce_type\" is not declared by the module",
+        "variable \"sleep_seconds\" must be a number, got a string",
+        "correct spec.variables or the variablesFrom sources",
+    ] {
+        assert!(message.contains(part), "{part:?} not in {message}");
+    }
+    for value in ["NotAList", "soon-ish", "secretish"] {
+        assert!(!message.contains(value), "a value leaked: {message}");
+    }
+    assert!(
+        job_names(&client, &ns).await.is_empty(),
+        "nothing runs meanwhile"
+    );
+
+    // Values Terraform converts: the source change wakes the cluster and it applies.
+    config_maps
+        .patch(
+            "knobs",
+            &PatchParams::default(),
+            &merge(serde_json::json!({"data": {
+                "health_reasons": null,
+                "instnce_type": null,
+                "sleep_seconds": "0",
+            }})),
+        )
+        .await
+        .expect("correct the ConfigMap");
+    wait_until(&api, name, "Ready", &manager, ready).await;
 }

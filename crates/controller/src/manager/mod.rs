@@ -56,6 +56,8 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
     );
     // Every replica admits, leader or not: the webhooks fail closed, so the standby keeps the
     // API writable while the leader restarts.
+    // One cache of module images' variables schemas: what a webhook read serves the passes.
+    let schemas = crate::schemas::Schemas::default();
     let webhook = Arc::new(crate::webhook::Webhook {
         client: client.clone(),
         manager: crate::webhook::rules::ManagerUser::new(
@@ -67,7 +69,7 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
                 tracing::error!(%error, "no root certificates: the webhooks cannot read module images' variables schemas");
             })
             .ok(),
-        schemas: crate::schemas::Schemas::default(),
+        schemas: schemas.clone(),
     });
     let webhooks = crate::webhook::serve(&args, webhook, webhook_ready);
     let metrics_router = metrics_router(metrics.clone(), caches.clone());
@@ -84,6 +86,7 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
         args: args.clone(),
         metrics: metrics.clone(),
         caches,
+        schemas,
     };
     let stop: Stop = futures::FutureExt::shared(futures::FutureExt::boxed(shutdown()));
     let controllers = async {
@@ -241,6 +244,7 @@ struct Start {
     metrics: Arc<Metrics>,
     /// Set once the caches exist (for `/metrics`).
     caches: Arc<OnceLock<Caches>>,
+    schemas: crate::schemas::Schemas,
 }
 
 async fn run_controllers(start: Start, stop: Stop) {
@@ -265,6 +269,7 @@ async fn run_controllers(start: Start, stop: Stop) {
         start.args.clone(),
         start.metrics.clone(),
         caches,
+        start.schemas.clone(),
     ));
     let client = ctx.client.clone();
     let args = &ctx.args;

@@ -52,6 +52,8 @@ pub struct Context {
     /// Reads module image labels (machine template capacity); `None` when the system has no
     /// root certificates to trust.
     pub registry: Option<crate::registry::Registry>,
+    /// Module images' variables schemas, shared with the webhooks.
+    pub schemas: crate::schemas::Schemas,
 }
 
 impl Context {
@@ -60,6 +62,7 @@ impl Context {
         args: ManagerArgs,
         metrics: Arc<Metrics>,
         caches: Caches,
+        schemas: crate::schemas::Schemas,
     ) -> Self {
         let reporter = Reporter {
             controller: "captf-manager".into(),
@@ -78,6 +81,7 @@ impl Context {
             recorder,
             caches,
             registry,
+            schemas,
         }
     }
 }

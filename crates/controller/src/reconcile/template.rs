@@ -78,14 +78,7 @@ async fn read(ctx: &Context, namespace: &str, template: &TerraformMachineTemplat
             "the manager has no trusted root certificates to reach registries with".into(),
         ));
     };
-    let pull_secrets = spec
-        .jobs
-        .as_ref()
-        .and_then(|j| j.image_pull_secrets.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|r| r.name.as_str())
-        .collect::<Vec<_>>();
+    let pull_secrets = spec.image_pull_secret_names();
     let keyring = match registry::keyring(
         &ctx.client,
         namespace,

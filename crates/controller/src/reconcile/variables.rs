@@ -9,9 +9,11 @@ use kube::api::{Api, ObjectMeta};
 
 use super::Context;
 use crate::error::{KubeContext, Result};
+use crate::schemas::Known;
 use crate::variables::{self, Fetched, Gate, SourceKind};
 
-/// The variables of `workspace`, or the gate naming the source or key that is wrong.
+/// The variables of `workspace`, or the gate naming the source or key that is wrong, or the
+/// variables that do not fit the schema its module image publishes.
 pub async fn resolve(
     ctx: &Context,
     namespace: &str,
@@ -26,7 +28,29 @@ pub async fn resolve(
         };
         fetched.push(fetch(ctx, namespace, kind, name).await?);
     }
-    Ok(variables::merge(role, namespace, workspace, &fetched))
+    let merged = match variables::merge(role, namespace, workspace, &fetched) {
+        Ok(merged) => merged,
+        Err(gate) => return Ok(Err(gate)),
+    };
+    let image = workspace.source.image.as_str();
+    let pull_secrets = workspace.image_pull_secret_names();
+    let known = ctx
+        .schemas
+        .lookup(
+            ctx.registry.as_ref(),
+            &ctx.client,
+            namespace,
+            image,
+            &pull_secrets,
+            "spec.jobs.imagePullSecrets",
+        )
+        .await;
+    if let Known::Schema(schema) = known
+        && let Err(gate) = variables::fit(&schema, image, &merged)
+    {
+        return Ok(Err(gate));
+    }
+    Ok(Ok(merged.variables))
 }
 
 fn labelled(meta: &ObjectMeta) -> bool {

@@ -187,14 +187,7 @@ async fn variables_schema(
         return Ok(v);
     };
     let namespace = request.namespace.as_deref().unwrap_or_default();
-    let pull_secrets: Vec<&str> = workspace
-        .jobs
-        .as_ref()
-        .and_then(|j| j.image_pull_secrets.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|r| r.name.as_str())
-        .collect();
+    let pull_secrets = workspace.image_pull_secret_names();
     let known = webhook
         .schemas
         .lookup(

@@ -96,10 +96,16 @@ impl Images {
         }
     }
 
-    /// The folder a reference maps to (whether or not it exists).
+    /// The folder a reference maps to (whether or not it exists). A registry's port is
+    /// written `host_port`: the folder becomes an overlay mount's lower directory, in which a
+    /// colon separates layers.
     pub fn folder(&self, reference: &str) -> anyhow::Result<PathBuf> {
         let (registry, repository, version) = parse_reference(reference)?;
-        Ok(self.root.join(registry).join(repository).join(version))
+        Ok(self
+            .root
+            .join(registry.replace(':', "_"))
+            .join(repository)
+            .join(version))
     }
 
     /// Resolves a reference; an error means "image pull failed" and says why.
@@ -182,7 +188,9 @@ fn walk(base: &Path, dir: &Path, out: &mut Vec<(PathBuf, (u64, i64))>) -> anyhow
 
 #[cfg(test)]
 mod tests {
-    use super::parse_reference;
+    use std::path::PathBuf;
+
+    use super::{Images, parse_reference};
 
     #[test]
     fn references_map_to_folders() {
@@ -212,5 +220,17 @@ mod tests {
         for bad in ["", "a b", "r.io/../x:1", "r.io/x:..", "r.io//x"] {
             assert!(parse_reference(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn folders_hold_no_colon() {
+        let images = Images::new(PathBuf::from("/images"));
+        let folder = images
+            .folder("127.0.0.1:5000/modules/m@sha256:abcd")
+            .expect("folder");
+        assert_eq!(
+            folder,
+            PathBuf::from("/images/127.0.0.1_5000/modules/m/sha256-abcd")
+        );
     }
 }

@@ -519,7 +519,8 @@ async fn one_operation(
         &template.tc.spec.workspace,
         &[],
     )
-    .map_err(|gate| anyhow::anyhow!("variables: {gate:?}"))?;
+    .map_err(|gate| anyhow::anyhow!("variables: {gate:?}"))?
+    .variables;
     let rendered = captf_contract::render(
         Role::Cluster,
         &template.tc.spec.workspace.source.image,

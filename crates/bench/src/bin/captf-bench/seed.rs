@@ -323,7 +323,8 @@ pub async fn seed_object(
             .is_some_and(|v| v == annotations::ENDPOINT_SOURCE_MODULE),
     };
     let variables = captf_controller::variables::merge(Role::Cluster, ns, &tc.spec.workspace, &[])
-        .map_err(|gate| anyhow::anyhow!("variables: {gate:?}"))?;
+        .map_err(|gate| anyhow::anyhow!("variables: {gate:?}"))?
+        .variables;
     let inputs = RoleInputs::Cluster(cluster_inputs(&tc, &cluster, &history));
     let rendered = captf_contract::render(
         Role::Cluster,

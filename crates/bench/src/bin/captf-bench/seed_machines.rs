@@ -174,7 +174,8 @@ impl MachineTemplate {
         };
         let variables =
             captf_controller::variables::merge(Role::Machine, &ns, &tm.spec.workspace, &[])
-                .map_err(|gate| anyhow::anyhow!("variables: {gate:?}"))?;
+                .map_err(|gate| anyhow::anyhow!("variables: {gate:?}"))?
+                .variables;
         let inputs = machine_inputs(tm, machine, &bootstrap, self.exports.clone());
         Ok(captf_contract::render(
             Role::Machine,
