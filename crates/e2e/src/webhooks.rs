@@ -84,3 +84,38 @@ impl Drop for Registered {
         .join();
     }
 }
+
+/// A manager for `ns` (with `extra` flags) serving the webhooks on a free port with a fresh
+/// certificate, and `config/webhook` registered to call it for `ns` until the guard drops.
+pub async fn manager_with_webhooks(
+    env: &captf_testenv::TestEnv,
+    client: &kube::Client,
+    kubeconfig: &std::path::Path,
+    ns: &str,
+    extra: &[&str],
+) -> (crate::Manager, Registered) {
+    let cert_dir = env.dir.join(format!("webhook-{ns}"));
+    std::fs::create_dir_all(&cert_dir).expect("cert dir");
+    let pem = write_certificate(&cert_dir);
+    let port = captf_testenv::process::free_port().expect("port");
+    let mut flags = vec![
+        format!("--namespace={ns}"),
+        format!("--webhook-port={port}"),
+        format!("--webhook-cert-dir={}", cert_dir.display()),
+    ];
+    flags.extend(extra.iter().map(|f| (*f).to_owned()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let manager = crate::Manager::start(env, kubeconfig, ns, &flags).expect("manager");
+    let name = format!("captf-e2e-{ns}");
+    crate::apply_yaml(
+        client,
+        &serde_json::to_string(&configuration(&name, ns, port, &pem)).expect("json"),
+    )
+    .await
+    .expect("CAPTF's webhook configuration");
+    let registered = Registered {
+        kubeconfig: env.kubeconfig().to_owned(),
+        name,
+    };
+    (manager, registered)
+}

@@ -17,8 +17,8 @@ use captf_api::{
 };
 use captf_e2e::capi::CapiManager;
 use captf_e2e::fixture::*;
-use captf_e2e::webhooks::{Registered, configuration, write_certificate};
-use captf_e2e::{Manager, manager_kubeconfig};
+use captf_e2e::manager_kubeconfig;
+use captf_e2e::webhooks::manager_with_webhooks;
 use captf_testenv::wait_for;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
@@ -32,89 +32,54 @@ const CLONED_FROM: &str = "cluster.x-k8s.io/cloned-from-name";
 /// Applies run one after the other through the process node.
 const LONG: std::time::Duration = std::time::Duration::from_secs(420);
 
-/// A control-plane kind, a bootstrap config kind and their templates, keeping whatever the
-/// topology controller writes.
-const STAND_INS: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: testcontrolplanes.controlplane.e2e.captf.io
-  labels: {cluster.x-k8s.io/v1beta2: v1alpha1}
-spec:
-  group: controlplane.e2e.captf.io
-  names: {kind: TestControlPlane, listKind: TestControlPlaneList, plural: testcontrolplanes, singular: testcontrolplane}
-  scope: Namespaced
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: testcontrolplanetemplates.controlplane.e2e.captf.io
-  labels: {cluster.x-k8s.io/v1beta2: v1alpha1}
-spec:
-  group: controlplane.e2e.captf.io
-  names: {kind: TestControlPlaneTemplate, listKind: TestControlPlaneTemplateList, plural: testcontrolplanetemplates, singular: testcontrolplanetemplate}
-  scope: Namespaced
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: testconfigs.bootstrap.e2e.captf.io
-  labels: {cluster.x-k8s.io/v1beta2: v1alpha1}
-spec:
-  group: bootstrap.e2e.captf.io
-  names: {kind: TestConfig, listKind: TestConfigList, plural: testconfigs, singular: testconfig}
-  scope: Namespaced
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: testconfigtemplates.bootstrap.e2e.captf.io
-  labels: {cluster.x-k8s.io/v1beta2: v1alpha1}
-spec:
-  group: bootstrap.e2e.captf.io
-  names: {kind: TestConfigTemplate, listKind: TestConfigTemplateList, plural: testconfigtemplates, singular: testconfigtemplate}
-  scope: Namespaced
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-"#;
+/// A kind of the stand-in providers: it keeps whatever the topology controller writes, and
+/// carries the contract label CAPI looks for. A template kind has no status.
+fn stand_in_crd(group: &str, kind: &str, status: bool) -> serde_json::Value {
+    let plural = format!("{}s", kind.to_lowercase());
+    let open = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    let mut properties = json!({"spec": open});
+    let mut version = json!({"name": "v1alpha1", "served": true, "storage": true});
+    if status {
+        properties["status"] = open.clone();
+        version["subresources"] = json!({"status": {}});
+    }
+    version["schema"] = json!({"openAPIV3Schema": {"type": "object", "properties": properties}});
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": format!("{plural}.{group}"),
+            "labels": {"cluster.x-k8s.io/v1beta2": "v1alpha1"}
+        },
+        "spec": {
+            "group": group,
+            "names": {
+                "kind": kind, "listKind": format!("{kind}List"),
+                "plural": plural, "singular": kind.to_lowercase()
+            },
+            "scope": "Namespaced",
+            "versions": [version]
+        }
+    })
+}
+
+/// The stand-in control plane and bootstrap config kinds, with their templates.
+async fn install_stand_ins(client: &kube::Client) {
+    for (group, kind, status) in [
+        ("controlplane.e2e.captf.io", "TestControlPlane", true),
+        (
+            "controlplane.e2e.captf.io",
+            "TestControlPlaneTemplate",
+            false,
+        ),
+        ("bootstrap.e2e.captf.io", "TestConfig", true),
+        ("bootstrap.e2e.captf.io", "TestConfigTemplate", false),
+    ] {
+        let crd = stand_in_crd(group, kind, status).to_string();
+        captf_e2e::apply_yaml(client, &crd)
+            .await
+            .expect("a stand-in CRD");
+    }
+}
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
@@ -260,31 +225,8 @@ fn class(ns: &str, infrastructure: &str, control_plane_machines: &str) -> serde_
 async fn a_cluster_class_clones_applies_and_rebases_captf_templates() {
     let (env, client, ns) = namespace_with_identity("class").await;
     let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
-    let cert_dir = env.dir.join(format!("webhook-{ns}"));
-    std::fs::create_dir_all(&cert_dir).expect("cert dir");
-    let pem = write_certificate(&cert_dir);
-    let port = captf_testenv::process::free_port().expect("port");
-    let flags = [
-        format!("--namespace={ns}"),
-        format!("--webhook-port={port}"),
-        format!("--webhook-cert-dir={}", cert_dir.display()),
-    ];
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let manager = Manager::start(&env, &kubeconfig, &ns, &flags).expect("manager");
-    let vwc = format!("captf-e2e-{ns}");
-    captf_e2e::apply_yaml(
-        &client,
-        &serde_json::to_string(&configuration(&vwc, &ns, port, &pem)).expect("json"),
-    )
-    .await
-    .expect("CAPTF's webhook configuration");
-    let _registered = Registered {
-        kubeconfig: env.kubeconfig().to_owned(),
-        name: vwc,
-    };
-    captf_e2e::apply_yaml(&client, STAND_INS)
-        .await
-        .expect("the stand-in control-plane CRDs");
+    let (manager, _registered) = manager_with_webhooks(&env, &client, &kubeconfig, &ns, &[]).await;
+    install_stand_ins(&client).await;
     let capi = CapiManager::start_with(
         &env,
         &client,

@@ -6,7 +6,9 @@
 
 use captf_e2e::fixture::{TIMEOUT, namespace_with_identity};
 use captf_e2e::registry::TestRegistry;
-use captf_e2e::webhooks::{ROUTE, Registered, configuration, write_certificate};
+use captf_e2e::webhooks::{
+    ROUTE, Registered, configuration, manager_with_webhooks, write_certificate,
+};
 use captf_e2e::{
     Manager, apply_yaml, manager_kubeconfig, served_certificate, service_account_token,
 };
@@ -641,29 +643,14 @@ async fn variables_must_fit_the_schema_the_image_publishes() {
         .await
         .expect("pull Secret");
 
-    let cert_dir = env.dir.join(format!("webhook-{ns}"));
-    std::fs::create_dir_all(&cert_dir).expect("cert dir");
-    let pem = write_certificate(&cert_dir);
-    let port = captf_testenv::process::free_port().expect("port");
-    let flags = [
-        format!("--namespace={ns}"),
-        "--watch-filter=none-of-these".to_owned(),
-        format!("--webhook-port={port}"),
-        format!("--webhook-cert-dir={}", cert_dir.display()),
-    ];
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let manager = Manager::start(&env, &kubeconfig, &ns, &flags).expect("manager");
-    let vwc_name = format!("captf-e2e-{ns}");
-    apply_yaml(
+    let (manager, _registered) = manager_with_webhooks(
+        &env,
         &client,
-        &serde_json::to_string(&configuration(&vwc_name, &ns, port, &pem)).expect("json"),
+        &kubeconfig,
+        &ns,
+        &["--watch-filter=none-of-these"],
     )
-    .await
-    .expect("webhook configuration");
-    let _registered = Registered {
-        kubeconfig: env.kubeconfig().to_owned(),
-        name: vwc_name,
-    };
+    .await;
 
     let clusters: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),

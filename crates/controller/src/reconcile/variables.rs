@@ -33,16 +33,14 @@ pub async fn resolve(
         Err(gate) => return Ok(Err(gate)),
     };
     let image = workspace.source.image.as_str();
-    let pull_secrets = workspace.image_pull_secret_names();
     let known = ctx
         .schemas
-        .lookup(
+        .of_workspace(
             ctx.registry.as_ref(),
             &ctx.client,
             namespace,
-            image,
-            &pull_secrets,
-            "spec.jobs.imagePullSecrets",
+            workspace,
+            "spec",
         )
         .await;
     if let Known::Schema(schema) = known

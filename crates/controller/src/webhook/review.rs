@@ -187,16 +187,14 @@ async fn variables_schema(
         return Ok(v);
     };
     let namespace = request.namespace.as_deref().unwrap_or_default();
-    let pull_secrets = workspace.image_pull_secret_names();
     let known = webhook
         .schemas
-        .lookup(
+        .of_workspace(
             webhook.registry.as_ref(),
             &webhook.client,
             namespace,
-            &workspace.source.image,
-            &pull_secrets,
-            &format!("{path}.jobs.imagePullSecrets"),
+            &workspace,
+            path,
         )
         .await;
     if let Known::Schema(schema) = known {
