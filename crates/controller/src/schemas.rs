@@ -1,16 +1,16 @@
 //! The variables schemas module images publish (`io.captf.variables-schema`), read from their
-//! registries by the admission webhooks and kept so that a burst of writes naming one image
-//! reads it once.
+//! registries by the admission webhooks (on a write) and by the passes (before a Job starts),
+//! and kept so that a burst of writes or passes naming one image reads it once.
 //!
-//! A schema that cannot be had never refuses a write: the webhook then checks variables by
-//! name only, as for an image without the label, and the module checks them at plan time. A
-//! failed read is remembered briefly so that a registry that is down does not add its timeout
-//! to every write.
+//! A schema that cannot be had never refuses a write or holds an object: variables are then
+//! checked by name only, as for an image without the label, and the module checks them at plan
+//! time. A failed read is remembered briefly so that a registry that is down does not add its
+//! timeout to every write and pass.
 //!
 //! Entries are kept per namespace and image: the read uses the namespace's pull Secrets, and
 //! one tenant's messages must not describe an image only another tenant may pull.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,7 +58,7 @@ fn fresh(known: &Known, image: &str, at: Instant, now: Instant) -> bool {
 }
 
 /// Classifies a read: the labels of the image, or why they could not be read.
-fn classify(labels: Result<&std::collections::BTreeMap<String, String>, String>) -> Known {
+fn classify(labels: Result<BTreeMap<String, String>, String>) -> Known {
     match labels {
         Err(why) => Known::Unknown(why),
         Ok(labels) => match labels.get(varschema::LABEL) {
@@ -159,7 +159,7 @@ impl Schemas {
                     FETCH_TIMEOUT.as_secs()
                 ))
             });
-        let known = classify(labels.as_ref().map_err(Clone::clone));
+        let known = classify(labels);
         if let Known::Unknown(why) = &known {
             tracing::info!(
                 namespace,
@@ -176,8 +176,6 @@ impl Schemas {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
 
     #[test]
@@ -217,13 +215,13 @@ mod tests {
         };
         let with = labels(&[(varschema::LABEL, r#"{"type":"object"}"#)]);
         assert_eq!(
-            classify(Ok(&with)),
+            classify(Ok(with)),
             Known::Schema(Arc::new(varschema::parse(r#"{"type":"object"}"#)?))
         );
-        assert_eq!(classify(Ok(&labels(&[("other", "x")]))), Known::NoLabel);
+        assert_eq!(classify(Ok(labels(&[("other", "x")]))), Known::NoLabel);
         let broken = labels(&[(varschema::LABEL, r#"{"type":"array"}"#)]);
         assert!(
-            matches!(classify(Ok(&broken)), Known::Unknown(why) if why.contains("captf lint schema"))
+            matches!(classify(Ok(broken)), Known::Unknown(why) if why.contains("captf lint schema"))
         );
         assert_eq!(
             classify(Err("unauthorized".into())),

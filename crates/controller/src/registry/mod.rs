@@ -1,7 +1,7 @@
 //! Reading a module image's labels from its registry (the OCI distribution API), for the
-//! machine template's capacity and the variables schema the webhooks check: no layer is ever
-//! downloaded, only the manifest and the config. Credentials come from the object's image pull
-//! Secrets.
+//! machine template's capacity and the variables schema the webhooks and passes check: no
+//! layer is ever downloaded, only the manifest and the config. Credentials come from the
+//! object's image pull Secrets.
 
 pub mod auth;
 mod client;
