@@ -1,0 +1,171 @@
+//! Deletion (destroy, release, held deletions) and state problems outside deletion.
+
+use super::*;
+
+pub(super) fn rows() -> Rows {
+    use Operation::*;
+    use Want::*;
+    vec![
+        // Deletion.
+        (
+            "deleting without state",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.state = StateView::NotFound
+            }),
+            Release(Reason::DeletingWithoutState),
+        ),
+        (
+            "deleting with state",
+            cluster().with(|s| s.deleting = true),
+            Run(Destroy, Reason::Deleting),
+        ),
+        (
+            "deleting after a successful destroy releases",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.destroyed = true;
+            }),
+            Release(Reason::Destroyed),
+        ),
+        (
+            "a destroyed object whose state cleanup was interrupted still releases",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.destroyed = true;
+                s.state = StateView::Lost;
+            }),
+            Release(Reason::Destroyed),
+        ),
+        (
+            "a successful destroy means nothing when not deleting",
+            cluster().with(|s| {
+                s.destroyed = true;
+                s.observed.last_drift_check = Some(t(NOW - 60));
+            }),
+            Wait(Reason::UpToDate),
+        ),
+        (
+            "deleting, state lost: held",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.state = StateView::Lost
+            }),
+            WaitFor(Reason::DeletionHeld, MIN),
+        ),
+        (
+            "deleting, state unreadable: held",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.state = StateView::Unreadable
+            }),
+            Wait(Reason::DeletionHeld),
+        ),
+        (
+            "held deletion released by abandon",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.state = StateView::Lost;
+                s.abandon_requested = true
+            }),
+            Release(Reason::Abandoned),
+        ),
+        (
+            "abandon wins over a pending restore",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.state = StateView::Unreadable;
+                s.restore_requested = true;
+                s.abandon_requested = true
+            }),
+            Release(Reason::Abandoned),
+        ),
+        (
+            "a failed destroy may be abandoned",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.last_destroy_failed = true;
+                s.abandon_requested = true;
+                s.history.destroy.failures = 1;
+                s.history.destroy.last_failure = Some(t(NOW - 5))
+            }),
+            Release(Reason::Abandoned),
+        ),
+        (
+            "readable state and a destroy that can run: abandon is ignored",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.abandon_requested = true
+            }),
+            Run(Destroy, Reason::Deleting),
+        ),
+        (
+            "abandon means nothing when not deleting",
+            cluster().with(|s| {
+                s.state = StateView::Lost;
+                s.abandon_requested = true
+            }),
+            WaitFor(Reason::StateLost, MIN),
+        ),
+        (
+            "held deletion ignores destroy backoff",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.state = StateView::Lost;
+                s.history.destroy.failures = 3;
+                s.history.destroy.last_failure = Some(t(NOW - 5))
+            }),
+            WaitFor(Reason::DeletionHeld, MIN),
+        ),
+        (
+            "deletion wins over an input change",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.inputs_hash = Some("h2:b".into())
+            }),
+            Run(Destroy, Reason::Deleting),
+        ),
+        (
+            "failed destroy backs off",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.history.destroy.failures = 1;
+                s.history.destroy.last_failure = Some(t(NOW - 20))
+            }),
+            WaitFor(Reason::DeletingBackoff, j(MIN) - Duration::from_secs(20)),
+        ),
+        (
+            "failed destroy retries after backoff",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.history.destroy.failures = 1;
+                s.history.destroy.last_failure = Some(t(NOW - 200))
+            }),
+            Run(Destroy, Reason::Deleting),
+        ),
+        (
+            "machine deleting with state",
+            machine().with(|s| s.deleting = true),
+            Run(Destroy, Reason::Deleting),
+        ),
+        // State problems outside deletion.
+        (
+            "lost state: nothing runs",
+            cluster().with(|s| s.state = StateView::Lost),
+            WaitFor(Reason::StateLost, MIN),
+        ),
+        (
+            "unreadable state: nothing runs",
+            cluster().with(|s| {
+                s.state = StateView::Unreadable;
+                s.inputs_hash = Some("h2:b".into())
+            }),
+            Wait(Reason::StateUnreadable),
+        ),
+    ]
+}
+
+#[test]
+fn table() {
+    run(rows());
+}

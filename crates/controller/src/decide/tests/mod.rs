@@ -1,0 +1,234 @@
+//! The decision table: the conformance suite of the reconcile loop. One row per behaviour of
+//! spec/concepts.md §11.8–11.9 and the original's `TestDecideOp` groups, one file per group of
+//! concerns; this file holds the snapshot builders and how a row is checked.
+
+use std::time::Duration;
+
+use captf_api::names::WorkloadKind;
+use captf_api::{ApplyPolicy, DriftAction, Operation};
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+use crate::schedule::jitter;
+
+mod apply;
+mod deletion;
+mod drift;
+mod guards;
+mod health;
+mod pools;
+mod running;
+
+const UID: &str = "3f7c1c3e-0000-4000-8000-000000000001";
+const MIN: Duration = Duration::from_secs(60);
+
+fn t(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + secs).expect("valid time")
+}
+
+/// "now" in every row.
+const NOW: i64 = 100_000;
+
+fn base(kind: WorkloadKind) -> Snapshot {
+    Snapshot {
+        kind,
+        uid: UID.into(),
+        created_at: t(0),
+        deleting: false,
+        job_active: false,
+        state: StateView::Found {
+            inputs_hash: Some("h2:a".into()),
+        },
+        inputs_hash: Some("h2:a".into()),
+        interrupted_apply: false,
+        destroyed: false,
+        restore_requested: false,
+        abandon_requested: false,
+        last_destroy_failed: false,
+        history: History {
+            apply: OpHistory {
+                last_success: Some(t(NOW - 60)),
+                ..Default::default()
+            },
+            newest_apply: Some(ApplyAttempt {
+                inputs_hash: "h2:a".into(),
+                outcome: ApplyOutcome::Succeeded,
+                remediation: false,
+            }),
+            ..Default::default()
+        },
+        policy: Policy {
+            apply_policy: ApplyPolicy::Automatic,
+            drift_interval: Some(30 * MIN),
+            drift_action: DriftAction::Report,
+            failed_history_limit: 3,
+            refresh_after_apply: matches!(kind, WorkloadKind::Machine | WorkloadKind::MachinePool),
+            membership_interval: matches!(kind, WorkloadKind::MachinePool).then_some(MIN),
+            health_check_interval: None,
+        },
+        approvals: Approvals::default(),
+        plan: None,
+        observed: Observed {
+            apply_health_definite: true,
+            last_refresh: Some(t(NOW - 60)),
+            ..Default::default()
+        },
+    }
+}
+
+fn cluster() -> Snapshot {
+    base(WorkloadKind::Cluster)
+}
+fn machine() -> Snapshot {
+    base(WorkloadKind::Machine)
+}
+fn pool() -> Snapshot {
+    base(WorkloadKind::MachinePool)
+}
+
+/// Builders for the rows.
+trait Row: Sized {
+    fn with(self, f: impl FnOnce(&mut Snapshot)) -> Snapshot;
+}
+impl Row for Snapshot {
+    fn with(mut self, f: impl FnOnce(&mut Snapshot)) -> Snapshot {
+        f(&mut self);
+        self
+    }
+}
+
+fn failed_apply(s: &mut Snapshot, hash: &str, failures: u32, at: i64) {
+    s.history.apply.failures = failures;
+    s.history.apply.last_failure = Some(t(at));
+    s.history.newest_apply = Some(ApplyAttempt {
+        inputs_hash: hash.into(),
+        outcome: ApplyOutcome::Failed,
+        remediation: false,
+    });
+}
+
+fn blocked(s: &mut Snapshot, hash: &str, guard: &str) {
+    s.inputs_hash = Some(hash.into());
+    s.history.newest_apply = Some(ApplyAttempt {
+        inputs_hash: hash.into(),
+        outcome: ApplyOutcome::Blocked {
+            guard_hash: guard.into(),
+        },
+        remediation: false,
+    });
+}
+
+/// What a row expects.
+#[derive(Debug)]
+enum Want {
+    Run(Operation, Reason),
+    Wait(Reason),
+    WaitFor(Reason, Duration),
+    Release(Reason),
+}
+
+fn check(name: &str, s: Snapshot, want: Want) -> Decision {
+    let d = decide(&s, t(NOW));
+    match want {
+        Want::Run(op, reason) => {
+            assert!(
+                matches!(&d.action, Action::Start(st) if st.op == op),
+                "{name}: want {op} got {d:?}"
+            );
+            assert_eq!(d.reason, reason, "{name}");
+        }
+        Want::Wait(reason) => {
+            assert_eq!(d.action, Action::Wait, "{name}: {d:?}");
+            assert_eq!(d.reason, reason, "{name}");
+        }
+        Want::WaitFor(reason, requeue) => {
+            assert_eq!(d.action, Action::Wait, "{name}: {d:?}");
+            assert_eq!(d.reason, reason, "{name}");
+            assert_eq!(d.requeue, Some(requeue), "{name}");
+        }
+        Want::Release(reason) => {
+            assert_eq!(d.action, Action::RemoveFinalizer, "{name}: {d:?}");
+            assert_eq!(d.reason, reason, "{name}");
+        }
+    }
+    d
+}
+
+/// Rows: a name, the snapshot, what the decision must be.
+type Rows = Vec<(&'static str, Snapshot, Want)>;
+
+/// `d` with the object's jitter, as the schedule adds it.
+fn j(d: Duration) -> Duration {
+    d + jitter(UID, d)
+}
+
+fn run(rows: Rows) {
+    for (name, snapshot, want) in rows {
+        check(name, snapshot, want);
+    }
+}
+
+#[test]
+fn the_table_keeps_every_row() {
+    let rows = [
+        running::rows(),
+        deletion::rows(),
+        apply::rows(),
+        drift::rows(),
+        guards::rows(),
+        health::rows(),
+        pools::rows(),
+    ];
+    let count: usize = rows.iter().map(Vec::len).sum();
+    assert!(count >= 100, "the table keeps every row: {count}");
+}
+
+#[test]
+fn approved_starts_carry_their_hashes() {
+    let d = decide(
+        &cluster().with(|s| {
+            blocked(s, "h2:b", "h2:b");
+            s.approvals.destructive = Some("h2:b".into())
+        }),
+        t(NOW),
+    );
+    assert!(
+        matches!(d.action, Action::Start(Start { allow_destructive: Some(ref h), .. }) if h == "h2:b")
+    );
+    let d = decide(
+        &cluster().with(|s| {
+            s.policy.apply_policy = ApplyPolicy::Manual;
+            s.inputs_hash = Some("h2:b".into());
+            s.plan = Some(PendingPlan {
+                inputs_hash: "h2:b".into(),
+                plan_hash: "p2:x".into(),
+                empty: false,
+            });
+            s.approvals.plan = Some("p2:x".into());
+        }),
+        t(NOW),
+    );
+    assert!(
+        matches!(d.action, Action::Start(Start { expect_plan: Some(ref p), .. }) if p == "p2:x")
+    );
+    let d = decide(
+        &cluster().with(|s| {
+            s.observed.drift_found = true;
+            s.policy.drift_action = DriftAction::Remediate
+        }),
+        t(NOW),
+    );
+    assert!(matches!(
+        d.action,
+        Action::Start(Start {
+            remediation: true,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn decisions_are_deterministic() {
+    let s = cluster().with(|s| s.observed.last_drift_check = Some(t(NOW - 60)));
+    assert_eq!(decide(&s, t(NOW)), decide(&s.clone(), t(NOW)));
+}
