@@ -306,6 +306,26 @@ impl Manager {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Waits until a line of the manager's log satisfies `wanted`, and returns that line. A
+    /// line logged after the effect it reports (removed, then logged) can lag what a test
+    /// observed through the API, so reading the log once would race.
+    pub async fn logged(
+        &self,
+        what: &str,
+        timeout: Duration,
+        wanted: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<String> {
+        captf_testenv::wait_for(what, timeout, || async {
+            Ok(self
+                .whole_log()
+                .lines()
+                .find(|l| wanted(l))
+                .map(str::to_owned))
+        })
+        .await
+        .with_context(|| format!("manager log:\n{}", self.whole_log()))
+    }
+
     /// GETs a URL of the manager (plain HTTP on loopback).
     pub fn get(url: &str) -> anyhow::Result<String> {
         use std::io::{Read, Write};

@@ -92,14 +92,14 @@ async fn a_paused_deletion_waits_and_says_why_then_destroys_when_unpaused() {
     )
     .await
     .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
-    let log = manager.whole_log();
-    assert!(
-        log.lines()
-            .any(|l| l.contains("orphan sweep: no TerraformCluster")
+    manager
+        .logged("the sweep to log what it removed", TIMEOUT, |l| {
+            l.contains("orphan sweep: no TerraformCluster")
                 && l.contains(&ns)
-                && l.contains("ServiceAccount/captf-runner")),
-        "the sweep logs what it removed:\n{log}"
-    );
+                && l.contains("ServiceAccount/captf-runner")
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
 }
 
 #[tokio::test]

@@ -76,25 +76,23 @@ async fn a_namespace_without_objects_loses_what_captf_made_there() {
         accounts.get_opt("users-own").await.expect("read").is_some(),
         "an account without captf.io/managed stays"
     );
-    let log = manager.whole_log();
-    assert!(
-        log.lines()
-            .any(|l| l.contains("orphan sweep: no TerraformCluster") && l.contains(&moved)),
-        "the sweep logs what it removed:\n{log}"
-    );
+    manager
+        .logged("the sweep to log what it removed", TIMEOUT, |l| {
+            l.contains("orphan sweep: no TerraformCluster") && l.contains(&moved)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
 
     // The namespace with an object keeps the runner RBAC its Jobs use, also once the manager
     // has swept again since: a new manager sweeps at its start.
     drop(manager);
     let manager = Manager::start(&env, &kubeconfig, "sweep-again", &[]).expect("manager");
-    wait_for("a sweep by the new manager", TIMEOUT, || async {
-        Ok(manager
-            .whole_log()
-            .contains("orphan sweep finished")
-            .then_some(()))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    manager
+        .logged("a sweep by the new manager", TIMEOUT, |l| {
+            l.contains("orphan sweep finished")
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
     let own: Api<ServiceAccount> = Api::namespaced(client.clone(), &used);
     let own_bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &used);
     assert!(
