@@ -8,10 +8,13 @@
 //! timeout to every write and pass.
 //!
 //! Entries are kept per namespace and image: the read uses the namespace's pull Secrets, and
-//! one tenant's messages must not describe an image only another tenant may pull.
+//! one tenant's messages must not describe an image only another tenant may pull. A failure
+//! also names the pull Secrets it was read with: other credentials may well succeed, so they
+//! are not turned away by it. Concurrent misses of one entry read the registry once: the later
+//! ones wait for the first and take its answer.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use captf_api::common::WorkspaceSpec;
@@ -45,7 +48,27 @@ pub enum Known {
 struct Entry {
     known: Known,
     at: Instant,
+    /// The pull Secret names the read used, sorted.
+    with: Vec<String>,
 }
+
+impl Entry {
+    /// Whether this entry answers a lookup of `image` with the pull Secrets `with` at `now`.
+    fn answers(&self, image: &str, with: &[String], now: Instant) -> bool {
+        fresh(&self.known, image, self.at, now)
+            && (!matches!(self.known, Known::Unknown(_)) || self.with == with)
+    }
+}
+
+/// The pull Secret names as an entry keeps them: sorted, without duplicates.
+fn credentials(pull_secrets: &[&str]) -> Vec<String> {
+    let mut with: Vec<String> = pull_secrets.iter().map(|s| (*s).to_owned()).collect();
+    with.sort();
+    with.dedup();
+    with
+}
+
+type Key = (String, String);
 
 /// Whether an entry read at `at` for `image` still answers at `now`.
 fn fresh(known: &Known, image: &str, at: Instant, now: Instant) -> bool {
@@ -76,19 +99,35 @@ fn classify(labels: Result<BTreeMap<String, String>, String>) -> Known {
 /// The shared cache; cheap to clone.
 #[derive(Clone, Default)]
 pub struct Schemas {
-    entries: Arc<Mutex<HashMap<(String, String), Entry>>>,
+    entries: Arc<Mutex<HashMap<Key, Entry>>>,
+    /// One turn per entry being read; a waiter holds the only strong reference besides the
+    /// reader's, so a finished read leaves a dead `Weak` that the next miss replaces.
+    reads: Arc<Mutex<HashMap<Key, Weak<tokio::sync::Mutex<()>>>>>,
 }
 
 impl Schemas {
-    fn cached(&self, namespace: &str, image: &str, now: Instant) -> Option<Known> {
+    fn cached(&self, namespace: &str, image: &str, with: &[String], now: Instant) -> Option<Known> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries
             .get(&(namespace.to_owned(), image.to_owned()))
-            .filter(|e| fresh(&e.known, image, e.at, now))
+            .filter(|e| e.answers(image, with, now))
             .map(|e| e.known.clone())
     }
 
-    fn store(&self, namespace: &str, image: &str, known: Known, now: Instant) {
+    /// The turn to read `namespace`/`image`, shared by everyone who misses it meanwhile.
+    fn turn(&self, namespace: &str, image: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+        reads.retain(|_, turn| turn.strong_count() > 0);
+        let key = (namespace.to_owned(), image.to_owned());
+        if let Some(turn) = reads.get(&key).and_then(Weak::upgrade) {
+            return turn;
+        }
+        let turn = Arc::new(tokio::sync::Mutex::new(()));
+        reads.insert(key, Arc::downgrade(&turn));
+        turn
+    }
+
+    fn store(&self, namespace: &str, image: &str, with: Vec<String>, known: Known, now: Instant) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= CAPACITY {
             entries.retain(|(_, image), e| fresh(&e.known, image, e.at, now));
@@ -103,7 +142,11 @@ impl Schemas {
         }
         entries.insert(
             (namespace.to_owned(), image.to_owned()),
-            Entry { known, at: now },
+            Entry {
+                known,
+                at: now,
+                with,
+            },
         );
     }
 
@@ -136,7 +179,14 @@ impl Schemas {
         pull_secrets: &[&str],
         field: &str,
     ) -> Known {
-        if let Some(known) = self.cached(namespace, image, Instant::now()) {
+        let with = credentials(pull_secrets);
+        if let Some(known) = self.cached(namespace, image, &with, Instant::now()) {
+            return known;
+        }
+        let turn = self.turn(namespace, image);
+        let _turn = turn.lock().await;
+        // A read that finished while this one waited for its turn answers it too.
+        if let Some(known) = self.cached(namespace, image, &with, Instant::now()) {
             return known;
         }
         let read = async {
@@ -169,7 +219,7 @@ impl Schemas {
                 RETRY_AFTER.as_secs()
             );
         }
-        self.store(namespace, image, known.clone(), Instant::now());
+        self.store(namespace, image, with, known.clone(), Instant::now());
         known
     }
 }
@@ -234,13 +284,60 @@ mod tests {
     fn the_cache_is_per_namespace_and_bounded() {
         let schemas = Schemas::default();
         let now = Instant::now();
-        schemas.store("a", "r/m:v1", Known::NoLabel, now);
-        assert_eq!(schemas.cached("a", "r/m:v1", now), Some(Known::NoLabel));
-        assert_eq!(schemas.cached("b", "r/m:v1", now), None);
+        schemas.store("a", "r/m:v1", vec![], Known::NoLabel, now);
+        assert_eq!(
+            schemas.cached("a", "r/m:v1", &[], now),
+            Some(Known::NoLabel)
+        );
+        assert_eq!(schemas.cached("b", "r/m:v1", &[], now), None);
         for i in 0..CAPACITY + 10 {
-            schemas.store("a", &format!("r/m:{i}"), Known::NoLabel, now);
+            schemas.store("a", &format!("r/m:{i}"), vec![], Known::NoLabel, now);
         }
         let kept = schemas.entries.lock().map(|e| e.len()).unwrap_or(0);
         assert_eq!(kept, CAPACITY);
+    }
+
+    #[test]
+    fn a_failure_turns_away_only_the_same_pull_secrets() {
+        let schemas = Schemas::default();
+        let now = Instant::now();
+        let image = "r/m:v1";
+        schemas.store(
+            "a",
+            image,
+            credentials(&["own"]),
+            Known::Unknown("unauthorized".into()),
+            now,
+        );
+        let cases: [(&[&str], bool); 4] = [
+            (&["own"], true),
+            (&["own", "own"], true),
+            (&["own", "cluster-default"], false),
+            (&[], false),
+        ];
+        for (with, answered) in cases {
+            let got = schemas.cached("a", image, &credentials(with), now);
+            assert_eq!(got.is_some(), answered, "{with:?}");
+        }
+        // An answer is the image's, whoever read it.
+        schemas.store("a", image, credentials(&["own"]), Known::NoLabel, now);
+        assert_eq!(
+            schemas.cached("a", image, &credentials(&["other"]), now),
+            Some(Known::NoLabel)
+        );
+    }
+
+    #[test]
+    fn concurrent_misses_of_one_entry_share_a_turn() {
+        let schemas = Schemas::default();
+        let first = schemas.turn("a", "r/m:v1");
+        let second = schemas.turn("a", "r/m:v1");
+        assert!(Arc::ptr_eq(&first, &second), "one read at a time per entry");
+        assert!(!Arc::ptr_eq(&first, &schemas.turn("b", "r/m:v1")));
+        assert!(!Arc::ptr_eq(&first, &schemas.turn("a", "r/m:v2")));
+        drop((first, second));
+        let _later = schemas.turn("a", "r/m:v1");
+        let reads = schemas.reads.lock().map(|r| r.len()).unwrap_or(usize::MAX);
+        assert_eq!(reads, 1, "finished turns are not kept");
     }
 }
