@@ -238,15 +238,18 @@ pub async fn annotate(api: &Api<TerraformCluster>, name: &str, key: &str, value:
     .await;
 }
 
-/// A JSON merge patch of a TerraformCluster.
-pub async fn merge_patch(api: &Api<TerraformCluster>, name: &str, patch: serde_json::Value) {
+/// A JSON merge patch of an object.
+pub async fn merge_patch<K>(api: &Api<K>, name: &str, patch: serde_json::Value)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     api.patch(
         name,
         &kube::api::PatchParams::default(),
         &kube::api::Patch::Merge(&patch),
     )
     .await
-    .expect("patch the TerraformCluster");
+    .unwrap_or_else(|e| panic!("patch the {} {name}: {e}", K::kind(&())));
 }
 
 /// `Ready=True`.

@@ -2,10 +2,11 @@
 //! (String format) reach the module, Secret values declared sensitive; an unlabelled or
 //! missing source holds the object with `VariablesSourceNotFound`, a bad key with
 //! `VariablesInvalid`; and a change of a source (even of its label) wakes the object. The merged
-//! variables are held to the schema the module image publishes.
+//! variables are held to the schema the module image publishes, read with the pull Secrets the
+//! object's Jobs get (a machine's from its cluster).
 
-use captf_api::TerraformCluster;
 use captf_api::names::WorkloadKind;
+use captf_api::{TerraformCluster, TerraformMachine};
 use captf_e2e::fixture::*;
 use captf_e2e::registry::TestRegistry;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -171,26 +172,32 @@ async fn merged_variables_must_fit_the_schema_the_image_publishes() {
         manager,
     } = scene("varschema", &[]).await;
     let registry = TestRegistry::start(&env, &ns).await.expect("registry");
-    let lint = std::process::Command::new(captf_e2e::captf_binary().expect("captf"))
-        .args(["lint", "schema"])
-        .arg(captf_e2e::workspace().join("modules/noop/cluster"))
-        .output()
-        .expect("captf lint schema");
-    assert!(
-        lint.status.success(),
-        "{}",
-        String::from_utf8_lossy(&lint.stderr)
-    );
-    let schema = String::from_utf8(lint.stdout).expect("UTF-8");
-    let image = registry
-        .push(
-            "modules/cluster:schema",
-            &[("io.captf.variables-schema", schema.trim())],
-        )
-        .expect("push");
-    // The process node runs the no-op module under the registry's name.
+    // The no-op modules pushed with the schemas `captf lint schema` prints; the process node
+    // runs them under the registry's names.
     let tools = captf_testenv::tools::Tools::locate().expect("tools");
-    captf_e2e::write_noop_image(&env, "cluster", &image, &tools.tofu).expect("node image");
+    let push = |role: &str| {
+        let lint = std::process::Command::new(captf_e2e::captf_binary().expect("captf"))
+            .args(["lint", "schema"])
+            .arg(captf_e2e::workspace().join("modules/noop").join(role))
+            .output()
+            .expect("captf lint schema");
+        assert!(
+            lint.status.success(),
+            "{}",
+            String::from_utf8_lossy(&lint.stderr)
+        );
+        let schema = String::from_utf8(lint.stdout).expect("UTF-8");
+        let image = registry
+            .push(
+                &format!("modules/{role}:schema"),
+                &[("io.captf.variables-schema", schema.trim())],
+            )
+            .expect("push");
+        captf_e2e::write_noop_image(&env, role, &image, &tools.tofu).expect("node image");
+        image
+    };
+    let image = push("cluster");
+    let machine_image = push("machine");
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     secrets
@@ -267,4 +274,32 @@ async fn merged_variables_must_fit_the_schema_the_image_publishes() {
         .await
         .expect("correct the ConfigMap");
     wait_until(&api, name, "Ready", &manager, ready).await;
+
+    // A machine names no pull Secret of its own: its Jobs, and so its schema read, use the
+    // cluster's.
+    let machine = "fit-0";
+    write_bootstrap(&client, &ns, machine).await;
+    create_machine(
+        &client,
+        &ns,
+        name,
+        machine,
+        &machine_image,
+        "",
+        "  variables: {healthy: maybe}",
+    )
+    .await;
+    let machines: Api<TerraformMachine> = Api::namespaced(client.clone(), &ns);
+    let tm = wait_until(&machines, machine, "VariablesInvalid", &manager, |t| {
+        has(t, "DependenciesReady", "False", "VariablesInvalid")
+    })
+    .await;
+    let message = condition(&tm, "DependenciesReady").expect("condition").2;
+    assert!(
+        message.contains("variable \"healthy\" must be a bool"),
+        "{message}"
+    );
+    let healthy = serde_json::json!({"spec": {"variables": {"healthy": true}}});
+    merge_patch(&machines, machine, healthy).await;
+    wait_until(&machines, machine, "the machine Ready", &manager, ready).await;
 }

@@ -85,6 +85,15 @@ impl<'a> PolicyLayers<'a> {
         }
     }
 
+    /// Where the merged `imagePullSecrets` come from, for a message about one of them.
+    pub fn pull_secrets_field(&self) -> &'static str {
+        if self.cluster_defaults.is_none() && self.cluster.is_none() {
+            "spec.jobs.imagePullSecrets"
+        } else {
+            "spec.jobs.imagePullSecrets, or the TerraformCluster's spec.defaults.jobs or spec.jobs"
+        }
+    }
+
     fn iter(&self) -> impl Iterator<Item = (PolicySource, &'a JobPolicy)> {
         [
             (PolicySource::Own, self.own),

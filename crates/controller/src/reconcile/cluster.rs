@@ -77,7 +77,8 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     let found = match owner {
         Ok(cluster) if !deleting => {
             let workspace = &tc.spec.workspace;
-            super::variables::resolve(&ctx, &namespace, Role::Cluster, workspace)
+            let layers = PolicyLayers::for_cluster(&tc);
+            super::variables::resolve(&ctx, &namespace, Role::Cluster, workspace, layers)
                 .await?
                 .map(|variables| (cluster, Some(variables)))
         }

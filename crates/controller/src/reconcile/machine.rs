@@ -90,7 +90,9 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
             match machine_inputs(&ctx, &tm, &namespace, &deps).await? {
                 Ok(inputs) => {
                     let workspace = &tm.spec.workspace;
-                    variables::resolve(&ctx, &namespace, Role::Machine, workspace)
+                    let layers =
+                        PolicyLayers::for_member(workspace.jobs.as_deref(), Some(&deps.infra));
+                    variables::resolve(&ctx, &namespace, Role::Machine, workspace, layers)
                         .await?
                         .map(|variables| (deps, Some((inputs, variables))))
                 }

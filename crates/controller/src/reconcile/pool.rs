@@ -453,8 +453,11 @@ async fn render(
     );
     let image = &pool.spec.workspace.source.image;
     let workspace = &pool.spec.workspace;
+    let layers = PolicyLayers::for_member(workspace.jobs.as_deref(), Some(&deps.of.infra));
     let variables =
-        match super::variables::resolve(ctx, namespace, Role::MachinePool, workspace).await? {
+        match super::variables::resolve(ctx, namespace, Role::MachinePool, workspace, layers)
+            .await?
+        {
             Ok(variables) => variables,
             Err(gate) => return Ok(Err(gate)),
         };

@@ -9,16 +9,19 @@ use kube::api::{Api, ObjectMeta};
 
 use super::Context;
 use crate::error::{KubeContext, Result};
+use crate::job::policy::PolicyLayers;
 use crate::schemas::Known;
 use crate::variables::{self, Fetched, Gate, SourceKind};
 
 /// The variables of `workspace`, or the gate naming the source or key that is wrong, or the
-/// variables that do not fit the schema its module image publishes.
+/// variables that do not fit the schema its module image publishes. The image is read with the
+/// pull Secrets its Jobs get from `layers`: a member's may come from its TerraformCluster.
 pub async fn resolve(
     ctx: &Context,
     namespace: &str,
     role: Role,
     workspace: &WorkspaceSpec,
+    layers: PolicyLayers<'_>,
 ) -> Result<std::result::Result<Variables, Gate>> {
     let mut fetched = Vec::new();
     for (index, source) in workspace.variables_from.iter().flatten().enumerate() {
@@ -33,14 +36,17 @@ pub async fn resolve(
         Err(gate) => return Ok(Err(gate)),
     };
     let image = workspace.source.image.as_str();
+    let pull_secrets = layers.merged().image_pull_secrets.unwrap_or_default();
+    let names: Vec<&str> = pull_secrets.iter().map(|r| r.name.as_str()).collect();
     let known = ctx
         .schemas
-        .of_workspace(
+        .lookup(
             ctx.registry.as_ref(),
             &ctx.client,
             namespace,
-            workspace,
-            "spec",
+            image,
+            &names,
+            layers.pull_secrets_field(),
         )
         .await;
     if let Known::Schema(schema) = known
