@@ -57,7 +57,7 @@ declare -A OUTPUTS=(
 ALL=(etcd kube kubectl tofu terraform capi-crds capi registry crane kustomize promtool manifest-crds)
 # capi (the real Cluster API controllers, ~9 min cold) runs in the e2e suite
 # (crates/e2e/tests/capi.rs).
-# kustomize, promtool and manifest-crds serve crates/e2e/tests/manifests.rs.
+# kustomize, promtool and manifest-crds serve crates/e2e/tests/manifests/.
 DEFAULT=(etcd kube kubectl tofu terraform capi-crds capi registry crane kustomize promtool manifest-crds)
 
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -408,7 +408,7 @@ build_crane() {
 	rm -rf "$out"
 }
 
-# kustomize builds config/default and the components (crates/e2e/tests/manifests.rs).
+# kustomize builds config/default and the components (crates/e2e/tests/manifests/).
 # Release builds stamp provenance.version as "kustomize/vX.Y.Z"; `kustomize
 # version` prints the part after the slash.
 build_kustomize() {
@@ -453,7 +453,7 @@ build_promtool() {
 # module zips on the Go module proxy (plain controller-gen output, no
 # templating): cert-manager's deploy/crds (Issuer, Certificate) and the
 # Prometheus Operator's example/prometheus-operator-crd (ServiceMonitor,
-# PrometheusRule). crates/e2e/tests/manifests.rs installs the ones it needs.
+# PrometheusRule). crates/e2e/tests/manifests/ installs the ones it needs.
 build_manifest_crds() {
 	local out dir src name n
 	out="$(mktemp -d "$TMPROOT/manifest-crds.XXXXXX")"
