@@ -9,8 +9,8 @@ use crate::load;
 use crate::report::{Finding, Severity};
 use crate::rules::{IMAGE_PROVIDERS_ABSENT, IMAGE_PROVIDERS_COMPLETE, IMAGE_PROVIDERS_LAYOUT};
 
-use super::image_finding;
 use super::paths::{Resolved, host, resolve, walk};
+use super::{PROVIDERS, image_finding};
 
 fn is_version(s: &str) -> bool {
     let core = s.split(['-', '+']).next().unwrap_or("");
@@ -29,7 +29,6 @@ fn is_target(s: &str) -> bool {
 /// Checks the mirror layout; returns the packages found as
 /// `(namespace/type lowercased, target)`.
 fn mirror(root: &Path, out: &mut Vec<Finding>) -> BTreeSet<(String, String)> {
-    const DIR: &str = "/captf/providers";
     let mut packages = BTreeSet::new();
     let layout = |out: &mut Vec<Finding>, path: &str, what: &str| {
         out.push(image_finding(
@@ -42,9 +41,9 @@ fn mirror(root: &Path, out: &mut Vec<Finding>) -> BTreeSet<(String, String)> {
         ));
     };
     let mut entries = Vec::new();
-    walk(root, DIR, &mut entries);
+    walk(root, PROVIDERS, &mut entries);
     for path in entries {
-        let rel: Vec<&str> = path[DIR.len() + 1..].split('/').collect();
+        let rel: Vec<&str> = path[PROVIDERS.len() + 1..].split('/').collect();
         let Ok(md) = fs::symlink_metadata(host(root, &path)) else {
             continue;
         };
@@ -160,7 +159,7 @@ pub(super) fn check_providers(
     want_arch: Option<&str>,
     out: &mut Vec<Finding>,
 ) {
-    match resolve(root, "/captf/providers") {
+    match resolve(root, PROVIDERS) {
         Resolved::Found(p, _) if p.is_dir() => {
             let packages = mirror(root, out);
             let (os, arch) = (want_os.unwrap_or("linux"), want_arch.unwrap_or("amd64"));
@@ -170,7 +169,7 @@ pub(super) fn check_providers(
                     out.push(image_finding(
                         IMAGE_PROVIDERS_COMPLETE,
                         Severity::Error,
-                        "/captf/providers",
+                        PROVIDERS,
                         format!(
                             "no {target} package of provider {source} in the mirror; run `tofu providers mirror -platform={target} /captf/providers` in the image build"
                         ),

@@ -91,6 +91,8 @@ fn image_finding(id: &'static str, severity: Severity, path: &str, message: Stri
 
 /// Where the role module is in the image.
 const MODULE: &str = "/captf/module";
+/// Where the image keeps its provider mirror.
+const PROVIDERS: &str = "/captf/providers";
 
 /// Runs the image checks and the module checks (on `/captf/module`) on an
 /// unpacked image root.
@@ -271,9 +273,7 @@ fn check_module_files(root: &Path, out: &mut Vec<Finding>) -> (Option<PathBuf>, 
     let has_module_file = entries.iter().any(|e| {
         let rest = &e[MODULE.len() + 1..];
         !rest.contains('/')
-            && [".tf", ".tf.json", ".tofu", ".tofu.json"]
-                .iter()
-                .any(|x| rest.ends_with(x))
+            && load::EXTENSIONS.iter().any(|x| rest.ends_with(x))
             && matches!(resolve(root, e), Resolved::Found(ref p, _) if p.is_file())
     });
     if !has_module_file {

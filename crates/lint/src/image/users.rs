@@ -9,7 +9,7 @@ use crate::report::{Finding, Severity};
 use crate::rules::{IMAGE_MODULE_READABLE, IMAGE_USER_ROOT, IMAGE_USER_UNRESOLVED};
 
 use super::paths::{Resolved, resolve, walk};
-use super::{MODULE, image_finding};
+use super::{MODULE, PROVIDERS, image_finding};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct User {
@@ -175,7 +175,7 @@ pub(super) fn check_readable(root: &Path, user: Option<&User>, out: &mut Vec<Fin
     if let Some(u) = user.filter(|u| u.uid != u32::MAX) {
         let mut unreadable = Vec::new();
         let mut paths = vec!["/captf".to_owned()];
-        for top in [MODULE, "/captf/providers"] {
+        for top in [MODULE, PROVIDERS] {
             if matches!(resolve(root, top), Resolved::Found(..)) {
                 paths.push(top.to_owned());
                 walk(root, top, &mut paths);

@@ -129,7 +129,8 @@ pub struct Loaded {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unparsable(pub String);
 
-const EXTENSIONS: [&str; 4] = [".tf.json", ".tofu.json", ".tf", ".tofu"];
+/// The endings of module files (the image linter looks for them too).
+pub(crate) const EXTENSIONS: [&str; 4] = [".tf.json", ".tofu.json", ".tf", ".tofu"];
 
 fn module_extension(name: &str) -> Option<&'static str> {
     if name.starts_with('.')
