@@ -71,6 +71,31 @@ enum LintCommand {
         #[arg(long = "allow-warning", value_name = "RULE")]
         allow_warning: Vec<String>,
     },
+    /// Lint a module image: the image rules and, on /captf/module, every module rule. The
+    /// image is read from an OCI image layout, `oci:<dir>`; nothing of it is run.
+    Image {
+        /// `oci:<dir>`, an OCI image layout (`crane pull --format=oci`, `skopeo copy … oci:DIR`).
+        image: String,
+        /// The module's role (`cluster`, `machine`, `machinepool`).
+        #[arg(long)]
+        role: String,
+        /// The contract version to check against.
+        #[arg(long, default_value = "v1alpha1")]
+        contract: String,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Warnings fail the run too.
+        #[arg(long)]
+        strict: bool,
+        /// Rule ids whose warnings are accepted (repeatable, or comma-separated).
+        #[arg(long = "allow-warning", value_name = "RULE")]
+        allow_warning: Vec<String>,
+        /// The platform to check, `os/arch[/variant]`: chosen from an index, and checked
+        /// against a single image only when given.
+        #[arg(long)]
+        platform: Option<String>,
+    },
     /// Print the module's variables schema, the value of the image label
     /// io.captf.variables-schema, on one line.
     Schema {
@@ -220,6 +245,54 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             )?;
             stdout.flush()?;
             std::process::exit(report.exit_code(&options));
+        }
+        Command::Lint {
+            what:
+                LintCommand::Image {
+                    image,
+                    role,
+                    contract,
+                    json,
+                    strict,
+                    allow_warning,
+                    platform,
+                },
+        } => {
+            let role = match role.parse() {
+                Ok(role) => role,
+                Err(e) => {
+                    eprintln!("captf lint: --role: {e}");
+                    std::process::exit(LINT_EXIT_USAGE);
+                }
+            };
+            let mut module = captf_lint::Options {
+                role: Some(role),
+                contract,
+                strict,
+                ..Default::default()
+            };
+            for ids in allow_warning {
+                module = module.allow_warning(&ids);
+            }
+            let explicit = platform.is_some();
+            let options = captf_lint::image::ImageOptions {
+                module,
+                platform: platform.unwrap_or_else(|| "linux/amd64".to_owned()),
+            };
+            let (report, notes) = captf_lint::image::lint_image(&image, &options, explicit);
+            for note in notes {
+                eprintln!("captf lint: {note}");
+            }
+            stdout.write_all(
+                if json {
+                    report.to_json()
+                } else {
+                    report.to_text()
+                }
+                .as_bytes(),
+            )?;
+            stdout.flush()?;
+            std::process::exit(report.exit_code(&options.module));
         }
         Command::Lint {
             what: LintCommand::Schema { dir, role },

@@ -65,6 +65,29 @@ fn lint_exit_codes() {
 }
 
 #[test]
+fn lint_image_reads_oci_layouts_and_says_what_else_to_do() {
+    // Without --role, or with a bogus one: usage.
+    assert_eq!(captf(&["lint", "image", "oci:/nonexistent"]).0, 3);
+    let (code, _, err) = captf(&["lint", "image", "--role", "bogus", "oci:/x"]);
+    assert_eq!(code, 3, "{err}");
+    // Not an image layout: not extractable.
+    let (code, out, _) = captf(&["lint", "image", "--role", "machine", "oci:/nonexistent"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("/nonexistent"), "{out}");
+    // A registry reference names the way to lint it.
+    let (code, out, _) = captf(&[
+        "lint",
+        "image",
+        "--role",
+        "machine",
+        "--json",
+        "ghcr.io/example/module:v1",
+    ]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("crane pull --format=oci"), "{out}");
+}
+
+#[test]
 fn lint_schema_prints_the_label_of_the_user_variables() {
     for role in ["cluster", "machine", "machinepool"] {
         let (code, out, err) = captf(&["lint", "schema", &module(role)]);

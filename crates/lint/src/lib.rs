@@ -1,7 +1,7 @@
 //! `captf-lint`: the CAPTF module linter (the `tfcapi-lint module` checks of
-//! api.md §3.2.2, and the image checks of §3.2.3 that work on an unpacked
-//! image root directory), and the variables schema a module image publishes
-//! ([`schema`]).
+//! api.md §3.2.2, and the image checks of §3.2.3 on an unpacked image root
+//! directory, which [`unpack`] makes from an OCI image layout), and the
+//! variables schema a module image publishes ([`schema`]).
 //!
 //! ```no_run
 //! use std::path::Path;
@@ -29,6 +29,7 @@ mod report;
 pub mod rules;
 pub mod schema;
 pub mod types;
+pub mod unpack;
 
 use std::collections::BTreeSet;
 use std::path::Path;

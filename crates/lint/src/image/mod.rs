@@ -27,7 +27,8 @@ use crate::rules::{
     IMAGE_ENTRYPOINT, IMAGE_MODULE_LINK, IMAGE_MODULE_PRESENT, IMAGE_PLATFORM,
     IMAGE_RESERVED_PATHS, IMAGE_RUNTIME_PRESENT, IMAGE_RUNTIME_VERSION,
 };
-use crate::{Options, checks, load, schema};
+use crate::unpack::{self, UnpackError};
+use crate::{Options, Role, checks, load, schema};
 
 use labels::stale_schema;
 use mirror::required_providers;
@@ -94,18 +95,79 @@ const MODULE: &str = "/captf/module";
 /// Where the image keeps its provider mirror.
 const PROVIDERS: &str = "/captf/providers";
 
+/// The role to lint for, or the usage error of a missing role or an unknown contract.
+fn role_and_contract(mopts: &Options) -> Result<Role, Status> {
+    if !captf_contract::versions().contains(&mopts.contract.as_str()) {
+        return Err(Status::Usage(format!(
+            "unknown contract {:?}",
+            mopts.contract
+        )));
+    }
+    mopts
+        .role
+        .ok_or_else(|| Status::Usage("--role is required for image linting".to_owned()))
+}
+
+/// Lints the image `reference`, `oci:<dir>` (an OCI image layout): unpacks it (see
+/// [`unpack`]) and runs [`lint_image_dir`] on it. `explicit_platform` says `--platform` was
+/// given: the platform of a layout of one image is then checked too. Also returns notes for
+/// the user about how far the unpacked copy is faithful.
+pub fn lint_image(
+    reference: &str,
+    opts: &ImageOptions,
+    explicit_platform: bool,
+) -> (Report, Vec<String>) {
+    let mopts = &opts.module;
+    let mut report = Report::new(Path::new(reference), mopts);
+    if let Err(usage) = role_and_contract(mopts) {
+        report.status = usage;
+        return (report, Vec::new());
+    }
+    let Some(layout) = reference.strip_prefix("oci:") else {
+        report.status = Status::Unparsable(format!(
+            "{reference}: pulling from a registry is not implemented yet; copy the image into an OCI layout (`crane pull --format=oci {reference} DIR` or `skopeo copy docker://{reference} oci:DIR`) and lint oci:DIR"
+        ));
+        return (report, Vec::new());
+    };
+    match unpack::oci_layout(Path::new(layout), &opts.platform, explicit_platform) {
+        Ok(unpacked) => {
+            let mut report = lint_image_dir(unpacked.root(), &unpacked.config, opts);
+            report.module = format!("{reference}@{}", unpacked.digest);
+            let notes = if unpacked.owners_kept {
+                Vec::new()
+            } else {
+                vec!["not running as root, so the unpacked files are not given the image's owners: the readability checks go by their group and other permissions".to_owned()]
+            };
+            (report, notes)
+        }
+        Err(e @ UnpackError::NoPlatform { .. }) => {
+            report.findings.push(image_finding(
+                IMAGE_PLATFORM,
+                Severity::Error,
+                "",
+                e.to_string(),
+            ));
+            report.finish(mopts);
+            (report, Vec::new())
+        }
+        Err(UnpackError::Unextractable(why)) => {
+            report.status = Status::Unparsable(format!("{reference}: {why}"));
+            (report, Vec::new())
+        }
+    }
+}
+
 /// Runs the image checks and the module checks (on `/captf/module`) on an
 /// unpacked image root.
 pub fn lint_image_dir(root: &Path, config: &ImageConfig, opts: &ImageOptions) -> Report {
     let mopts = &opts.module;
     let mut report = Report::new(root, mopts);
-    if !captf_contract::versions().contains(&mopts.contract.as_str()) {
-        report.status = Status::Usage(format!("unknown contract {:?}", mopts.contract));
-        return report;
-    }
-    let Some(role) = mopts.role else {
-        report.status = Status::Usage("--role is required for image linting".to_owned());
-        return report;
+    let role = match role_and_contract(mopts) {
+        Ok(role) => role,
+        Err(usage) => {
+            report.status = usage;
+            return report;
+        }
     };
     if !root.is_dir() {
         report.status =
