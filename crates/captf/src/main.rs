@@ -72,9 +72,11 @@ enum LintCommand {
         allow_warning: Vec<String>,
     },
     /// Lint a module image: the image rules and, on /captf/module, every module rule. The
-    /// image is read from an OCI image layout, `oci:<dir>`; nothing of it is run.
+    /// image is read from its registry or an OCI image layout; nothing of it is run.
     Image {
-        /// `oci:<dir>`, an OCI image layout (`crane pull --format=oci`, `skopeo copy … oci:DIR`).
+        /// A registry reference (`ghcr.io/org/module:v1`, `…@sha256:…`), read with the
+        /// credentials of the Docker and containers auth files; or `oci:<dir>`, an OCI image
+        /// layout.
         image: String,
         /// The module's role (`cluster`, `machine`, `machinepool`).
         #[arg(long)]
@@ -95,6 +97,9 @@ enum LintCommand {
         /// against a single image only when given.
         #[arg(long)]
         platform: Option<String>,
+        /// Speak plain HTTP to the registry (loopback registries always are).
+        #[arg(long)]
+        insecure: bool,
     },
     /// Print the module's variables schema, the value of the image label
     /// io.captf.variables-schema, on one line.
@@ -256,6 +261,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     strict,
                     allow_warning,
                     platform,
+                    insecure,
                 },
         } => {
             let role = match role.parse() {
@@ -279,7 +285,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 module,
                 platform: platform.unwrap_or_else(|| "linux/amd64".to_owned()),
             };
-            let (report, notes) = captf_lint::image::lint_image(&image, &options, explicit);
+            let (report, notes) = if image.starts_with("oci:") {
+                captf_lint::image::lint_image(&image, &options, explicit)
+            } else {
+                let reference = match captf_api::image::parse(&image) {
+                    Ok(reference) => reference,
+                    Err(e) => {
+                        eprintln!("captf lint: {image}: {e}");
+                        std::process::exit(LINT_EXIT_USAGE);
+                    }
+                };
+                lint_pulled(&image, &reference, &options, explicit, insecure)
+            };
             for note in notes {
                 eprintln!("captf lint: {note}");
             }
@@ -325,6 +342,63 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `captf lint image` of a registry reference: the image copied into a temporary OCI layout,
+/// then linted as one; the report names the reference.
+fn lint_pulled(
+    image: &str,
+    reference: &captf_api::image::ImageReference,
+    options: &captf_lint::image::ImageOptions,
+    explicit: bool,
+    insecure: bool,
+) -> (captf_lint::Report, Vec<String>) {
+    use captf_controller::registry::{Registry, layout};
+    let unparsable = |why: String| {
+        (
+            captf_lint::Report::unparsable(image, &options.module, why),
+            Vec::new(),
+        )
+    };
+    let keyring = match layout::keyring_of(&layout::auth_files()) {
+        Ok(keyring) => keyring,
+        Err(e) => return unparsable(format!("reading the registry credentials: {e}")),
+    };
+    let dir = match tempfile::Builder::new()
+        .prefix("captf-lint-pull-")
+        .tempdir()
+    {
+        Ok(dir) => dir,
+        Err(e) => return unparsable(format!("a temporary folder: {e}")),
+    };
+    let pulled = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|runtime| {
+            let registry =
+                Registry::new().map_err(|e| format!("the system's root certificates: {e}"))?;
+            let platform = options.platform.clone();
+            let select = move |entries: &[serde_json::Value]| {
+                captf_lint::unpack::choose(entries, &platform).ok()
+            };
+            runtime
+                .block_on(registry.copy_to_layout(
+                    reference,
+                    &keyring,
+                    insecure,
+                    dir.path(),
+                    &select,
+                ))
+                .map_err(|e| e.to_string())
+        });
+    if let Err(why) = pulled {
+        return unparsable(format!("{image}: {why}"));
+    }
+    let layout = format!("oci:{}", dir.path().display());
+    let (mut report, notes) = captf_lint::image::lint_image(&layout, options, explicit);
+    report.module = report.module.replacen(&layout, image, 1);
+    (report, notes)
 }
 
 async fn dr(what: DrCommand, kubeconfig: Option<std::path::PathBuf>) -> anyhow::Result<()> {

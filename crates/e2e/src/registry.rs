@@ -27,6 +27,12 @@ pub struct TestRegistry {
 impl TestRegistry {
     /// Starts an in-memory registry that only serves [`USER`], and logs crane into it.
     pub async fn start(env: &TestEnv, name: &str) -> anyhow::Result<Self> {
+        Self::start_in(&env.dir, name).await
+    }
+
+    /// [`TestRegistry::start`] keeping its files under `parent`, for a test without a
+    /// control plane.
+    pub async fn start_in(parent: &std::path::Path, name: &str) -> anyhow::Result<Self> {
         let cache = captf_testenv::tools::cache_dir();
         for tool in ["registry", "crane"] {
             anyhow::ensure!(
@@ -35,7 +41,7 @@ impl TestRegistry {
                 cache.join("bin").join(tool).display()
             );
         }
-        let dir = env.dir.join(format!("registry-{name}"));
+        let dir = parent.join(format!("registry-{name}"));
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join("htpasswd"), HTPASSWD)?;
         let port = captf_testenv::process::free_port()?;
@@ -95,7 +101,8 @@ impl TestRegistry {
         serde_json::json!({"auths": {&self.host: {"auth": auth}}}).to_string()
     }
 
-    fn crane(&self, args: &[&str]) -> anyhow::Result<String> {
+    /// Runs crane, logged in to this registry, and returns its output.
+    pub fn crane(&self, args: &[&str]) -> anyhow::Result<String> {
         let out = Command::new(captf_testenv::tools::cache_dir().join("bin/crane"))
             .args(args)
             .env("DOCKER_CONFIG", self.dir.join("docker"))

@@ -102,6 +102,13 @@ impl Report {
         }
     }
 
+    /// The report on `module` when it could not be read at all (`why`, exit code 2).
+    pub fn unparsable(module: &str, opts: &Options, why: String) -> Report {
+        let mut report = Report::new(Path::new(module), opts);
+        report.status = Status::Unparsable(why);
+        report
+    }
+
     /// Applies `--allow-warning` and sorts.
     pub(crate) fn finish(&mut self, opts: &Options) {
         for f in &mut self.findings {

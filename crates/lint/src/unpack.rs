@@ -188,7 +188,7 @@ fn platform_of(descriptor: &Value) -> Option<String> {
 
 /// The entry of an index for `wanted`; a variant asked for must match, one not asked for
 /// matches any.
-fn choose(entries: &[Value], wanted: &str) -> Result<Value, UnpackError> {
+pub fn choose(entries: &[Value], wanted: &str) -> Result<Value, UnpackError> {
     let offered: Vec<String> = entries.iter().filter_map(platform_of).collect();
     entries
         .iter()

@@ -76,13 +76,7 @@ impl Registry {
         keyring: &Keyring,
         timeout: Duration,
     ) -> Result<BTreeMap<String, String>, InspectError> {
-        let mut session = Session {
-            http: &self.http,
-            base: endpoint(&image.registry),
-            repository: &image.repository,
-            credential: keyring.for_registry(&image.registry),
-            authorization: None,
-        };
+        let mut session = self.session(image, keyring, CredentialSource::PullSecrets, false);
         tokio::time::timeout(timeout, session.labels(image))
             .await
             .unwrap_or_else(|_| {
@@ -92,6 +86,67 @@ impl Registry {
                     timeout.as_secs()
                 )))
             })
+    }
+}
+
+impl Registry {
+    /// A session with the registry of `image`, answering its challenges with the credential
+    /// `keyring` holds (which came `from` there); `insecure` speaks plain HTTP to it.
+    pub(super) fn session<'a>(
+        &'a self,
+        image: &'a ImageReference,
+        keyring: &'a Keyring,
+        from: CredentialSource,
+        insecure: bool,
+    ) -> Session<'a> {
+        Session {
+            http: &self.http,
+            base: if insecure {
+                format!("http://{}", image.registry)
+            } else {
+                endpoint(&image.registry)
+            },
+            repository: &image.repository,
+            credential: keyring.for_registry(&image.registry),
+            from,
+            authorization: None,
+        }
+    }
+}
+
+/// Where a session's credentials come from, for what a refusal tells the user to do.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum CredentialSource {
+    /// The object's image pull Secrets (the manager).
+    PullSecrets,
+    /// The user's docker or containers auth files (the command line).
+    AuthFiles,
+}
+
+impl CredentialSource {
+    fn refused(self) -> &'static str {
+        match self {
+            CredentialSource::PullSecrets => "the registry refused the pull Secret's credentials",
+            CredentialSource::AuthFiles => "the registry refused the credentials of the auth file",
+        }
+    }
+
+    fn missing(self) -> &'static str {
+        match self {
+            CredentialSource::PullSecrets => "no pull Secret holds credentials for this registry",
+            CredentialSource::AuthFiles => {
+                "no auth file holds credentials for this registry: log in (`crane auth login`, `docker login` or `podman login`)"
+            }
+        }
+    }
+
+    fn fix(self) -> &'static str {
+        match self {
+            CredentialSource::PullSecrets => {
+                "no pull Secret in spec.template.spec.jobs.imagePullSecrets holds credentials for this registry: add one"
+            }
+            CredentialSource::AuthFiles => self.missing(),
+        }
     }
 }
 
@@ -118,11 +173,12 @@ pub fn endpoint(registry: &str) -> String {
     }
 }
 
-struct Session<'a> {
+pub(super) struct Session<'a> {
     http: &'a Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
     base: String,
     repository: &'a str,
     credential: Option<&'a Credential>,
+    from: CredentialSource,
     /// The `Authorization` value once a challenge was answered.
     authorization: Option<HeaderValue>,
 }
@@ -174,13 +230,88 @@ impl Session<'_> {
         manifest::labels(&body).map_err(invalid)
     }
 
-    /// GETs `path` of the registry: answers one authentication challenge, follows redirects
-    /// (without the registry's credentials to another host), reads at most [`MAX_BODY`].
-    async fn get(
+    /// GETs `path` of the registry and reads at most [`MAX_BODY`] of it.
+    pub(super) async fn get(
         &mut self,
         path: &str,
         accept: Option<&str>,
     ) -> Result<(Option<String>, Bytes), InspectError> {
+        let (url, response) = self.fetch(path, accept).await?;
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = Limited::new(response.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| {
+                InspectError::Unreachable(format!(
+                    "GET {url}: reading the body (at most {MAX_BODY} bytes): {e}"
+                ))
+            })?
+            .to_bytes();
+        Ok((content_type, body))
+    }
+
+    /// Writes the blob `digest` of the repository to `file`, at most `max` bytes, and checks
+    /// it against its digest (a blob that does not match is removed).
+    pub(super) async fn blob_to_file(
+        &mut self,
+        digest: &str,
+        file: &std::path::Path,
+        max: u64,
+    ) -> Result<(), InspectError> {
+        use sha2::{Digest, Sha256};
+        use tokio::io::AsyncWriteExt;
+        let repository = self.repository;
+        let (url, response) = self
+            .fetch(&format!("/v2/{repository}/blobs/{digest}"), None)
+            .await?;
+        let write_error =
+            |e: std::io::Error| InspectError::Unreachable(format!("{}: {e}", file.display()));
+        let mut out = tokio::fs::File::create(file).await.map_err(write_error)?;
+        let mut hash = Sha256::new();
+        let mut written = 0u64;
+        let mut body = response.into_body();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                InspectError::Unreachable(format!("GET {url}: reading the blob: {e}"))
+            })?;
+            if let Some(data) = frame.data_ref() {
+                written += data.len() as u64;
+                if written > max {
+                    drop(out);
+                    let _ = tokio::fs::remove_file(file).await;
+                    return Err(InspectError::Invalid(format!(
+                        "GET {url}: the blob is larger than {} GiB: over the size cap",
+                        max >> 30
+                    )));
+                }
+                hash.update(data);
+                out.write_all(data).await.map_err(write_error)?;
+            }
+        }
+        out.flush().await.map_err(write_error)?;
+        let got = format!("sha256:{}", hex::encode(hash.finalize()));
+        if got != digest {
+            drop(out);
+            let _ = tokio::fs::remove_file(file).await;
+            return Err(InspectError::Invalid(format!(
+                "GET {url}: the registry served content with digest {got}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// GETs `path` of the registry: answers one authentication challenge, follows redirects
+    /// (without the registry's credentials to another host); a success's response, whose body
+    /// is left to the caller.
+    async fn fetch(
+        &mut self,
+        path: &str,
+        accept: Option<&str>,
+    ) -> Result<(String, hyper::Response<hyper::body::Incoming>), InspectError> {
         let mut url = format!("{}{path}", self.base);
         let mut challenged = false;
         let mut redirects = 0;
@@ -214,29 +345,23 @@ impl Session<'_> {
                 url = resolve(&url, location);
                 continue;
             }
-            let content_type = response
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
+            if status.is_success() {
+                return Ok((url, response));
+            }
+            // An error's body is short; only its start is shown.
             let body = Limited::new(response.into_body(), MAX_BODY)
                 .collect()
                 .await
-                .map_err(|e| {
-                    InspectError::Unreachable(format!(
-                        "GET {url}: reading the body (at most {MAX_BODY} bytes): {e}"
-                    ))
-                })?
-                .to_bytes();
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
             return match status {
-                s if s.is_success() => Ok((content_type, body)),
                 StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
                     Err(InspectError::Unauthorized(format!(
-                        "GET {url}: HTTP {status}{}",
+                        "GET {url}: HTTP {status}: {}",
                         if self.credential.is_some() {
-                            ": the registry refused the pull Secret's credentials"
+                            self.from.refused()
                         } else {
-                            ": no pull Secret holds credentials for this registry"
+                            self.from.missing()
                         }
                     )))
                 }
@@ -261,9 +386,16 @@ impl Session<'_> {
         let basic = self.credential.map(basic);
         let unauthorized = |why: &str| {
             let fix = if self.credential.is_some() {
-                "check the credentials of the pull Secret for this registry"
+                match self.from {
+                    CredentialSource::PullSecrets => {
+                        "check the credentials of the pull Secret for this registry"
+                    }
+                    CredentialSource::AuthFiles => {
+                        "check the credentials of the auth file for this registry"
+                    }
+                }
             } else {
-                "no pull Secret in spec.template.spec.jobs.imagePullSecrets holds credentials for this registry: add one"
+                self.from.fix()
             };
             InspectError::Unauthorized(format!("GET {url}: HTTP 401 ({why}): {fix}"))
         };

@@ -108,7 +108,8 @@ fn role_and_contract(mopts: &Options) -> Result<Role, Status> {
         .ok_or_else(|| Status::Usage("--role is required for image linting".to_owned()))
 }
 
-/// Lints the image `reference`, `oci:<dir>` (an OCI image layout): unpacks it (see
+/// Lints the image `reference`, `oci:<dir>` (an OCI image layout; `captf lint image` copies
+/// a registry's image into one first): unpacks it (see
 /// [`unpack`]) and runs [`lint_image_dir`] on it. `explicit_platform` says `--platform` was
 /// given: the platform of a layout of one image is then checked too. Also returns notes for
 /// the user about how far the unpacked copy is faithful.
@@ -125,7 +126,7 @@ pub fn lint_image(
     }
     let Some(layout) = reference.strip_prefix("oci:") else {
         report.status = Status::Unparsable(format!(
-            "{reference}: pulling from a registry is not implemented yet; copy the image into an OCI layout (`crane pull --format=oci {reference} DIR` or `skopeo copy docker://{reference} oci:DIR`) and lint oci:DIR"
+            "{reference}: this library reads OCI layouts only; copy the image into one (`captf lint image` does, as do `crane pull --format=oci {reference} DIR` and `skopeo copy docker://{reference} oci:DIR`) and lint oci:DIR"
         ));
         return (report, Vec::new());
     };
