@@ -285,7 +285,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 module,
                 platform: platform.unwrap_or_else(|| "linux/amd64".to_owned()),
             };
-            let (report, notes) = if image.starts_with("oci:") {
+            let report = if image.starts_with("oci:") {
                 captf_lint::image::lint_image(&image, &options, explicit)
             } else {
                 let reference = match captf_api::image::parse(&image) {
@@ -297,9 +297,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 };
                 lint_pulled(&image, &reference, &options, explicit, insecure)
             };
-            for note in notes {
-                eprintln!("captf lint: {note}");
-            }
             stdout.write_all(
                 if json {
                     report.to_json()
@@ -352,14 +349,9 @@ fn lint_pulled(
     options: &captf_lint::image::ImageOptions,
     explicit: bool,
     insecure: bool,
-) -> (captf_lint::Report, Vec<String>) {
+) -> captf_lint::Report {
     use captf_controller::registry::{Registry, layout};
-    let unparsable = |why: String| {
-        (
-            captf_lint::Report::unparsable(image, &options.module, why),
-            Vec::new(),
-        )
-    };
+    let unparsable = |why: String| captf_lint::Report::unparsable(image, &options.module, why);
     let keyring = match layout::keyring_of(&layout::auth_files()) {
         Ok(keyring) => keyring,
         Err(e) => return unparsable(format!("reading the registry credentials: {e}")),
@@ -396,9 +388,9 @@ fn lint_pulled(
         return unparsable(format!("{image}: {why}"));
     }
     let layout = format!("oci:{}", dir.path().display());
-    let (mut report, notes) = captf_lint::image::lint_image(&layout, options, explicit);
+    let mut report = captf_lint::image::lint_image(&layout, options, explicit);
     report.module = report.module.replacen(&layout, image, 1);
-    (report, notes)
+    report
 }
 
 async fn dr(what: DrCommand, kubeconfig: Option<std::path::PathBuf>) -> anyhow::Result<()> {

@@ -8,7 +8,7 @@
 //! a fraction of the size. Layers apply in order with their whiteouts, as a container runtime
 //! applies them. Every blob is checked against its digest; nothing of the image is ever run.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
@@ -30,15 +30,20 @@ const INDEX_TYPES: [&str; 2] = [
 const OPAQUE: &str = ".wh..wh..opq";
 const WHITEOUT: &str = ".wh.";
 
+/// The owner (uid, gid) of each unpacked file, by its path on the host.
+pub type Owners = HashMap<PathBuf, (u32, u32)>;
+
 /// An image unpacked into a temporary folder, removed on drop.
 pub struct Unpacked {
     root: tempfile::TempDir,
+    owners: Owners,
     /// The parts of the image config the checks read; `os` and `architecture` are left out
     /// unless the platform was chosen from an index or asked for explicitly.
     pub config: ImageConfig,
     /// The manifest's digest.
     pub digest: String,
-    /// Whether the files carry the image's owners (only root may give files away).
+    /// Whether the files carry the image's owners (only root may give files away). When they
+    /// do not, [`Unpacked::owners`] says who owns what.
     pub owners_kept: bool,
 }
 
@@ -46,6 +51,11 @@ impl Unpacked {
     /// The unpacked root filesystem.
     pub fn root(&self) -> &Path {
         self.root.path()
+    }
+
+    /// The owners the image gives its files, whether or not the file system kept them.
+    pub fn owners(&self) -> &Owners {
+        &self.owners
     }
 }
 
@@ -141,6 +151,7 @@ pub fn oci_layout(layout: &Path, platform: &str, explicit: bool) -> Result<Unpac
         .map_err(|e| unextractable(format!("a temporary folder: {e}")))?;
     let mut unpacked = Unpacked {
         root,
+        owners: Owners::new(),
         config,
         digest,
         owners_kept: true,
@@ -425,16 +436,15 @@ fn apply_layer(
                 // Devices and FIFOs: nothing the checks look at.
                 continue;
             }
-            if let (Some(uid), Some(gid)) = owner
-                && std::os::unix::fs::lchown(
-                    &target,
-                    u32::try_from(uid).ok(),
-                    u32::try_from(gid).ok(),
-                )
-                .is_err()
-            {
+            let owner = (
+                owner.0.and_then(|u| u32::try_from(u).ok()).unwrap_or(0),
+                owner.1.and_then(|g| u32::try_from(g).ok()).unwrap_or(0),
+            );
+            // Only root may give files away; the owners are recorded either way.
+            if std::os::unix::fs::lchown(&target, Some(owner.0), Some(owner.1)).is_err() {
                 unpacked.owners_kept = false;
             }
+            unpacked.owners.insert(target, owner);
         }
         // What the tar format leaves after its end still belongs to the blob's digest.
         let mut rest = archive.into_inner();

@@ -250,3 +250,39 @@ fn variables_schema_label_must_parse_and_match_the_module() {
         );
     }
 }
+
+/// An unpacker that is not root cannot give the image's files to their owners; the owners it
+/// recorded decide what the image user may read.
+#[test]
+fn recorded_owners_stand_in_for_the_file_system() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    copy_module(Path::new("../../modules/noop/machine"), root);
+    let module = root.join("captf/module");
+    let mut owners = captf_lint::unpack::Owners::new();
+    for entry in fs::read_dir(&module).expect("module") {
+        let path = entry.expect("entry").path();
+        // Readable by their owner alone: the image user, says the image.
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).expect("chmod");
+        owners.insert(path, (65532, 65532));
+    }
+    write(root, "/usr/local/bin/tofu", "#!/bin/true\n", 0o755);
+    symlink("/usr/local/bin/tofu", root.join("captf/runtime")).expect("symlink");
+    let config = ImageConfig {
+        user: Some("65532".to_owned()),
+        ..ImageConfig::default()
+    };
+    let o = opts(Role::Machine);
+    let by_the_files = lint_image_dir(root, &config, &o);
+    assert!(
+        by_the_files.ids().contains("image/module-readable"),
+        "the test's files belong to whoever runs it: {}",
+        by_the_files.to_text()
+    );
+    let by_the_image = captf_lint::image::lint_image_dir_with_owners(root, &config, &o, &owners);
+    assert!(
+        !by_the_image.ids().contains("image/module-readable"),
+        "{}",
+        by_the_image.to_text()
+    );
+}

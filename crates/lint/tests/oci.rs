@@ -197,7 +197,7 @@ fn the_noop_machine_image_from_a_layout_is_clean() {
     let manifest = layout.image(("linux", "amd64"), machine_config(), &layers);
     layout.index(std::slice::from_ref(&manifest));
     let o = opts(Role::Machine, "linux/amd64");
-    let (report, _) = lint_image(&layout.reference(), &o, false);
+    let report = lint_image(&layout.reference(), &o, false);
     assert_eq!(report.exit_code(&o.module), EXIT_OK, "{}", report.to_text());
     assert_eq!(
         report.module,
@@ -241,6 +241,11 @@ fn layers_apply_in_order_with_their_whiteouts() {
         0,
         "only what the checks read keeps its content"
     );
+    assert_eq!(
+        unpacked.owners().get(&root.join("captf/module/new.tf")),
+        Some(&(65532, 65532)),
+        "the image's owner is recorded, whoever unpacks it"
+    );
     assert!(
         unpacked.config.os.is_none(),
         "one image's platform is not checked unless asked"
@@ -268,7 +273,7 @@ fn an_index_gives_the_image_of_the_platform() {
         })
     );
     let o = opts(Role::Machine, "linux/s390x");
-    let (report, _) = lint_image(&layout.reference(), &o, true);
+    let report = lint_image(&layout.reference(), &o, true);
     assert_eq!(report.exit_code(&o.module), EXIT_FINDINGS);
     assert!(
         report.ids().contains("image/platform"),
@@ -284,9 +289,9 @@ fn a_single_image_for_another_platform_fails_only_when_the_platform_is_asked_for
     let manifest = layout.image(("linux", "arm64"), machine_config(), &layers);
     layout.index(&[manifest]);
     let o = opts(Role::Machine, "linux/amd64");
-    let (unasked, _) = lint_image(&layout.reference(), &o, false);
+    let unasked = lint_image(&layout.reference(), &o, false);
     assert!(!unasked.ids().contains("image/platform"));
-    let (asked, _) = lint_image(&layout.reference(), &o, true);
+    let asked = lint_image(&layout.reference(), &o, true);
     assert!(
         asked.ids().contains("image/platform"),
         "{}",
@@ -307,7 +312,7 @@ fn what_cannot_be_trusted_is_not_unpacked() {
     bytes[last] ^= 0xff;
     fs::write(&path, bytes).expect("corrupt");
     let o = opts(Role::Machine, "linux/amd64");
-    let (report, _) = lint_image(&layout.reference(), &o, false);
+    let report = lint_image(&layout.reference(), &o, false);
     assert_eq!(report.exit_code(&o.module), EXIT_UNPARSABLE);
     assert!(report.to_text().contains("layer 1"), "{}", report.to_text());
 
@@ -335,9 +340,9 @@ fn what_cannot_be_trusted_is_not_unpacked() {
     );
 
     // Not a layout, and a registry reference.
-    let (report, _) = lint_image("oci:/nonexistent-layout", &o, false);
+    let report = lint_image("oci:/nonexistent-layout", &o, false);
     assert_eq!(report.exit_code(&o.module), EXIT_UNPARSABLE);
-    let (report, _) = lint_image("ghcr.io/example/module:v1", &o, false);
+    let report = lint_image("ghcr.io/example/module:v1", &o, false);
     assert_eq!(report.exit_code(&o.module), EXIT_UNPARSABLE);
     assert!(report.to_text().contains("oci:DIR"), "{}", report.to_text());
 }

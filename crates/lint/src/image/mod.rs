@@ -27,13 +27,13 @@ use crate::rules::{
     IMAGE_ENTRYPOINT, IMAGE_MODULE_LINK, IMAGE_MODULE_PRESENT, IMAGE_PLATFORM,
     IMAGE_RESERVED_PATHS, IMAGE_RUNTIME_PRESENT, IMAGE_RUNTIME_VERSION,
 };
-use crate::unpack::{self, UnpackError};
+use crate::unpack::{self, Owners, UnpackError};
 use crate::{Options, Role, checks, load, schema};
 
 use labels::stale_schema;
 use mirror::required_providers;
 use paths::{Resolved, host, resolve, walk};
-use users::{Access, User, allowed};
+use users::{Access, User, allowed, owner};
 
 /// Image paths the Job mounts over; they must be empty in the image.
 pub const RESERVED_PATHS: [&str; 4] = [
@@ -111,35 +111,26 @@ fn role_and_contract(mopts: &Options) -> Result<Role, Status> {
 /// Lints the image `reference`, `oci:<dir>` (an OCI image layout; `captf lint image` copies
 /// a registry's image into one first): unpacks it (see
 /// [`unpack`]) and runs [`lint_image_dir`] on it. `explicit_platform` says `--platform` was
-/// given: the platform of a layout of one image is then checked too. Also returns notes for
-/// the user about how far the unpacked copy is faithful.
-pub fn lint_image(
-    reference: &str,
-    opts: &ImageOptions,
-    explicit_platform: bool,
-) -> (Report, Vec<String>) {
+/// given: the platform of a layout of one image is then checked too.
+pub fn lint_image(reference: &str, opts: &ImageOptions, explicit_platform: bool) -> Report {
     let mopts = &opts.module;
     let mut report = Report::new(Path::new(reference), mopts);
     if let Err(usage) = role_and_contract(mopts) {
         report.status = usage;
-        return (report, Vec::new());
+        return report;
     }
     let Some(layout) = reference.strip_prefix("oci:") else {
         report.status = Status::Unparsable(format!(
             "{reference}: this library reads OCI layouts only; copy the image into one (`captf lint image` does, as do `crane pull --format=oci {reference} DIR` and `skopeo copy docker://{reference} oci:DIR`) and lint oci:DIR"
         ));
-        return (report, Vec::new());
+        return report;
     };
     match unpack::oci_layout(Path::new(layout), &opts.platform, explicit_platform) {
         Ok(unpacked) => {
-            let mut report = lint_image_dir(unpacked.root(), &unpacked.config, opts);
+            let owners = (!unpacked.owners_kept).then(|| unpacked.owners());
+            let mut report = lint_root(unpacked.root(), &unpacked.config, opts, owners);
             report.module = format!("{reference}@{}", unpacked.digest);
-            let notes = if unpacked.owners_kept {
-                Vec::new()
-            } else {
-                vec!["not running as root, so the unpacked files are not given the image's owners: the readability checks go by their group and other permissions".to_owned()]
-            };
-            (report, notes)
+            report
         }
         Err(e @ UnpackError::NoPlatform { .. }) => {
             report.findings.push(image_finding(
@@ -149,11 +140,11 @@ pub fn lint_image(
                 e.to_string(),
             ));
             report.finish(mopts);
-            (report, Vec::new())
+            report
         }
         Err(UnpackError::Unextractable(why)) => {
             report.status = Status::Unparsable(format!("{reference}: {why}"));
-            (report, Vec::new())
+            report
         }
     }
 }
@@ -161,6 +152,26 @@ pub fn lint_image(
 /// Runs the image checks and the module checks (on `/captf/module`) on an
 /// unpacked image root.
 pub fn lint_image_dir(root: &Path, config: &ImageConfig, opts: &ImageOptions) -> Report {
+    lint_root(root, config, opts, None)
+}
+
+/// [`lint_image_dir`], with the files' owners (by host path) from `owners` where the file
+/// system could not keep them: what an unpacker not running as root records.
+pub fn lint_image_dir_with_owners(
+    root: &Path,
+    config: &ImageConfig,
+    opts: &ImageOptions,
+    owners: &Owners,
+) -> Report {
+    lint_root(root, config, opts, Some(owners))
+}
+
+fn lint_root(
+    root: &Path,
+    config: &ImageConfig,
+    opts: &ImageOptions,
+    owners: Option<&Owners>,
+) -> Report {
     let mopts = &opts.module;
     let mut report = Report::new(root, mopts);
     let role = match role_and_contract(mopts) {
@@ -210,10 +221,10 @@ pub fn lint_image_dir(root: &Path, config: &ImageConfig, opts: &ImageOptions) ->
     }
 
     let published = labels::check_labels(config, role, mopts, &mut out);
-    check_runtime(root, config, user.as_ref(), &mut out);
+    check_runtime(root, config, user.as_ref(), owners, &mut out);
     check_reserved_paths(root, &mut out);
     let (module_dir, has_module_file) = check_module_files(root, &mut out);
-    users::check_readable(root, user.as_ref(), &mut out);
+    users::check_readable(root, user.as_ref(), owners, &mut out);
 
     // Module checks, then the mirror (needs the module's providers).
     let mut required = BTreeMap::new();
@@ -248,13 +259,19 @@ pub fn lint_image_dir(root: &Path, config: &ImageConfig, opts: &ImageOptions) ->
 
 /// Runtime: `/captf/runtime` is a file the image user can run, and looks like
 /// the binary `io.captf.runtime` names.
-fn check_runtime(root: &Path, config: &ImageConfig, user: Option<&User>, out: &mut Vec<Finding>) {
+fn check_runtime(
+    root: &Path,
+    config: &ImageConfig,
+    user: Option<&User>,
+    owners: Option<&Owners>,
+    out: &mut Vec<Finding>,
+) {
     const RUNTIME: &str = "/captf/runtime";
     match resolve(root, RUNTIME) {
         Resolved::Found(path, image_path) => {
             let md = fs::metadata(&path);
             match md {
-                Ok(md) if md.is_file() && allowed(&md, user, Access::Exec) => {}
+                Ok(md) if md.is_file() && allowed(&md, owner(&path, &md, owners), user, Access::Exec) => {}
                 Ok(md) if md.is_file() => out.push(image_finding(
                     IMAGE_RUNTIME_PRESENT,
                     Severity::Error,

@@ -10,6 +10,7 @@ use crate::rules::{IMAGE_MODULE_READABLE, IMAGE_USER_ROOT, IMAGE_USER_UNRESOLVED
 
 use super::paths::{Resolved, resolve, walk};
 use super::{MODULE, PROVIDERS, image_finding};
+use crate::unpack::Owners;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct User {
@@ -111,8 +112,28 @@ pub(super) enum Access {
     Exec,
 }
 
+/// The owner (uid, gid) of the file at host path `path`: as the unpacker recorded it when it
+/// could not give the files away (`owners`), else as the file system says.
 #[cfg(unix)]
-pub(super) fn allowed(md: &fs::Metadata, user: Option<&User>, access: Access) -> bool {
+pub(super) fn owner(path: &Path, md: &fs::Metadata, owners: Option<&Owners>) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    owners
+        .and_then(|o| o.get(path).copied())
+        .unwrap_or((md.uid(), md.gid()))
+}
+
+#[cfg(not(unix))]
+pub(super) fn owner(_: &Path, _: &fs::Metadata, _: Option<&Owners>) -> (u32, u32) {
+    (0, 0)
+}
+
+#[cfg(unix)]
+pub(super) fn allowed(
+    md: &fs::Metadata,
+    (uid, gid): (u32, u32),
+    user: Option<&User>,
+    access: Access,
+) -> bool {
     use std::os::unix::fs::MetadataExt;
     let mode = md.mode();
     let bit = match access {
@@ -123,9 +144,9 @@ pub(super) fn allowed(md: &fs::Metadata, user: Option<&User>, access: Access) ->
         // root: read always; exec when any x bit is set (dirs always traversable).
         return matches!(access, Access::Read) || md.is_dir() || mode & 0o111 != 0;
     };
-    let shift = if md.uid() == user.uid {
+    let shift = if uid == user.uid {
         6
-    } else if user.gids.contains(&md.gid()) {
+    } else if user.gids.contains(&gid) {
         3
     } else {
         0
@@ -134,7 +155,7 @@ pub(super) fn allowed(md: &fs::Metadata, user: Option<&User>, access: Access) ->
 }
 
 #[cfg(not(unix))]
-pub(super) fn allowed(_: &fs::Metadata, _: Option<&User>, _: Access) -> bool {
+pub(super) fn allowed(_: &fs::Metadata, _: (u32, u32), _: Option<&User>, _: Access) -> bool {
     true
 }
 
@@ -171,7 +192,12 @@ pub(super) fn check_user(root: &Path, spec: Option<&str>, out: &mut Vec<Finding>
 }
 
 /// Readability for a numeric non-root user.
-pub(super) fn check_readable(root: &Path, user: Option<&User>, out: &mut Vec<Finding>) {
+pub(super) fn check_readable(
+    root: &Path,
+    user: Option<&User>,
+    owners: Option<&Owners>,
+    out: &mut Vec<Finding>,
+) {
     if let Some(u) = user.filter(|u| u.uid != u32::MAX) {
         let mut unreadable = Vec::new();
         let mut paths = vec!["/captf".to_owned()];
@@ -186,11 +212,12 @@ pub(super) fn check_readable(root: &Path, user: Option<&User>, out: &mut Vec<Fin
                 continue;
             };
             let Ok(md) = fs::metadata(&hp) else { continue };
+            let by = owner(&hp, &md, owners);
             let ok = if md.is_dir() {
-                allowed(&md, Some(u), Access::Exec)
-                    && (p == "/captf" || allowed(&md, Some(u), Access::Read))
+                allowed(&md, by, Some(u), Access::Exec)
+                    && (p == "/captf" || allowed(&md, by, Some(u), Access::Read))
             } else {
-                allowed(&md, Some(u), Access::Read)
+                allowed(&md, by, Some(u), Access::Read)
             };
             if !ok {
                 unreadable.push(p.clone());
