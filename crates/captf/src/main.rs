@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod lint_image;
+
 /// CAPTF, a Cluster API infrastructure provider that runs Terraform or OpenTofu modules in
 /// Kubernetes Jobs.
 #[derive(Parser, Debug)]
@@ -100,6 +102,9 @@ enum LintCommand {
         /// Speak plain HTTP to the registry (loopback registries always are).
         #[arg(long)]
         insecure: bool,
+        /// Lint every platform of an index, each in its own report.
+        #[arg(long, conflicts_with = "platform")]
+        all_platforms: bool,
     },
     /// Print the module's variables schema, the value of the image label
     /// io.captf.variables-schema, on one line.
@@ -262,6 +267,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     allow_warning,
                     platform,
                     insecure,
+                    all_platforms,
                 },
         } => {
             let role = match role.parse() {
@@ -285,28 +291,35 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 module,
                 platform: platform.unwrap_or_else(|| "linux/amd64".to_owned()),
             };
-            let report = if image.starts_with("oci:") {
-                captf_lint::image::lint_image(&image, &options, explicit)
-            } else {
-                let reference = match captf_api::image::parse(&image) {
-                    Ok(reference) => reference,
+            let reference = match image.starts_with("oci:") {
+                true => None,
+                false => match captf_api::image::parse(&image) {
+                    Ok(reference) => Some(reference),
                     Err(e) => {
                         eprintln!("captf lint: {image}: {e}");
                         std::process::exit(LINT_EXIT_USAGE);
                     }
-                };
-                lint_pulled(&image, &reference, &options, explicit, insecure)
+                },
             };
-            stdout.write_all(
-                if json {
-                    report.to_json()
-                } else {
-                    report.to_text()
-                }
-                .as_bytes(),
-            )?;
+            let request = lint_image::Request {
+                image,
+                reference,
+                options,
+                explicit,
+                all_platforms,
+                insecure,
+            };
+            let reports = lint_image::run(&request);
+            stdout.write_all(lint_image::render(&reports, json, all_platforms).as_bytes())?;
             stdout.flush()?;
-            std::process::exit(report.exit_code(&options.module));
+            let module = &request.options.module;
+            std::process::exit(
+                reports
+                    .iter()
+                    .map(|r| r.exit_code(module))
+                    .max()
+                    .unwrap_or(0),
+            );
         }
         Command::Lint {
             what: LintCommand::Schema { dir, role },
@@ -339,58 +352,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// `captf lint image` of a registry reference: the image copied into a temporary OCI layout,
-/// then linted as one; the report names the reference.
-fn lint_pulled(
-    image: &str,
-    reference: &captf_api::image::ImageReference,
-    options: &captf_lint::image::ImageOptions,
-    explicit: bool,
-    insecure: bool,
-) -> captf_lint::Report {
-    use captf_controller::registry::{Registry, layout};
-    let unparsable = |why: String| captf_lint::Report::unparsable(image, &options.module, why);
-    let keyring = match layout::keyring_of(&layout::auth_files()) {
-        Ok(keyring) => keyring,
-        Err(e) => return unparsable(format!("reading the registry credentials: {e}")),
-    };
-    let dir = match tempfile::Builder::new()
-        .prefix("captf-lint-pull-")
-        .tempdir()
-    {
-        Ok(dir) => dir,
-        Err(e) => return unparsable(format!("a temporary folder: {e}")),
-    };
-    let pulled = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())
-        .and_then(|runtime| {
-            let registry =
-                Registry::new().map_err(|e| format!("the system's root certificates: {e}"))?;
-            let platform = options.platform.clone();
-            let select = move |entries: &[serde_json::Value]| {
-                captf_lint::unpack::choose(entries, &platform).ok()
-            };
-            runtime
-                .block_on(registry.copy_to_layout(
-                    reference,
-                    &keyring,
-                    insecure,
-                    dir.path(),
-                    &select,
-                ))
-                .map_err(|e| e.to_string())
-        });
-    if let Err(why) = pulled {
-        return unparsable(format!("{image}: {why}"));
-    }
-    let layout = format!("oci:{}", dir.path().display());
-    let mut report = captf_lint::image::lint_image(&layout, options, explicit);
-    report.module = report.module.replacen(&layout, image, 1);
-    report
 }
 
 async fn dr(what: DrCommand, kubeconfig: Option<std::path::PathBuf>) -> anyhow::Result<()> {

@@ -1,7 +1,8 @@
 //! `captf lint image` against a real registry (distribution's, with htpasswd authentication):
 //! a module image pushed with crane is pulled with the user's auth file, unpacked and linted;
-//! from an index the image of the platform asked for is taken, and a platform the index lacks
-//! is an `image/platform` error; without credentials the command says how to log in.
+//! from an index the image of the platform asked for is taken (or each one's), and a platform
+//! the index lacks is an `image/platform` error; without credentials the command says how to
+//! log in.
 
 use std::path::Path;
 use std::process::Command;
@@ -160,6 +161,21 @@ async fn a_module_image_in_a_registry_is_pulled_and_linted() {
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("image/platform") && out.contains("linux/amd64, linux/arm64"),
+        "{out}"
+    );
+
+    // Every platform of the index, one report each.
+    let (code, reports, out) = lint(&home, &["--all-platforms", &index]);
+    assert_eq!(code, 0, "{out}");
+    let modules: Vec<&str> = reports
+        .as_array()
+        .expect("a report per platform")
+        .iter()
+        .filter_map(|r| r["module"].as_str())
+        .collect();
+    assert_eq!(modules.len(), 2, "{out}");
+    assert!(
+        modules.contains(&format!("{index}@{arm64_digest}").as_str()),
         "{out}"
     );
 

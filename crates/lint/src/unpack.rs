@@ -197,10 +197,42 @@ fn platform_of(descriptor: &Value) -> Option<String> {
     })
 }
 
+/// The platform of an index entry that is an image: not an attestation, which build tools
+/// list as `unknown/unknown`.
+fn image_platform(descriptor: &Value) -> Option<String> {
+    platform_of(descriptor).filter(|p| !p.starts_with("unknown/"))
+}
+
+/// Every entry of an index that is an image for a platform (`--all-platforms`).
+pub fn every_platform(entries: &[Value]) -> Vec<Value> {
+    entries
+        .iter()
+        .filter(|e| image_platform(e).is_some())
+        .cloned()
+        .collect()
+}
+
+/// The platforms of the image in the layout at `layout`, in the index's order; none when the
+/// layout holds a single image rather than an index.
+pub fn platforms(layout: &Path) -> Result<Vec<String>, UnpackError> {
+    let blobs = Blobs { layout };
+    let mut index = read_json(&layout.join("index.json"), "index.json")?;
+    // As `oci_layout` reads it: one image at the top is taken as it is.
+    for level in 0..4 {
+        let entries = index["manifests"].as_array().cloned().unwrap_or_default();
+        match entries.as_slice() {
+            [only] if is_index(only) => index = blobs.json(only)?,
+            [only] if level == 0 => return Ok(Vec::new()),
+            several => return Ok(several.iter().filter_map(image_platform).collect()),
+        }
+    }
+    Err(unextractable("index.json: indexes nested too deep"))
+}
+
 /// The entry of an index for `wanted`; a variant asked for must match, one not asked for
 /// matches any.
 pub fn choose(entries: &[Value], wanted: &str) -> Result<Value, UnpackError> {
-    let offered: Vec<String> = entries.iter().filter_map(platform_of).collect();
+    let offered: Vec<String> = entries.iter().filter_map(image_platform).collect();
     entries
         .iter()
         .find(|e| {

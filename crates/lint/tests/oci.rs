@@ -196,6 +196,12 @@ fn the_noop_machine_image_from_a_layout_is_clean() {
     let layers = [base(&layout), module_layer(&layout)];
     let manifest = layout.image(("linux", "amd64"), machine_config(), &layers);
     layout.index(std::slice::from_ref(&manifest));
+    assert!(
+        captf_lint::unpack::platforms(layout.dir.path())
+            .expect("platforms")
+            .is_empty(),
+        "a single image is no index"
+    );
     let o = opts(Role::Machine, "linux/amd64");
     let report = lint_image(&layout.reference(), &o, false);
     assert_eq!(report.exit_code(&o.module), EXIT_OK, "{}", report.to_text());
@@ -260,6 +266,10 @@ fn an_index_gives_the_image_of_the_platform() {
     let arm64 = layout.image(("linux", "arm64"), machine_config(), &layers);
     layout.index(&[amd64, arm64.clone()]);
 
+    assert_eq!(
+        captf_lint::unpack::platforms(layout.dir.path()).expect("platforms"),
+        ["linux/amd64", "linux/arm64"]
+    );
     let unpacked = oci_layout(layout.dir.path(), "linux/arm64", false).expect("arm64");
     assert_eq!(unpacked.config.architecture.as_deref(), Some("arm64"));
     assert_eq!(unpacked.digest, arm64["digest"].as_str().expect("digest"));

@@ -51,7 +51,7 @@ pub fn keyring_of(paths: &[PathBuf]) -> Result<Keyring, String> {
 
 impl Registry {
     /// Copies `image` into a new OCI image layout at `dest` (an empty or missing folder). From
-    /// an index, `select` picks the entry to copy among its `manifests`; when it picks none
+    /// an index, `select` picks the entries to copy among its `manifests`; when it picks none
     /// the layout holds the index alone, for the reader to say which platforms it offers.
     pub async fn copy_to_layout(
         &self,
@@ -59,7 +59,7 @@ impl Registry {
         keyring: &Keyring,
         insecure: bool,
         dest: &Path,
-        select: &(dyn Fn(&[Value]) -> Option<Value> + Sync),
+        select: &(dyn Fn(&[Value]) -> Vec<Value> + Sync),
     ) -> Result<(), InspectError> {
         let io = |e: std::io::Error| InspectError::Unreachable(format!("{}: {e}", dest.display()));
         let blobs = dest.join("blobs/sha256");
@@ -88,52 +88,63 @@ impl Registry {
         let index = json!({"schemaVersion": 2, "manifests": [top]});
         std::fs::write(dest.join("index.json"), index.to_string()).map_err(io)?;
 
-        let mut current: Value = serde_json::from_slice(&body)
+        // Indexes are followed to the images `select` picks, a few dozen manifests at most.
+        let top: Value = serde_json::from_slice(&body)
             .map_err(|e| invalid(format!("the manifest is not JSON ({e})")))?;
-        // An index inside an index is followed, a few levels at most.
-        for _ in 0..4 {
+        let mut pending = vec![top];
+        let mut images = Vec::new();
+        let mut fetched = 0;
+        while let Some(current) = pending.pop() {
             let Some(entries) = current["manifests"]
                 .as_array()
                 .filter(|_| current["config"].is_null())
             else {
-                break;
+                if current["config"].is_null() {
+                    return Err(invalid(
+                        "the manifest names neither a config nor other manifests: not an OCI or Docker v2 image".into(),
+                    ));
+                }
+                images.push(current);
+                continue;
             };
-            let Some(chosen) = select(entries) else {
-                return Ok(());
-            };
-            let digest = chosen["digest"].as_str().unwrap_or_default().to_owned();
-            let (content_type, body) = session
-                .get(
-                    &format!("/v2/{repository}/manifests/{digest}"),
-                    Some(manifest::ACCEPT),
-                )
-                .await?;
-            manifest::verify(&digest, &body).map_err(invalid)?;
-            let found = descriptor(content_type.as_deref(), &body).map_err(invalid)?;
-            write_blob(&blobs, &found, &body).map_err(io)?;
-            current = serde_json::from_slice(&body)
-                .map_err(|e| invalid(format!("the manifest is not JSON ({e})")))?;
+            for chosen in select(entries) {
+                fetched += 1;
+                if fetched > 64 {
+                    return Err(invalid("more than 64 manifests below the index".into()));
+                }
+                let digest = chosen["digest"].as_str().unwrap_or_default().to_owned();
+                let (content_type, body) = session
+                    .get(
+                        &format!("/v2/{repository}/manifests/{digest}"),
+                        Some(manifest::ACCEPT),
+                    )
+                    .await?;
+                manifest::verify(&digest, &body).map_err(invalid)?;
+                let found = descriptor(content_type.as_deref(), &body).map_err(invalid)?;
+                write_blob(&blobs, &found, &body).map_err(io)?;
+                pending.push(
+                    serde_json::from_slice(&body)
+                        .map_err(|e| invalid(format!("the manifest is not JSON ({e})")))?,
+                );
+            }
         }
-        if current["config"].is_null() {
-            return Err(invalid(
-                "the manifest names neither a config nor other manifests: not an OCI or Docker v2 image".into(),
-            ));
-        }
-        let config = std::iter::once((&current["config"], MAX_CONFIG));
-        let layers = current["layers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|l| (l, MAX_BLOB));
-        for (blob, max) in config.chain(layers) {
-            let digest = blob["digest"].as_str().unwrap_or_default();
-            let hex = digest
-                .strip_prefix("sha256:")
-                .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-                .ok_or_else(|| invalid(format!("{digest:?} is not a sha256 digest")))?;
-            let path = blobs.join(hex);
-            if !path.exists() {
-                session.blob_to_file(digest, &path, max).await?;
+        for image in &images {
+            let config = std::iter::once((&image["config"], MAX_CONFIG));
+            let layers = image["layers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|l| (l, MAX_BLOB));
+            for (blob, max) in config.chain(layers) {
+                let digest = blob["digest"].as_str().unwrap_or_default();
+                let hex = digest
+                    .strip_prefix("sha256:")
+                    .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+                    .ok_or_else(|| invalid(format!("{digest:?} is not a sha256 digest")))?;
+                let path = blobs.join(hex);
+                if !path.exists() {
+                    session.blob_to_file(digest, &path, max).await?;
+                }
             }
         }
         Ok(())
