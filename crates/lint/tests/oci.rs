@@ -365,10 +365,13 @@ fn links_never_carry_files_out_of_the_root() {
     let first = layout.layer(&[
         Entry::Link("absolute", &target),
         Entry::Link("relative", "../../../../../../../../.."),
+        Entry::Dir("opt/module"),
+        Entry::Link("captf/module", "/opt/module"),
     ]);
     let second = layout.layer(&[
         Entry::File("absolute/planted", "x", 0o644),
         Entry::File("relative/tmp/planted", "x", 0o644),
+        Entry::File("captf/module/main.tf", "variable \"x\" {}\n", 0o644),
     ]);
     let manifest = layout.image(("linux", "amd64"), json!({}), &[first, second]);
     layout.index(&[manifest]);
@@ -388,4 +391,9 @@ fn links_never_carry_files_out_of_the_root() {
             .is_file()
     );
     assert!(root.join("tmp/planted").is_file());
+    assert_eq!(
+        fs::read_to_string(root.join("opt/module/main.tf")).expect("main.tf"),
+        "variable \"x\" {}\n",
+        "a module file written through a link keeps its content"
+    );
 }
