@@ -365,13 +365,13 @@ fn links_never_carry_files_out_of_the_root() {
     let first = layout.layer(&[
         Entry::Link("absolute", &target),
         Entry::Link("relative", "../../../../../../../../.."),
-        Entry::Dir("opt/module"),
-        Entry::Link("captf/module", "/opt/module"),
+        Entry::Dir("captf/module"),
+        Entry::Link("opt/module", "/captf/module"),
     ]);
     let second = layout.layer(&[
         Entry::File("absolute/planted", "x", 0o644),
         Entry::File("relative/tmp/planted", "x", 0o644),
-        Entry::File("captf/module/main.tf", "variable \"x\" {}\n", 0o644),
+        Entry::File("opt/module/main.tf", "variable \"x\" {}\n", 0o644),
     ]);
     let manifest = layout.image(("linux", "amd64"), json!({}), &[first, second]);
     layout.index(&[manifest]);
@@ -392,7 +392,7 @@ fn links_never_carry_files_out_of_the_root() {
     );
     assert!(root.join("tmp/planted").is_file());
     assert_eq!(
-        fs::read_to_string(root.join("opt/module/main.tf")).expect("main.tf"),
+        fs::read_to_string(root.join("captf/module/main.tf")).expect("main.tf"),
         "variable \"x\" {}\n",
         "a module file written through a link keeps its content"
     );
