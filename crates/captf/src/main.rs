@@ -51,6 +51,39 @@ enum Command {
     Runner(captf_runner::Invocation),
 }
 
+/// How `captf lint module` and `captf lint image` check and report.
+#[derive(clap::Args, Debug)]
+struct ReportFlags {
+    /// The contract version to check against.
+    #[arg(long, default_value = "v1alpha1")]
+    contract: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Warnings fail the run too.
+    #[arg(long)]
+    strict: bool,
+    /// Rule ids whose warnings are accepted (repeatable, or comma-separated).
+    #[arg(long = "allow-warning", value_name = "RULE")]
+    allow_warning: Vec<String>,
+}
+
+impl ReportFlags {
+    /// The module options for `role`.
+    fn options(&self, role: Option<captf_lint::Role>) -> captf_lint::Options {
+        let mut options = captf_lint::Options {
+            role,
+            contract: self.contract.clone(),
+            strict: self.strict,
+            ..Default::default()
+        };
+        for ids in &self.allow_warning {
+            options = options.allow_warning(ids);
+        }
+        options
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum LintCommand {
     /// Lint a module folder (`*.tf`, `*.tf.json`): every rule of docs/reference/lint.md.
@@ -60,18 +93,8 @@ enum LintCommand {
         /// The module's role (`cluster`, `machine`, `machinepool`); inferred when omitted.
         #[arg(long)]
         role: Option<String>,
-        /// The contract version to check against.
-        #[arg(long, default_value = "v1alpha1")]
-        contract: String,
-        /// Print the report as JSON.
-        #[arg(long)]
-        json: bool,
-        /// Warnings fail the run too.
-        #[arg(long)]
-        strict: bool,
-        /// Rule ids whose warnings are accepted (repeatable, or comma-separated).
-        #[arg(long = "allow-warning", value_name = "RULE")]
-        allow_warning: Vec<String>,
+        #[command(flatten)]
+        report: ReportFlags,
     },
     /// Lint a module image: the image rules and, on /captf/module, every module rule. The
     /// image is read from its registry or an OCI image layout; nothing of it is run.
@@ -83,18 +106,8 @@ enum LintCommand {
         /// The module's role (`cluster`, `machine`, `machinepool`).
         #[arg(long)]
         role: String,
-        /// The contract version to check against.
-        #[arg(long, default_value = "v1alpha1")]
-        contract: String,
-        /// Print the report as JSON.
-        #[arg(long)]
-        json: bool,
-        /// Warnings fail the run too.
-        #[arg(long)]
-        strict: bool,
-        /// Rule ids whose warnings are accepted (repeatable, or comma-separated).
-        #[arg(long = "allow-warning", value_name = "RULE")]
-        allow_warning: Vec<String>,
+        #[command(flatten)]
+        report: ReportFlags,
         /// The platform to check, `os/arch[/variant]`: chosen from an index, and checked
         /// against a single image only when given.
         #[arg(long)]
@@ -217,33 +230,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             runtime.block_on(captf_controller::manager::run(*args))?;
         }
         Command::Lint {
-            what:
-                LintCommand::Module {
-                    dir,
-                    role,
-                    contract,
-                    json,
-                    strict,
-                    allow_warning,
-                },
+            what: LintCommand::Module { dir, role, report },
         } => {
-            let mut options = captf_lint::Options {
-                contract,
-                strict,
-                ..Default::default()
-            };
-            if let Some(role) = role {
-                match role.parse() {
-                    Ok(role) => options.role = Some(role),
-                    Err(e) => {
-                        eprintln!("captf lint: --role: {e}");
-                        std::process::exit(LINT_EXIT_USAGE);
-                    }
+            let role = match role.map(|r| r.parse()).transpose() {
+                Ok(role) => role,
+                Err(e) => {
+                    eprintln!("captf lint: --role: {e}");
+                    std::process::exit(LINT_EXIT_USAGE);
                 }
-            }
-            for ids in allow_warning {
-                options = options.allow_warning(&ids);
-            }
+            };
+            let (options, json) = (report.options(role), report.json);
             let report = captf_lint::lint_module(&dir, &options);
             stdout.write_all(
                 if json {
@@ -261,10 +257,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 LintCommand::Image {
                     image,
                     role,
-                    contract,
-                    json,
-                    strict,
-                    allow_warning,
+                    report,
                     platform,
                     insecure,
                     all_platforms,
@@ -277,15 +270,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     std::process::exit(LINT_EXIT_USAGE);
                 }
             };
-            let mut module = captf_lint::Options {
-                role: Some(role),
-                contract,
-                strict,
-                ..Default::default()
-            };
-            for ids in allow_warning {
-                module = module.allow_warning(&ids);
-            }
+            let (module, json) = (report.options(Some(role)), report.json);
             let explicit = platform.is_some();
             let options = captf_lint::image::ImageOptions {
                 module,

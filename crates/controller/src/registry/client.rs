@@ -190,21 +190,8 @@ impl Session<'_> {
     ) -> Result<BTreeMap<String, String>, InspectError> {
         let base = self.base.clone();
         let invalid = |e: String| InspectError::Invalid(format!("{base}: {e}"));
-        let reference = image
-            .digest
-            .as_deref()
-            .or(image.tag.as_deref())
-            .unwrap_or("latest");
         let repository = self.repository;
-        let (content_type, body) = self
-            .get(
-                &format!("/v2/{repository}/manifests/{reference}"),
-                Some(manifest::ACCEPT),
-            )
-            .await?;
-        if let Some(digest) = &image.digest {
-            manifest::verify(digest, &body).map_err(invalid)?;
-        }
+        let (content_type, body) = self.named_manifest(image).await?;
         let config = match manifest::parse(content_type.as_deref(), &body).map_err(invalid)? {
             Manifest::Image { config } => config,
             Manifest::Index { chosen } => {
@@ -228,6 +215,31 @@ impl Session<'_> {
             .await?;
         manifest::verify(&config, &body).map_err(invalid)?;
         manifest::labels(&body).map_err(invalid)
+    }
+
+    /// The manifest `image` names (its digest, else its tag, else `latest`), checked against
+    /// the digest when it names one.
+    pub(super) async fn named_manifest(
+        &mut self,
+        image: &ImageReference,
+    ) -> Result<(Option<String>, Bytes), InspectError> {
+        let reference = image
+            .digest
+            .as_deref()
+            .or(image.tag.as_deref())
+            .unwrap_or("latest");
+        let repository = self.repository;
+        let (content_type, body) = self
+            .get(
+                &format!("/v2/{repository}/manifests/{reference}"),
+                Some(manifest::ACCEPT),
+            )
+            .await?;
+        if let Some(digest) = &image.digest {
+            manifest::verify(digest, &body)
+                .map_err(|e| InspectError::Invalid(format!("{}: {e}", self.base)))?;
+        }
+        Ok((content_type, body))
     }
 
     /// GETs `path` of the registry and reads at most [`MAX_BODY`] of it.

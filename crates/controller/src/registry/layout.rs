@@ -68,21 +68,7 @@ impl Registry {
         let mut session = self.session(image, keyring, CredentialSource::AuthFiles, insecure);
         let repository = &image.repository;
         let invalid = |e: String| InspectError::Invalid(format!("{}: {e}", image.registry));
-
-        let reference = image
-            .digest
-            .as_deref()
-            .or(image.tag.as_deref())
-            .unwrap_or("latest");
-        let (content_type, body) = session
-            .get(
-                &format!("/v2/{repository}/manifests/{reference}"),
-                Some(manifest::ACCEPT),
-            )
-            .await?;
-        if let Some(digest) = &image.digest {
-            manifest::verify(digest, &body).map_err(invalid)?;
-        }
+        let (content_type, body) = session.named_manifest(image).await?;
         let top = descriptor(content_type.as_deref(), &body).map_err(invalid)?;
         write_blob(&blobs, &top, &body).map_err(io)?;
         let index = json!({"schemaVersion": 2, "manifests": [top]});
