@@ -87,9 +87,7 @@ impl Registry {
                 )))
             })
     }
-}
 
-impl Registry {
     /// A session with the registry of `image`, answering its challenges with the credential
     /// `keyring` holds (which came `from` there); `insecure` speaks plain HTTP to it.
     pub(super) fn session<'a>(
@@ -254,15 +252,23 @@ impl Session<'_> {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = Limited::new(response.into_body(), MAX_BODY)
-            .collect()
-            .await
-            .map_err(|e| {
-                InspectError::Unreachable(format!(
-                    "GET {url}: reading the body (at most {MAX_BODY} bytes): {e}"
-                ))
-            })?
-            .to_bytes();
+        let body = tokio::time::timeout(
+            TIMEOUT,
+            Limited::new(response.into_body(), MAX_BODY).collect(),
+        )
+        .await
+        .map_err(|_| {
+            InspectError::Unreachable(format!(
+                "GET {url}: the body did not arrive within {}s",
+                TIMEOUT.as_secs()
+            ))
+        })?
+        .map_err(|e| {
+            InspectError::Unreachable(format!(
+                "GET {url}: reading the body (at most {MAX_BODY} bytes): {e}"
+            ))
+        })?
+        .to_bytes();
         Ok((content_type, body))
     }
 
@@ -286,7 +292,13 @@ impl Session<'_> {
         let mut hash = Sha256::new();
         let mut written = 0u64;
         let mut body = response.into_body();
-        while let Some(frame) = body.frame().await {
+        // A large layer may take long; a registry that stops sending must not hang the caller.
+        while let Some(frame) = tokio::time::timeout(TIMEOUT, body.frame())
+            .await
+            .map_err(|_| {
+                InspectError::Unreachable(format!("GET {url}: no data for {}s", TIMEOUT.as_secs()))
+            })?
+        {
             let frame = frame.map_err(|e| {
                 InspectError::Unreachable(format!("GET {url}: reading the blob: {e}"))
             })?;
@@ -296,8 +308,8 @@ impl Session<'_> {
                     drop(out);
                     let _ = tokio::fs::remove_file(file).await;
                     return Err(InspectError::Invalid(format!(
-                        "GET {url}: the blob is larger than {} GiB: over the size cap",
-                        max >> 30
+                        "GET {url}: the blob is larger than {} MiB: over the size cap",
+                        max >> 20
                     )));
                 }
                 hash.update(data);
@@ -330,7 +342,14 @@ impl Session<'_> {
         loop {
             let same_host = url.starts_with(&format!("{}/", self.base));
             let authorization = self.authorization.clone().filter(|_| same_host);
-            let response = self.send(&url, accept, authorization).await?;
+            let response = tokio::time::timeout(TIMEOUT, self.send(&url, accept, authorization))
+                .await
+                .map_err(|_| {
+                    InspectError::Unreachable(format!(
+                        "GET {url}: no answer within {}s",
+                        TIMEOUT.as_secs()
+                    ))
+                })??;
             let status = response.status();
             if status == StatusCode::UNAUTHORIZED && same_host && !challenged {
                 challenged = true;
