@@ -99,6 +99,7 @@ impl Registry {
                     return Err(invalid("more than 64 manifests below the index".into()));
                 }
                 let digest = chosen["digest"].as_str().unwrap_or_default().to_owned();
+                sha256_hex(&digest).map_err(invalid)?;
                 let (content_type, body) = session
                     .get(
                         &format!("/v2/{repository}/manifests/{digest}"),
@@ -123,11 +124,7 @@ impl Registry {
                 .map(|l| (l, MAX_BLOB));
             for (blob, max) in config.chain(layers) {
                 let digest = blob["digest"].as_str().unwrap_or_default();
-                let hex = digest
-                    .strip_prefix("sha256:")
-                    .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-                    .ok_or_else(|| invalid(format!("{digest:?} is not a sha256 digest")))?;
-                let path = blobs.join(hex);
+                let path = blobs.join(sha256_hex(digest).map_err(invalid)?);
                 if !path.exists() {
                     session.blob_to_file(digest, &path, max).await?;
                 }
@@ -159,6 +156,14 @@ fn descriptor(content_type: Option<&str>, body: &[u8]) -> Result<Value, String> 
         "digest": format!("sha256:{}", hex::encode(Sha256::digest(body))),
         "size": body.len(),
     }))
+}
+
+/// The hex of a `sha256:` digest: the only kind that is fetched, checked and stored.
+fn sha256_hex(digest: &str) -> Result<&str, String> {
+    digest
+        .strip_prefix("sha256:")
+        .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+        .ok_or_else(|| format!("{digest:?} is not a sha256 digest"))
 }
 
 fn write_blob(blobs: &Path, descriptor: &Value, body: &[u8]) -> std::io::Result<()> {
