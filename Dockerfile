@@ -18,6 +18,10 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends musl-tools \
     && rm -rf /var/lib/apt/lists/* \
     && rustup target add x86_64-unknown-linux-musl
+# The commit and its date for `captf version` and captf_build_info (the context has no .git):
+#   --build-arg CAPTF_COMMIT=$(git rev-parse HEAD) --build-arg CAPTF_DATE=$(git log -1 --format=%cI)
+ARG CAPTF_COMMIT=unknown
+ARG CAPTF_DATE=unknown
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates crates

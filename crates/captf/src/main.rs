@@ -21,8 +21,13 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Print the version of this binary, its API version and its module contract version.
-    Version,
+    /// Print the version of this binary, the commit it was built from and that commit's date,
+    /// its API version and its module contract version.
+    Version {
+        /// Print them as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the CustomResourceDefinitions of every CAPTF kind as YAML.
     Crds {
         /// Write one file per CRD into this folder (as `config/crd/bases/` holds them) instead
@@ -86,6 +91,12 @@ impl ReportFlags {
 
 #[derive(Subcommand, Debug)]
 enum LintCommand {
+    /// Print the version, the commit and the contract versions the linter checks.
+    Version {
+        /// Print them as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Lint a module folder (`*.tf`, `*.tf.json`): every rule of docs/reference/lint.md.
     Module {
         /// The module folder.
@@ -181,6 +192,30 @@ const fn version_string() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
+/// What `captf version` and `captf lint version` print: text lines, or one JSON object whose
+/// `contract` lists the contract versions the linter checks (as `tfcapi-lint version --json`).
+fn version(json: bool) -> String {
+    let contracts = captf_contract::versions();
+    if json {
+        let value = serde_json::json!({
+            "version": version_string(),
+            "commit": captf_controller::COMMIT,
+            "date": captf_controller::COMMIT_DATE,
+            "api": captf_api::API_VERSION,
+            "contract": contracts,
+        });
+        return format!("{value}\n");
+    }
+    format!(
+        "captf {}\ncommit {}\ndate {}\napi {}\ncontract {}\n",
+        version_string(),
+        captf_controller::COMMIT,
+        captf_controller::COMMIT_DATE,
+        captf_api::API_VERSION,
+        contracts.join(", ")
+    )
+}
+
 /// `captf lint` reports usage errors with exit code 3 (2 means an unparsable module).
 const LINT_EXIT_USAGE: i32 = 3;
 
@@ -206,10 +241,10 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     match cli.command {
-        Command::Version => {
-            writeln!(stdout, "captf {}", version_string())?;
-            writeln!(stdout, "api {}", captf_api::API_VERSION)?;
-        }
+        Command::Version { json } => stdout.write_all(version(json).as_bytes())?,
+        Command::Lint {
+            what: LintCommand::Version { json },
+        } => stdout.write_all(version(json).as_bytes())?,
         Command::Crds { out_dir: None } => {
             stdout.write_all(captf_api::crds::all_yaml()?.as_bytes())?;
         }

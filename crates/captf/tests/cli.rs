@@ -19,13 +19,33 @@ fn module(role: &str) -> String {
 }
 
 #[test]
-fn version_names_the_api() {
+fn version_names_the_api_the_commit_and_the_contracts() {
     let (code, out, _) = captf(&["version"]);
     assert_eq!(code, 0);
     assert!(
         out.contains("api infrastructure.cluster.x-k8s.io/v1alpha1"),
         "{out}"
     );
+    assert!(out.contains("contract v1alpha1"), "{out}");
+    for args in [&["version", "--json"][..], &["lint", "version", "--json"]] {
+        let (code, out, err) = captf(args);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(v["contract"], serde_json::json!(["v1alpha1"]), "{out}");
+        assert_eq!(v["version"], env!("CARGO_PKG_VERSION"), "{out}");
+        // Built from a checkout, the binary names its commit.
+        let head = std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        if let Some(head) = head {
+            assert_eq!(v["commit"], head, "{out}");
+            assert!(v["date"].as_str().is_some_and(|d| d.len() >= 20), "{out}");
+        }
+    }
 }
 
 #[test]

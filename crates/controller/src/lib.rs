@@ -26,3 +26,8 @@ pub mod wake;
 pub mod webhook;
 
 pub use error::{Error, Result};
+
+/// The commit this binary is built from, or `unknown` (see build.rs).
+pub const COMMIT: &str = env!("CAPTF_COMMIT");
+/// That commit's date (RFC 3339), or `unknown`.
+pub const COMMIT_DATE: &str = env!("CAPTF_DATE");

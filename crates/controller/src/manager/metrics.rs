@@ -87,6 +87,7 @@ pub struct Controller {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildInfo {
     pub version: &'static str,
+    pub commit: &'static str,
     pub contract: &'static str,
 }
 
@@ -134,6 +135,7 @@ impl Metrics {
         build_info
             .get_or_create(&BuildInfo {
                 version: env!("CARGO_PKG_VERSION"),
+                commit: crate::COMMIT,
                 contract: captf_contract::VERSION,
             })
             .set(1);
@@ -388,8 +390,13 @@ mod tests {
             })
             .set(1);
         let text = m.encode();
+        let build = format!(
+            "captf_build_info{{version=\"{}\",commit=\"{}\",contract=\"v1alpha1\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            crate::COMMIT
+        );
         for name in [
-            "captf_build_info",
+            build.as_str(),
             "captf_jobs_total{kind=\"TerraformCluster\",op=\"apply\",result=\"succeeded\"} 1",
             "captf_ready{kind=\"TerraformCluster\",namespace=\"n\",name=\"c\"} 1",
             "captf_state_read_errors_total{kind=\"TerraformMachine\",reason=\"corrupt\"} 0",
