@@ -18,6 +18,18 @@ fn merge(value: serde_json::Value) -> Patch<serde_json::Value> {
     Patch::Merge(value)
 }
 
+/// Waits until the object is held with `DependenciesReady=False/VariablesInvalid`; the message.
+async fn variables_invalid<K>(api: &Api<K>, name: &str, manager: &captf_e2e::Manager) -> String
+where
+    K: Conditioned + kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let held = wait_until(api, name, "VariablesInvalid", manager, |o| {
+        has(o, "DependenciesReady", "False", "VariablesInvalid")
+    })
+    .await;
+    condition(&held, "DependenciesReady").expect("condition").2
+}
+
 #[tokio::test]
 async fn variables_come_from_labelled_config_maps_and_secrets() {
     let Scene {
@@ -148,11 +160,7 @@ async fn variables_come_from_labelled_config_maps_and_secrets() {
         )
         .await
         .expect("a bad key");
-    let tc = wait_until(&api, name, "VariablesInvalid", &manager, |t| {
-        has(t, "DependenciesReady", "False", "VariablesInvalid")
-    })
-    .await;
-    let message = condition(&tc, "DependenciesReady").expect("condition").2;
+    let message = variables_invalid(&api, name, &manager).await;
     assert!(
         message.contains("\"app.conf\"") && !message.contains("hunter2"),
         "{message}"
@@ -238,11 +246,7 @@ async fn merged_variables_must_fit_the_schema_the_image_publishes() {
     )
     .await;
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
-    let tc = wait_until(&api, name, "VariablesInvalid", &manager, |t| {
-        has(t, "DependenciesReady", "False", "VariablesInvalid")
-    })
-    .await;
-    let message = condition(&tc, "DependenciesReady").expect("condition").2;
+    let message = variables_invalid(&api, name, &manager).await;
     for part in [
         &format!("the variables do not fit the io.captf.variables-schema label of {image}"),
         "variable \"health_reasons\" must be an array, but its source has the string format",
@@ -290,11 +294,7 @@ async fn merged_variables_must_fit_the_schema_the_image_publishes() {
     )
     .await;
     let machines: Api<TerraformMachine> = Api::namespaced(client.clone(), &ns);
-    let tm = wait_until(&machines, machine, "VariablesInvalid", &manager, |t| {
-        has(t, "DependenciesReady", "False", "VariablesInvalid")
-    })
-    .await;
-    let message = condition(&tm, "DependenciesReady").expect("condition").2;
+    let message = variables_invalid(&machines, machine, &manager).await;
     assert!(
         message.contains("variable \"healthy\" must be a bool"),
         "{message}"
