@@ -17,7 +17,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use captf_api::common::WorkspaceSpec;
 use captf_contract::varschema::{self, Schema};
 
 use crate::registry::{self, Registry};
@@ -148,23 +147,6 @@ impl Schemas {
                 with,
             },
         );
-    }
-
-    /// The schema of the module image of `workspace` (at `path`, `spec` or
-    /// `spec.template.spec`) of an object in `namespace`, read with its `jobs.imagePullSecrets`.
-    pub async fn of_workspace(
-        &self,
-        registry: Option<&Registry>,
-        client: &kube::Client,
-        namespace: &str,
-        workspace: &WorkspaceSpec,
-        path: &str,
-    ) -> Known {
-        let pull_secrets = workspace.image_pull_secret_names();
-        let field = format!("{path}.jobs.imagePullSecrets");
-        let image = &workspace.source.image;
-        self.lookup(registry, client, namespace, image, &pull_secrets, &field)
-            .await
     }
 
     /// The schema of `image` for an object in `namespace` whose pull Secrets are

@@ -595,7 +595,8 @@ subjects:
 }
 
 /// Inline variables against the `io.captf.variables-schema` label of the module image, read
-/// from a real registry through the object's image pull Secrets: refused with every problem
+/// from a real registry through the object's image pull Secrets (a machine's include its
+/// cluster's): refused with every problem
 /// named and no value echoed when the image publishes a schema; let through, checked by name
 /// only, when the label is absent or broken, when the registry refuses the webhook, or when it
 /// is down.
@@ -771,6 +772,58 @@ async fn variables_must_fit_the_schema_the_image_publishes() {
             .await
             .unwrap_or_else(|e| panic!("{name}: no schema refuses nothing: {e}"));
     }
+    // A machine that names no pull Secret of its own reads the schema with those its cluster
+    // passes down (`good` names one in spec.jobs), found through its cluster-name label and the
+    // CAPI Cluster; the failed anonymous read of the same image does not answer for them.
+    apply_yaml(
+        &client,
+        &format!(
+            r#"
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata: {{name: good, namespace: {ns}}}
+spec:
+  infrastructureRef: {{apiGroup: {GROUP}, kind: TerraformCluster, name: good}}
+"#
+        ),
+    )
+    .await
+    .expect("Cluster");
+    let machines: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &resource("TerraformMachine", "terraformmachines"),
+    );
+    let machine = |name: &str, cluster: Option<&str>| {
+        let labels = match cluster {
+            Some(cluster) => json!({"cluster.x-k8s.io/cluster-name": cluster}),
+            None => json!({}),
+        };
+        json!({
+            "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "TerraformMachine",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {"source": {"image": private}, "variables": {"disk": 1}}
+        })
+    };
+    // No cluster to inherit from, or one that does not exist yet: the machine's own Secrets,
+    // none, cannot read the image (the anonymous read above is remembered), and the write goes
+    // through.
+    for (name, cluster) in [("alone", None), ("early", Some("later"))] {
+        create(&machines, machine(name, cluster))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: no schema refuses nothing: {e}"));
+    }
+    assert_refused(
+        create(&machines, machine("inherits", Some("good"))).await,
+        422,
+        &[
+            "TerraformMachine",
+            "spec.variables",
+            "variable \"disk\" is not declared by the module",
+            &format!("by the io.captf.variables-schema label of {private}"),
+        ],
+    );
+
     let log = manager.whole_log();
     for part in [
         "variables schema not checkable",

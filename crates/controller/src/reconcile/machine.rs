@@ -318,7 +318,7 @@ async fn dependencies(
         .get(labels::CLUSTER_NAME)
         .cloned()
         .unwrap_or_else(|| machine.spec.cluster_name.clone());
-    Ok(member::cluster_of(ctx, namespace, &name)
+    Ok(member::cluster_of(&ctx.client, namespace, &name)
         .await?
         .map(|of| Dependencies {
             machine,

@@ -39,12 +39,12 @@ fn waiting<T>(reason: &'static str, message: String) -> Result<std::result::Resu
 /// `ClusterNotTerraform` for another provider's cluster (nothing of the member runs),
 /// `WaitingForClusterInfrastructure` while the TerraformCluster is missing.
 pub async fn cluster_of(
-    ctx: &Context,
+    client: &kube::Client,
     namespace: &str,
     name: &str,
 ) -> Result<std::result::Result<ClusterOf, Gate>> {
     let clusters: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), namespace, &capi::cluster_resource());
+        Api::namespaced_with(client.clone(), namespace, &capi::cluster_resource());
     let Some(object) = clusters
         .get_opt(name)
         .await
@@ -71,7 +71,7 @@ pub async fn cluster_of(
             ),
         )));
     }
-    let infras: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), namespace);
+    let infras: Api<TerraformCluster> = Api::namespaced(client.clone(), namespace);
     let Some(infra) = infras
         .get_opt(&reference.name)
         .await

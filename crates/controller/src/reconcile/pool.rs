@@ -404,7 +404,7 @@ async fn dependencies(
                 .to_owned(),
         )));
     };
-    Ok(member::cluster_of(ctx, namespace, name)
+    Ok(member::cluster_of(&ctx.client, namespace, name)
         .await?
         .map(|of| Dependencies { owner, of }))
 }

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use captf_api::common::{SecretReference, WorkspaceSpec};
+use captf_api::labels;
 use captf_api::{
     TerraformCluster, TerraformClusterIdentity, TerraformClusterTemplate, TerraformMachine,
     TerraformMachinePool, TerraformMachinePoolTemplate, TerraformMachineTemplate,
@@ -23,11 +24,17 @@ use super::Endpoint;
 use super::guards;
 use super::rules::{self, Change, ManagerUser};
 use super::violations::Violations;
+use crate::job::PolicyLayers;
+use crate::reconcile::member;
 use crate::registry::Registry;
 use crate::schemas::{Known, Schemas};
 
 /// Longest wait for the API server while deciding (its own timeout for us is 10 s).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// Longest wait for a member's Cluster and TerraformCluster, which the variables schema read
+/// (itself within 2 s) follows.
+const CLUSTER_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What the webhooks need besides the request.
 pub struct Webhook {
@@ -187,20 +194,76 @@ async fn variables_schema(
         return Ok(v);
     };
     let namespace = request.namespace.as_deref().unwrap_or_default();
+    let cluster = match endpoint {
+        Endpoint::Machine | Endpoint::MachinePool => member_cluster(webhook, request).await,
+        _ => None,
+    };
+    // The Secrets the object's Jobs pull with: a member's include those its cluster passes
+    // down, so an image only the cluster's Secret opens is checked here and not only later,
+    // by the pass.
+    let layers = PolicyLayers::for_member(workspace.jobs.as_deref(), cluster.as_ref());
+    let merged = layers.merged();
+    let pull_secrets: Vec<&str> = merged
+        .image_pull_secrets
+        .iter()
+        .flatten()
+        .map(|r| r.name.as_str())
+        .collect();
+    let field = match cluster {
+        Some(_) => layers.pull_secrets_field().to_owned(),
+        None => format!("{path}.jobs.imagePullSecrets"),
+    };
     let known = webhook
         .schemas
-        .of_workspace(
+        .lookup(
             webhook.registry.as_ref(),
             &webhook.client,
             namespace,
-            &workspace,
-            path,
+            &workspace.source.image,
+            &pull_secrets,
+            &field,
         )
         .await;
     if let Known::Schema(schema) = known {
         rules::variables_schema::variables_fit(&mut v, path, &workspace, &schema);
     }
     Ok(v)
+}
+
+/// The TerraformCluster a machine or pool belongs to, found through its
+/// `cluster.x-k8s.io/cluster-name` label and the CAPI Cluster's `spec.infrastructureRef`.
+/// `None` when there is none yet, or it cannot be read within [`CLUSTER_TIMEOUT`]: the
+/// object's own pull Secrets are then all there is, as for a template.
+async fn member_cluster(
+    webhook: &Webhook,
+    request: &AdmissionRequest<DynamicObject>,
+) -> Option<TerraformCluster> {
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    let name = request
+        .object
+        .as_ref()?
+        .metadata
+        .labels
+        .as_ref()?
+        .get(labels::CLUSTER_NAME)?;
+    let read = member::cluster_of(&webhook.client, namespace, name);
+    let why = match tokio::time::timeout(CLUSTER_TIMEOUT, read).await {
+        Ok(Ok(Ok(of))) => return Some(of.infra),
+        Ok(Ok(Err((_, _, waiting)))) => waiting,
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!(
+            "the API server did not answer within {}s",
+            CLUSTER_TIMEOUT.as_secs()
+        ),
+    };
+    tracing::debug!(
+        namespace,
+        cluster = %name,
+        object = %request.name,
+        %why,
+        "variables schema read with the object's own pull Secrets only"
+    );
+    None
 }
 
 /// The workspace at `path` of the request's object when its variables need checking.
