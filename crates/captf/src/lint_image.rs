@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use captf_api::image::ImageReference;
-use captf_controller::registry::{Registry, layout};
+use captf_controller::registry::{Registry, user_auth};
 use captf_lint::Report;
 use captf_lint::image::{ImageOptions, lint_image};
 use captf_lint::unpack;
@@ -79,8 +79,6 @@ pub fn run(request: &Request) -> Vec<Report> {
 /// Copies the registry's image into a temporary layout: from an index, the platform's image
 /// (or each platform's), with the credentials of the user's auth files.
 fn pull(reference: &ImageReference, request: &Request) -> Result<tempfile::TempDir, String> {
-    let keyring = layout::keyring_of(&layout::auth_files())
-        .map_err(|e| format!("reading the registry credentials: {e}"))?;
     let dir = tempfile::Builder::new()
         .prefix("captf-lint-pull-")
         .tempdir()
@@ -99,15 +97,20 @@ fn pull(reference: &ImageReference, request: &Request) -> Result<tempfile::TempD
             unpack::choose(entries, &platform).into_iter().collect()
         }
     };
-    runtime
-        .block_on(registry.copy_to_layout(
-            reference,
-            &keyring,
-            request.insecure,
-            dir.path(),
-            &select,
-        ))
-        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let search_path = user_auth::user_search_path();
+        let keyring = user_auth::keyring_for(
+            &user_auth::auth_files(),
+            &reference.registry,
+            search_path.as_deref(),
+        )
+        .await
+        .map_err(|e| format!("reading the registry credentials: {e}"))?;
+        registry
+            .copy_to_layout(reference, &keyring, request.insecure, dir.path(), &select)
+            .await
+            .map_err(|e| e.to_string())
+    })?;
     Ok(dir)
 }
 

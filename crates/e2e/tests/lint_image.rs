@@ -2,12 +2,13 @@
 //! a module image pushed with crane is pulled with the user's auth file, unpacked and linted;
 //! from an index the image of the platform asked for is taken (or each one's), and a platform
 //! the index lacks is an `image/platform` error; without credentials the command says how to
-//! log in.
+//! log in; credentials also come from the credential helper the Docker config names.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use captf_e2e::registry::TestRegistry;
+use captf_e2e::registry::{PASSWORD, TestRegistry, USER};
 
 const LABELS: [(&str, &str); 5] = [
     ("io.captf.role", "machine"),
@@ -102,10 +103,20 @@ fn push(registry: &TestRegistry, tarball: &Path, tag: &str, platform: &str) -> S
 /// `captf lint image --role machine --json ARGS…` with `home` as the only source of
 /// credentials; the exit code and the JSON report.
 fn lint(home: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
+    lint_with_path(home, std::env::var_os("PATH").unwrap_or_default(), args)
+}
+
+/// [`lint`] with `path` as `PATH`, where credential helpers are looked up.
+fn lint_with_path(
+    home: &Path,
+    path: std::ffi::OsString,
+    args: &[&str],
+) -> (i32, serde_json::Value, String) {
     let out = Command::new(captf_e2e::captf_binary().expect("captf"))
         .args(["lint", "image", "--role", "machine", "--json"])
         .args(args)
         .env("HOME", home)
+        .env("PATH", path)
         .env_remove("DOCKER_CONFIG")
         .env_remove("REGISTRY_AUTH_FILE")
         .env_remove("XDG_RUNTIME_DIR")
@@ -185,4 +196,45 @@ async fn a_module_image_in_a_registry_is_pulled_and_linted() {
     let (code, _, out) = lint(&nobody, &[&amd64]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("log in"), "{out}");
+
+    // From the credential helper the Docker config names (`credsStore`), asked for the
+    // registry's host on its standard input, as Docker asks it.
+    let helped = tmp.path().join("helped");
+    std::fs::create_dir_all(helped.join(".docker")).expect("home");
+    let config = helped.join(".docker/config.json");
+    std::fs::write(&config, r#"{"credsStore": "e2e"}"#).expect("config");
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    let helper = bin.join("docker-credential-e2e");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\nread server\nif [ \"$1\" = get ] && [ \"$server\" = '{host}' ]; then\n  echo '{{\"ServerURL\":\"{host}\",\"Username\":\"{USER}\",\"Secret\":\"{PASSWORD}\"}}'\nelse\n  echo 'credentials not found in native keychain'; exit 1\nfi\n",
+            host = registry.host
+        ),
+    )
+    .expect("helper");
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH");
+    let (code, report, out) = lint_with_path(&helped, path.clone(), &[&amd64]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        report["module"]
+            .as_str()
+            .is_some_and(|m| m.starts_with(&format!("{amd64}@sha256:"))),
+        "{out}"
+    );
+
+    // A helper that is not installed is named, with the file that names it.
+    std::fs::write(&config, r#"{"credsStore": "absent"}"#).expect("config");
+    let (code, _, out) = lint_with_path(&helped, path, &[&amd64]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("the credential helper docker-credential-absent (credsStore) is not on PATH")
+            && out.contains(".docker/config.json"),
+        "{out}"
+    );
 }

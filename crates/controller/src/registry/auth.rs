@@ -80,6 +80,11 @@ impl Keyring {
         Ok(Keyring(out))
     }
 
+    /// A keyring of one credential, for `registry`.
+    pub fn one(registry: &str, credential: Credential) -> Keyring {
+        Keyring(vec![(registry.to_owned(), credential)])
+    }
+
     /// Appends another Secret's entries (earlier Secrets win, as for the kubelet).
     pub fn extend(&mut self, other: Keyring) {
         self.0.extend(other.0);
@@ -108,7 +113,7 @@ impl Keyring {
 }
 
 /// `host[:port]` of a pull Secret key or reference, Docker Hub's aliases folded into one.
-fn canonical_host(key: &str) -> String {
+pub(super) fn canonical_host(key: &str) -> String {
     let key = key
         .strip_prefix("https://")
         .or_else(|| key.strip_prefix("http://"))

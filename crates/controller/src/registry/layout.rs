@@ -3,7 +3,7 @@
 //! config and layers of that one image. The layout is what `captf_lint::unpack` reads, so a
 //! pulled image and one the user copied are unpacked and checked alike.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use captf_api::image::ImageReference;
 use serde_json::{Value, json};
@@ -16,38 +16,6 @@ use super::manifest;
 pub const MAX_BLOB: u64 = 16 << 30;
 /// A config blob larger than this is refused (a few KiB in practice).
 const MAX_CONFIG: u64 = 4 << 20;
-
-/// Where the registry credentials of a command-line user are: the Docker config
-/// (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`), `$REGISTRY_AUTH_FILE` and
-/// `$XDG_RUNTIME_DIR/containers/auth.json`, earlier files first.
-pub fn auth_files() -> Vec<PathBuf> {
-    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    let docker = env("DOCKER_CONFIG")
-        .map(PathBuf::from)
-        .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".docker")))
-        .map(|d| d.join("config.json"));
-    let registry_auth = env("REGISTRY_AUTH_FILE").map(PathBuf::from);
-    let containers = env("XDG_RUNTIME_DIR").map(|d| PathBuf::from(d).join("containers/auth.json"));
-    [docker, registry_auth, containers]
-        .into_iter()
-        .flatten()
-        .collect()
-}
-
-/// The credentials the files at `paths` hold; a missing file holds none. Credential helpers
-/// (`credsStore`, `credHelpers`) are not run.
-pub fn keyring_of(paths: &[PathBuf]) -> Result<Keyring, String> {
-    let mut keyring = Keyring::default();
-    for path in paths {
-        match std::fs::read(path) {
-            Ok(data) => keyring
-                .extend(Keyring::parse(&data).map_err(|e| format!("{}: {e}", path.display()))?),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("{}: {e}", path.display())),
-        }
-    }
-    Ok(keyring)
-}
 
 impl Registry {
     /// Copies `image` into a new OCI image layout at `dest` (an empty or missing folder). From
@@ -174,32 +142,6 @@ fn write_blob(blobs: &Path, descriptor: &Value, body: &[u8]) -> std::io::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn auth_files_are_read_in_order_and_missing_ones_hold_nothing() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let first = dir.path().join("first.json");
-        let second = dir.path().join("second.json");
-        std::fs::write(
-            &first,
-            r#"{"auths": {"r.example": {"username": "a", "password": "1"}}, "credsStore": "desktop"}"#,
-        )?;
-        std::fs::write(
-            &second,
-            r#"{"auths": {"r.example": {"username": "b", "password": "2"}, "s.example": {"username": "c", "password": "3"}}}"#,
-        )?;
-        let keyring = keyring_of(&[dir.path().join("missing.json"), first, second.clone()])
-            .map_err(anyhow::Error::msg)?;
-        let user = |r: &str| keyring.for_registry(r).map(|c| c.username.clone());
-        assert_eq!(user("r.example").as_deref(), Some("a"));
-        assert_eq!(user("s.example").as_deref(), Some("c"));
-        assert_eq!(user("t.example"), None);
-
-        std::fs::write(&second, "not json")?;
-        let broken = keyring_of(&[second]).err().unwrap_or_default();
-        assert!(broken.contains("second.json"), "{broken}");
-        Ok(())
-    }
 
     #[test]
     fn a_served_manifest_is_described_by_its_bytes() -> anyhow::Result<()> {

@@ -9,6 +9,7 @@ mod client;
 pub mod layout;
 pub mod manifest;
 mod pull_secrets;
+pub mod user_auth;
 
 pub use auth::Keyring;
 pub use client::{InspectError, Registry, TIMEOUT, endpoint};
