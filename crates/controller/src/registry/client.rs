@@ -252,23 +252,7 @@ impl Session<'_> {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = tokio::time::timeout(
-            TIMEOUT,
-            Limited::new(response.into_body(), MAX_BODY).collect(),
-        )
-        .await
-        .map_err(|_| {
-            InspectError::Unreachable(format!(
-                "GET {url}: the body did not arrive within {}s",
-                TIMEOUT.as_secs()
-            ))
-        })?
-        .map_err(|e| {
-            InspectError::Unreachable(format!(
-                "GET {url}: reading the body (at most {MAX_BODY} bytes): {e}"
-            ))
-        })?
-        .to_bytes();
+        let body = short_body(&url, response).await?;
         Ok((content_type, body))
     }
 
@@ -342,14 +326,7 @@ impl Session<'_> {
         loop {
             let same_host = url.starts_with(&format!("{}/", self.base));
             let authorization = self.authorization.clone().filter(|_| same_host);
-            let response = tokio::time::timeout(TIMEOUT, self.send(&url, accept, authorization))
-                .await
-                .map_err(|_| {
-                    InspectError::Unreachable(format!(
-                        "GET {url}: no answer within {}s",
-                        TIMEOUT.as_secs()
-                    ))
-                })??;
+            let response = self.send(&url, accept, authorization).await?;
             let status = response.status();
             if status == StatusCode::UNAUTHORIZED && same_host && !challenged {
                 challenged = true;
@@ -379,12 +356,8 @@ impl Session<'_> {
             if status.is_success() {
                 return Ok((url, response));
             }
-            // An error's body is short; only its start is shown.
-            let body = Limited::new(response.into_body(), MAX_BODY)
-                .collect()
-                .await
-                .map(|b| b.to_bytes())
-                .unwrap_or_default();
+            // An error's body is short; only its start is shown, if it comes at all.
+            let body = short_body(&url, response).await.unwrap_or_default();
             return match status {
                 StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
                     Err(InspectError::Unauthorized(format!(
@@ -450,13 +423,7 @@ impl Session<'_> {
                 let url = format!("{realm}{separator}{query}");
                 let response = self.send(&url, None, basic).await?;
                 let status = response.status();
-                let body = Limited::new(response.into_body(), MAX_BODY)
-                    .collect()
-                    .await
-                    .map_err(|e| {
-                        InspectError::Unreachable(format!("GET {realm}: reading the token: {e}"))
-                    })?
-                    .to_bytes();
+                let body = short_body(&url, response).await?;
                 if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
                     return Err(unauthorized(&format!(
                         "the token service {realm} refused with HTTP {status}"
@@ -507,11 +474,42 @@ impl Session<'_> {
         let request = request
             .body(Empty::new())
             .map_err(|e| InspectError::Invalid(format!("GET {url}: {e}")))?;
-        self.http
-            .request(request)
+        // Every request, the token service's included, is bounded: a registry that accepts
+        // the connection and never answers must not hang the caller.
+        tokio::time::timeout(TIMEOUT, self.http.request(request))
             .await
+            .map_err(|_| {
+                InspectError::Unreachable(format!(
+                    "GET {url}: no answer within {}s",
+                    TIMEOUT.as_secs()
+                ))
+            })?
             .map_err(|e| InspectError::Unreachable(format!("GET {url}: {}", chain(&e))))
     }
+}
+
+/// At most [`MAX_BODY`] of a response's body, within [`TIMEOUT`].
+async fn short_body(
+    url: &str,
+    response: hyper::Response<hyper::body::Incoming>,
+) -> Result<Bytes, InspectError> {
+    tokio::time::timeout(
+        TIMEOUT,
+        Limited::new(response.into_body(), MAX_BODY).collect(),
+    )
+    .await
+    .map_err(|_| {
+        InspectError::Unreachable(format!(
+            "GET {url}: the body did not arrive within {}s",
+            TIMEOUT.as_secs()
+        ))
+    })?
+    .map(|b| b.to_bytes())
+    .map_err(|e| {
+        InspectError::Unreachable(format!(
+            "GET {url}: reading the body (at most {MAX_BODY} bytes): {e}"
+        ))
+    })
 }
 
 fn basic(credential: &Credential) -> HeaderValue {
@@ -551,7 +549,80 @@ fn chain(error: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     use super::*;
+
+    /// A registry on a loopback port that answers every request with `head` and then sends
+    /// nothing more, holding the connection open.
+    async fn stalling(head: String) -> anyhow::Result<String> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let host = listener.local_addr()?.to_string();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let _ = socket.write_all(head.as_bytes()).await;
+                held.push(socket);
+            }
+        });
+        Ok(host)
+    }
+
+    /// Each way a registry can stall ends in an error naming the request after [`TIMEOUT`]
+    /// (in the runtime's paused time: the test takes no real 30 s).
+    #[tokio::test(start_paused = true)]
+    async fn a_registry_that_stalls_fails_the_request() -> anyhow::Result<()> {
+        let registry = Registry::new()?;
+        let keyring = Keyring::parse(br#"{"auths": {}}"#).map_err(anyhow::Error::msg)?;
+        let token_service = stalling(String::new()).await?;
+        let challenge = format!(
+            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"http://{token_service}/token\"\r\nContent-Length: 0\r\n\r\n"
+        );
+        let partial = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc";
+        let cases = [
+            (String::new(), "no answer within 30s"),
+            (partial.to_owned(), "the body did not arrive within 30s"),
+            (
+                "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 100\r\n\r\n".to_owned(),
+                "HTTP 500 Internal Server Error",
+            ),
+            (
+                challenge,
+                &format!(
+                    "GET http://{token_service}/token?scope=repository%3Am%3Apull: no answer within 30s"
+                ),
+            ),
+        ];
+        for (head, want) in cases {
+            let host = stalling(head.clone()).await?;
+            let image =
+                captf_api::image::parse(&format!("{host}/m:t")).map_err(anyhow::Error::msg)?;
+            let mut session =
+                registry.session(&image, &keyring, CredentialSource::AuthFiles, false);
+            let got = session
+                .get("/v2/m/manifests/t", None)
+                .await
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(got.contains(want), "{head:?}: {got}");
+        }
+
+        let host = stalling(partial.to_owned()).await?;
+        let image = captf_api::image::parse(&format!("{host}/m:t")).map_err(anyhow::Error::msg)?;
+        let mut session = registry.session(&image, &keyring, CredentialSource::AuthFiles, false);
+        let dir = tempfile::tempdir()?;
+        let got = session
+            .blob_to_file("sha256:00", &dir.path().join("blob"), 1 << 20)
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(got.contains("no data for 30s"), "{got}");
+        Ok(())
+    }
 
     #[test]
     fn endpoint_table() {
