@@ -128,6 +128,17 @@ fn lint_with_path(
     (out.status.code().unwrap_or(-1), report, stdout)
 }
 
+/// The command succeeded and named the image it pulled by its digest.
+fn linted(code: i32, report: &serde_json::Value, out: &str, image: &str) {
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        report["module"]
+            .as_str()
+            .is_some_and(|m| m.starts_with(&format!("{image}@sha256:"))),
+        "{out}"
+    );
+}
+
 #[tokio::test]
 async fn a_module_image_in_a_registry_is_pulled_and_linted() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -152,13 +163,7 @@ async fn a_module_image_in_a_registry_is_pulled_and_linted() {
     std::fs::write(home.join(".docker/config.json"), registry.docker_config()).expect("auth");
 
     let (code, report, out) = lint(&home, &[&amd64]);
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        report["module"]
-            .as_str()
-            .is_some_and(|m| m.starts_with(&format!("{amd64}@sha256:"))),
-        "{out}"
-    );
+    linted(code, &report, &out, &amd64);
 
     // From the index, the image of the platform asked for.
     let (code, report, out) = lint(&home, &["--platform", "linux/arm64", &index]);
@@ -220,13 +225,7 @@ async fn a_module_image_in_a_registry_is_pulled_and_linted() {
     )))
     .expect("PATH");
     let (code, report, out) = lint_with_path(&helped, path.clone(), &[&amd64]);
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        report["module"]
-            .as_str()
-            .is_some_and(|m| m.starts_with(&format!("{amd64}@sha256:"))),
-        "{out}"
-    );
+    linted(code, &report, &out, &amd64);
 
     // A helper that is not installed is named, with the file that names it.
     std::fs::write(&config, r#"{"credsStore": "absent"}"#).expect("config");
