@@ -85,6 +85,16 @@ impl<'a> PolicyLayers<'a> {
         }
     }
 
+    /// The names of the merged `imagePullSecrets`: what the Jobs pull the module image with.
+    pub fn pull_secret_names(&self) -> Vec<String> {
+        self.merged()
+            .image_pull_secrets
+            .into_iter()
+            .flatten()
+            .map(|r| r.name)
+            .collect()
+    }
+
     /// Where the merged `imagePullSecrets` come from, for a message about one of them.
     pub fn pull_secrets_field(&self) -> &'static str {
         if self.cluster_defaults.is_none() && self.cluster.is_none() {

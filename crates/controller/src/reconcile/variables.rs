@@ -36,8 +36,8 @@ pub async fn resolve(
         Err(gate) => return Ok(Err(gate)),
     };
     let image = workspace.source.image.as_str();
-    let pull_secrets = layers.merged().image_pull_secrets.unwrap_or_default();
-    let names: Vec<&str> = pull_secrets.iter().map(|r| r.name.as_str()).collect();
+    let pull_secrets = layers.pull_secret_names();
+    let names: Vec<&str> = pull_secrets.iter().map(String::as_str).collect();
     let known = ctx
         .schemas
         .lookup(

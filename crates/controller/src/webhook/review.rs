@@ -202,13 +202,8 @@ async fn variables_schema(
     // down, so an image only the cluster's Secret opens is checked here and not only later,
     // by the pass.
     let layers = PolicyLayers::for_member(workspace.jobs.as_deref(), cluster.as_ref());
-    let merged = layers.merged();
-    let pull_secrets: Vec<&str> = merged
-        .image_pull_secrets
-        .iter()
-        .flatten()
-        .map(|r| r.name.as_str())
-        .collect();
+    let pull_secrets = layers.pull_secret_names();
+    let pull_secrets: Vec<&str> = pull_secrets.iter().map(String::as_str).collect();
     let field = match cluster {
         Some(_) => layers.pull_secrets_field().to_owned(),
         None => format!("{path}.jobs.imagePullSecrets"),
