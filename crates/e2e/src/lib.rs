@@ -263,7 +263,7 @@ impl Manager {
             .arg("--health-addr=127.0.0.1:0")
             .args(insecure.then_some("--insecure-diagnostics"))
             .arg("--log-level=info,captf_controller=debug")
-            // No webhooks unless the test registers them (tests/webhooks.rs).
+            // No webhooks unless the test registers them (tests/webhooks/).
             .args(
                 (!extra.iter().any(|f| f.starts_with("--webhook-port")))
                     .then_some("--webhook-port=0"),
