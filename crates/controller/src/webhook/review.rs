@@ -60,6 +60,17 @@ pub enum Outcome {
     Internal(String),
 }
 
+impl Outcome {
+    /// Allowed when no rule is broken.
+    fn of(violations: Violations) -> Outcome {
+        if violations.is_empty() {
+            Outcome::Allowed
+        } else {
+            Outcome::Invalid(violations)
+        }
+    }
+}
+
 /// Answers one AdmissionReview body.
 pub async fn review(
     webhook: &Webhook,
@@ -110,89 +121,116 @@ async fn write(
     endpoint: Endpoint,
     request: &AdmissionRequest<DynamicObject>,
 ) -> Outcome {
-    let violations = match endpoint {
-        Endpoint::Cluster => admit(request, |c| rules::cluster(&c)),
-        Endpoint::ClusterTemplate => admit(request, |c| rules::cluster_template(&c)),
-        Endpoint::Machine => admit(request, |c| rules::machine(&c, &webhook.manager)),
-        Endpoint::MachineTemplate => admit(request, |c| rules::machine_template(&c)),
-        Endpoint::MachinePool => admit(request, |c| rules::machine_pool(&c)),
-        Endpoint::MachinePoolTemplate => admit(request, |c| rules::machine_pool_template(&c)),
-        Endpoint::Identity => {
-            let verdict = match admit(request, |c: Change<'_, TerraformClusterIdentity>| {
-                rules::identity(&c)
-            }) {
-                Ok(verdict) => verdict,
-                Err(outcome) => return outcome,
-            };
-            if let Some(secret) = &verdict.check_read {
-                match may_read(&webhook.client, &request.user_info, secret).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        let mut v = verdict.violations;
-                        v.forbidden(
-                            "spec.secretRef",
-                            format!(
-                                "user {:?} may not get Secret {}/{}; an identity may only reference a Secret its author can read",
-                                request.user_info.username.as_deref().unwrap_or_default(),
-                                secret.namespace,
-                                secret.name
-                            ),
-                        );
-                        return Outcome::Invalid(v);
-                    }
-                    Err(e) => {
-                        return Outcome::Internal(format!(
-                            "cannot check that the author may read the Secret: {e}"
-                        ));
-                    }
-                }
-            }
-            Ok(verdict.violations)
-        }
+    const SPEC: &str = "spec";
+    const TEMPLATE: &str = "spec.template.spec";
+    // Each kind's object is decoded once; its rules and the workspace whose variables need
+    // the image's schema both come from that one decoding.
+    let judged = match endpoint {
+        Endpoint::Cluster => admit(request, |c| {
+            let at = subject(&c, SPEC, |o: &TerraformCluster| &o.spec.workspace);
+            (rules::cluster(&c), at)
+        }),
+        Endpoint::ClusterTemplate => admit(request, |c| {
+            let at = subject(&c, TEMPLATE, |o: &TerraformClusterTemplate| {
+                &o.spec.template.spec.workspace
+            });
+            (rules::cluster_template(&c), at)
+        }),
+        Endpoint::Machine => admit(request, |c| {
+            let at = subject(&c, SPEC, |o: &TerraformMachine| &o.spec.workspace);
+            (rules::machine(&c, &webhook.manager), at)
+        }),
+        Endpoint::MachineTemplate => admit(request, |c| {
+            let at = subject(&c, TEMPLATE, |o: &TerraformMachineTemplate| {
+                &o.spec.template.spec.workspace
+            });
+            (rules::machine_template(&c), at)
+        }),
+        Endpoint::MachinePool => admit(request, |c| {
+            let at = subject(&c, SPEC, |o: &TerraformMachinePool| &o.spec.workspace);
+            (rules::machine_pool(&c), at)
+        }),
+        Endpoint::MachinePoolTemplate => admit(request, |c| {
+            let at = subject(&c, TEMPLATE, |o: &TerraformMachinePoolTemplate| {
+                &o.spec.template.spec.workspace
+            });
+            (rules::machine_pool_template(&c), at)
+        }),
+        Endpoint::Identity => return identity_write(webhook, request).await,
     };
-    let violations = match violations {
-        Ok(v) if v.is_empty() => variables_schema(webhook, endpoint, request).await,
-        other => other,
+    let (mut violations, subject) = match judged {
+        Ok(judged) => judged,
+        Err(outcome) => return outcome,
     };
-    match violations {
-        Ok(v) if v.is_empty() => Outcome::Allowed,
-        Ok(v) => Outcome::Invalid(v),
-        Err(outcome) => outcome,
+    // The schema is read only once every other rule holds: a malformed image reference or
+    // variable name is reported by those first.
+    if let (true, Some(subject)) = (violations.is_empty(), subject) {
+        violations = variables_schema(webhook, endpoint, request, subject).await;
     }
+    Outcome::of(violations)
 }
 
-/// The inline variables against the module image's variables schema, once every other rule
-/// holds (a malformed image reference or variable name is reported by those first). A schema
-/// that cannot be had refuses nothing.
+async fn identity_write(webhook: &Webhook, request: &AdmissionRequest<DynamicObject>) -> Outcome {
+    let verdict = match admit(request, |c: Change<'_, TerraformClusterIdentity>| {
+        rules::identity(&c)
+    }) {
+        Ok(verdict) => verdict,
+        Err(outcome) => return outcome,
+    };
+    let mut violations = verdict.violations;
+    if let Some(secret) = &verdict.check_read {
+        match may_read(&webhook.client, &request.user_info, secret).await {
+            Ok(true) => {}
+            Ok(false) => violations.forbidden(
+                "spec.secretRef",
+                format!(
+                    "user {:?} may not get Secret {}/{}; an identity may only reference a Secret its author can read",
+                    request.user_info.username.as_deref().unwrap_or_default(),
+                    secret.namespace,
+                    secret.name
+                ),
+            ),
+            Err(e) => {
+                return Outcome::Internal(format!(
+                    "cannot check that the author may read the Secret: {e}"
+                ));
+            }
+        }
+    }
+    Outcome::of(violations)
+}
+
+/// A workspace whose inline variables are to be checked against its image's schema.
+struct Subject {
+    /// Where the workspace sits in the object, for the violations' fields.
+    path: &'static str,
+    workspace: WorkspaceSpec,
+}
+
+/// The workspace at `path` of the changed object when its variables need checking.
+fn subject<K: kube::Resource>(
+    change: &Change<'_, K>,
+    path: &'static str,
+    workspace: fn(&K) -> &WorkspaceSpec,
+) -> Option<Subject> {
+    let new = workspace(change.new);
+    rules::variables_schema::needs_check(new, change.old.map(workspace), change.deleting()).then(
+        || Subject {
+            path,
+            workspace: new.clone(),
+        },
+    )
+}
+
+/// The inline variables against the module image's variables schema. A schema that cannot be
+/// had refuses nothing.
 async fn variables_schema(
     webhook: &Webhook,
     endpoint: Endpoint,
     request: &AdmissionRequest<DynamicObject>,
-) -> Result<Violations, Outcome> {
-    const TEMPLATE: &str = "spec.template.spec";
-    let subject = match endpoint {
-        Endpoint::Cluster => subject(request, "spec", |o: &TerraformCluster| &o.spec.workspace),
-        Endpoint::ClusterTemplate => subject(request, TEMPLATE, |o: &TerraformClusterTemplate| {
-            &o.spec.template.spec.workspace
-        }),
-        Endpoint::Machine => subject(request, "spec", |o: &TerraformMachine| &o.spec.workspace),
-        Endpoint::MachineTemplate => subject(request, TEMPLATE, |o: &TerraformMachineTemplate| {
-            &o.spec.template.spec.workspace
-        }),
-        Endpoint::MachinePool => subject(request, "spec", |o: &TerraformMachinePool| {
-            &o.spec.workspace
-        }),
-        Endpoint::MachinePoolTemplate => {
-            subject(request, TEMPLATE, |o: &TerraformMachinePoolTemplate| {
-                &o.spec.template.spec.workspace
-            })
-        }
-        Endpoint::Identity => Ok(None),
-    }?;
+    Subject { path, workspace }: Subject,
+) -> Violations {
     let mut v = Violations::default();
-    let Some((path, workspace)) = subject else {
-        return Ok(v);
-    };
     let namespace = request.namespace.as_deref().unwrap_or_default();
     let cluster = match endpoint {
         Endpoint::Machine | Endpoint::MachinePool => member_cluster(webhook, request).await,
@@ -222,7 +260,7 @@ async fn variables_schema(
     if let Known::Schema(schema) = known {
         rules::variables_schema::variables_fit(&mut v, path, &workspace, &schema);
     }
-    Ok(v)
+    v
 }
 
 /// The TerraformCluster a machine or pool belongs to, found through its
@@ -259,19 +297,6 @@ async fn member_cluster(
         "variables schema read with the object's own pull Secrets only"
     );
     None
-}
-
-/// The workspace at `path` of the request's object when its variables need checking.
-fn subject<K: DeserializeOwned + kube::Resource>(
-    request: &AdmissionRequest<DynamicObject>,
-    path: &'static str,
-    workspace: fn(&K) -> &WorkspaceSpec,
-) -> Result<Option<(&'static str, WorkspaceSpec)>, Outcome> {
-    admit(request, |c: Change<'_, K>| {
-        let new = workspace(c.new);
-        rules::variables_schema::needs_check(new, c.old.map(workspace), c.deleting())
-            .then(|| (path, new.clone()))
-    })
 }
 
 /// Decodes the request's objects as `K` and runs `rules` over them.
