@@ -415,32 +415,42 @@ async fn bad_input_ends_in_a_result_naming_step_and_cause() {
     assert!(e.tail.contains("reading backup chunk"), "{}", e.tail);
 }
 
+/// Both engines print the diagnostics `error.resources` is read from the same way (see
+/// docs/reference/runner.md, "Why apply and destroy print text").
 #[tokio::test]
 async fn a_failed_apply_reports_resources_and_redacts_secrets() {
-    let f = applied(Engine::Tofu, &Vars::default()).await;
+    for engine in Engine::ALL {
+        failed_apply(engine).await;
+    }
+}
+
+async fn failed_apply(engine: Engine) {
+    let f = applied(engine, &Vars::default()).await;
     f.configure(&Vars {
         fail: true,
         ..Vars::default()
     });
     let out = f.run("apply", &[]).await;
-    assert_eq!(out.exit, 1);
+    assert_eq!(out.exit, 1, "{engine:?}");
     let e = out.result.error.clone().expect("error");
     assert_eq!(
         (e.kind, e.step.as_deref()),
-        (ErrorKind::Step, Some("apply"))
+        (ErrorKind::Step, Some("apply")),
+        "{engine:?}"
     );
     assert!(
         e.tail.contains("local-exec provisioner error"),
-        "{}",
+        "{engine:?}: {}",
         e.tail
     );
     assert_eq!(
         e.resources,
-        ["module.role.terraform_data.fails[0]: local-exec provisioner error"]
+        ["module.role.terraform_data.fails[0]: local-exec provisioner error"],
+        "{engine:?}"
     );
     let doc = String::from_utf8(out.result.encode()).expect("utf-8");
     assert!(
         !doc.contains(common::API_TOKEN) && !doc.contains(PASSWORD),
-        "{doc}"
+        "{engine:?}: {doc}"
     );
 }
