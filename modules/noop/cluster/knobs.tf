@@ -48,7 +48,7 @@ variable "protected_trigger" {
 }
 
 variable "output_drift" {
-  description = "When true, exports.plan_time is plantimestamp(): every plan, drift checks included, shows an output-only change."
+  description = "When true, exports.plan_time is plantimestamp() (whole seconds): every apply's plan shows an output-only change; a drift check's plan shows it only when it starts in a later second than the check's refresh-only apply, which writes the new value."
   type        = bool
   default     = false
 }
