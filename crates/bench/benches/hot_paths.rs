@@ -53,6 +53,7 @@ fn snapshot(state_hash: &str, inputs_hash: &str) -> Snapshot {
         restore_requested: false,
         abandon_requested: false,
         last_destroy_failed: false,
+        dependents: false,
         history: Default::default(),
         policy: Policy {
             apply_policy: ApplyPolicy::Automatic,

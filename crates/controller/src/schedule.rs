@@ -13,6 +13,8 @@ pub const RETRY_MAX: Duration = Duration::from_secs(600);
 pub const ACTIVE_JOB_REQUEUE: Duration = Duration::from_secs(60);
 /// Requeue while a deletion is held on lost or unreadable state.
 pub const STATE_PROBLEM_REQUEUE: Duration = Duration::from_secs(60);
+/// Requeue while a TerraformCluster's deletion waits for its machines and pools.
+pub const DEPENDENTS_REQUEUE: Duration = Duration::from_secs(30);
 /// Longest requeue while waiting for an approval (annotation edits trigger a pass anyway).
 pub const APPROVAL_REQUEUE: Duration = Duration::from_secs(600);
 /// First delay of the pending-health refresh cadence (and the pools' flat cadence).

@@ -246,3 +246,89 @@ async fn a_deletion_without_state_is_held_until_abandoned_by_uid() {
         "released without a destroy"
     );
 }
+
+#[tokio::test]
+async fn a_deleted_cluster_waits_for_its_machines_before_the_destroy() {
+    let (
+        Scene {
+            client,
+            ns,
+            manager,
+            ..
+        },
+        name,
+    ) = ready_cluster("depwait").await;
+    // A TerraformMachine of the cluster, by its label; it needs no Machine to count.
+    captf_e2e::apply_yaml(
+        &client,
+        &format!(
+            r#"
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: TerraformMachine
+metadata:
+  name: worker-0
+  namespace: {ns}
+  labels: {{cluster.x-k8s.io/cluster-name: {name}}}
+spec:
+  source: {{image: "captf.local/modules/noop-machine:e2e"}}
+"#
+        ),
+    )
+    .await
+    .expect("TerraformMachine");
+
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    let blocked = wait_until(&api, &name, "DeletionBlocked", &manager, |t| {
+        has(t, "DeletionBlocked", "True", "DependentsExist")
+    })
+    .await;
+    let (_, _, message) = condition(&blocked, "DeletionBlocked").expect("condition");
+    assert!(
+        message.starts_with("1 TerraformMachine(s) left: worker-0;"),
+        "{message}"
+    );
+    let (_, _, deleting) = condition(&blocked, "Deleting").expect("Deleting");
+    assert!(deleting.contains("machines and pools"), "{deleting}");
+    assert!(
+        !job_names(&client, &ns)
+            .await
+            .iter()
+            .any(|j| j.contains("-destroy-")),
+        "no destroy while a machine is left"
+    );
+
+    let machines: Api<captf_api::TerraformMachine> = Api::namespaced(client.clone(), &ns);
+    machines
+        .delete("worker-0", &DeleteParams::default())
+        .await
+        .expect("delete the machine");
+    // The destroy runs once the machine is gone (its Job is garbage-collected with the
+    // cluster, so it is looked for before).
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    wait_for(
+        "a destroy Job once the machine is gone",
+        TIMEOUT,
+        || async {
+            let list = jobs.list_metadata(&ListParams::default()).await?.items;
+            Ok(list
+                .iter()
+                .any(|j| {
+                    j.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.contains("-destroy-"))
+                })
+                .then_some(()))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    wait_for("the TerraformCluster gone", TIMEOUT, || async {
+        Ok(api.get_opt(&name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+}

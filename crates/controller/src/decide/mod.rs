@@ -49,6 +49,8 @@ pub struct Snapshot {
     pub abandon_requested: bool,
     /// The newest destroy failed (a release by abandon is allowed then).
     pub last_destroy_failed: bool,
+    /// A TerraformCluster's machines or pools still exist: its deletion waits for them.
+    pub dependents: bool,
     pub history: History,
     pub policy: Policy,
     pub approvals: Approvals,
@@ -250,6 +252,11 @@ fn mutable(kind: WorkloadKind) -> bool {
 pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
     if s.job_active {
         return wait(Reason::JobActive, schedule::ACTIVE_JOB_REQUEUE);
+    }
+    // Before abandon too: releasing the cluster's finalizer under live machines would drop
+    // the state they were built against.
+    if s.deleting && s.dependents {
+        return wait(Reason::DependentsExist, schedule::DEPENDENTS_REQUEUE);
     }
     let held = matches!(s.state, StateView::Lost | StateView::Unreadable);
     // Abandon comes first, so a restore that cannot start or a destroy that keeps failing

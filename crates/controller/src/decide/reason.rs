@@ -4,6 +4,7 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reason {
     JobActive,
+    DependentsExist,
     RestoreRequested,
     DeletionHeld,
     Abandoned,
@@ -67,6 +68,7 @@ impl Reason {
         use Reason::*;
         match self {
             JobActive => "JobActive",
+            DependentsExist => "DependentsExist",
             RestoreRequested => "RestoreRequested",
             DeletionHeld => "DeletionHeld",
             Abandoned => "Abandoned",

@@ -19,6 +19,7 @@ use kube::{Resource, ResourceExt};
 
 use super::act::Acted;
 use super::bookkeeping::{self, Finished};
+use super::dependents::Dependents;
 use super::jobs::Phase;
 use super::launch::Launch;
 use super::object::{add_finalizer, set_block_move};
@@ -138,6 +139,19 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             .await;
     }
     set_block_move(&api, &tc, false).await?;
+    let dependents = if deleting {
+        let name = tc
+            .labels()
+            .get(labels::CLUSTER_NAME)
+            .cloned()
+            .or_else(|| cluster.as_ref().and_then(|c| c.metadata.name.clone()))
+            .unwrap_or_default();
+        let dependents = Dependents::of(&client, &namespace, &name).await?;
+        dependents.note(&mut conds, generation, now);
+        dependents
+    } else {
+        Dependents::default()
+    };
 
     // Credentials and runner RBAC, every pass of a live object.
     let owner_ref = owner_reference(&tc)?;
@@ -235,6 +249,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
             health_check_interval: None,
         },
     });
+    snapshot.dependents = !dependents.is_empty();
     snapshot.approvals = Approvals {
         destructive: annotations_of
             .get(annotations::APPROVE_DESTRUCTIVE_PLAN)

@@ -7,6 +7,7 @@ pub mod backups;
 pub mod bookkeeping;
 pub mod cluster;
 pub mod credentials;
+pub mod dependents;
 pub mod identity;
 pub mod jobs;
 pub mod launch;

@@ -108,6 +108,7 @@ where
             restore_requested: seen.restore.is_some(),
             abandon_requested: abandon_requested(self.object),
             last_destroy_failed: history.destroy.failures > 0,
+            dependents: false,
             history,
             policy: seen.policy,
             approvals: Approvals::default(),

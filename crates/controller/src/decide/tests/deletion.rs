@@ -21,6 +21,50 @@ pub(super) fn rows() -> Rows {
             Run(Destroy, Reason::Deleting),
         ),
         (
+            "deleting with machines or pools left: the destroy waits for them",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.dependents = true
+            }),
+            WaitFor(Reason::DependentsExist, Duration::from_secs(30)),
+        ),
+        (
+            "dependents are waited for before abandon releases a held deletion",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.dependents = true;
+                s.state = StateView::Lost;
+                s.abandon_requested = true
+            }),
+            WaitFor(Reason::DependentsExist, Duration::from_secs(30)),
+        ),
+        (
+            "dependents are waited for even without state",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.dependents = true;
+                s.state = StateView::NotFound
+            }),
+            WaitFor(Reason::DependentsExist, Duration::from_secs(30)),
+        ),
+        (
+            "a running Job is waited for before dependents",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.dependents = true;
+                s.job_active = true
+            }),
+            Wait(Reason::JobActive),
+        ),
+        (
+            "dependents mean nothing when not deleting",
+            cluster().with(|s| {
+                s.dependents = true;
+                s.observed.last_drift_check = Some(t(NOW - 60));
+            }),
+            Wait(Reason::UpToDate),
+        ),
+        (
             "deleting after a successful destroy releases",
             cluster().with(|s| {
                 s.deleting = true;

@@ -45,6 +45,7 @@ fn base(kind: WorkloadKind) -> Snapshot {
         restore_requested: false,
         abandon_requested: false,
         last_destroy_failed: false,
+        dependents: false,
         history: History {
             apply: OpHistory {
                 last_success: Some(t(NOW - 60)),
