@@ -245,7 +245,7 @@ where
             ),
             decide::Reason::Destroyed => (
                 EventType::Normal,
-                captf_api::events::FINALIZER_REMOVED,
+                captf_api::events::DESTROYED,
                 "Infrastructure destroyed; state and inputs removed".to_owned(),
             ),
             _ => (

@@ -244,14 +244,27 @@ where
         let job_name = spec.job_name();
 
         if !leases::take_run_lease(client, key, &launch.cluster_name, &job_name, start.op).await? {
+            let type_ = condition_of(start.op);
+            let already = conds
+                .get(type_)
+                .is_some_and(|c| c.reason == reasons::WAITING_FOR_RUN_LEASE);
+            let message = "another Job of this object holds its run lease";
             conds.set(
-                types::APPLY_JOB_SUCCEEDED,
+                type_,
                 Status::Unknown,
                 reasons::WAITING_FOR_RUN_LEASE,
-                "another Job of this object holds its run lease",
+                message,
                 generation,
                 now,
             );
+            if !already {
+                self.publish(
+                    EventType::Normal,
+                    captf_api::events::WAITING_FOR_RUN_LEASE,
+                    message,
+                )
+                .await;
+            }
             ctx.metrics
                 .lease_waits_total
                 .get_or_create(&crate::manager::metrics::KindReason {

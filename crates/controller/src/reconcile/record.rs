@@ -2,6 +2,7 @@
 
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::{Operation, SourceStatus, WorkspaceStatus, annotations};
+use captf_runner::result::ErrorKind;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::Api;
 use kube::runtime::events::EventType;
@@ -152,15 +153,10 @@ where
                 );
             }
             (Operation::Apply | Operation::Plan | Operation::Destroy, false) => {
-                let reason = match (f.deadline, f.op) {
-                    (true, _) => reasons::JOB_DEADLINE_EXCEEDED,
-                    (false, Operation::Destroy) => reasons::DESTROY_FAILED,
-                    (false, _) => reasons::APPLY_FAILED,
-                };
                 conds.set(
                     types::APPLY_JOB_SUCCEEDED,
                     Status::False,
-                    reason,
+                    failure_reason(f.op, f.deadline),
                     &f.summary(),
                     generation,
                     now,
@@ -170,7 +166,7 @@ where
                 let (s, r) = if ok {
                     (Status::True, reasons::DRIFT_CHECKED)
                 } else {
-                    (Status::False, reasons::DRIFT_JOB_FAILED)
+                    (Status::False, failure_reason(f.op, f.deadline))
                 };
                 conds.set(
                     types::DRIFT_JOB_SUCCEEDED,
@@ -217,7 +213,7 @@ where
                 let (s, r) = if ok {
                     (Status::True, reasons::STATE_RESTORED)
                 } else {
-                    (Status::False, reasons::RESTORE_FAILED)
+                    (Status::False, failure_reason(f.op, f.deadline))
                 };
                 let message = if ok {
                     format!(
@@ -262,28 +258,227 @@ where
                 }
             }
         }
-        let blocked = f
-            .markers
-            .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED);
-        if blocked {
-            let message = conds
-                .get(types::APPLY_JOB_SUCCEEDED)
-                .map(|c| c.message.clone())
-                .unwrap_or_default();
-            self.publish(
-                EventType::Warning,
-                captf_api::events::DESTRUCTIVE_PLAN_BLOCKED,
-                &message,
-            )
-            .await;
-        } else if !f.succeeded && !f.markers.contains_key(annotations::PLAN_CHANGED) {
-            self.publish(
-                EventType::Warning,
-                captf_api::events::JOB_FAILED,
-                &f.summary(),
-            )
-            .await;
+        match finished_event(f) {
+            Some(FinishedEvent::Blocked) => {
+                let message = conds
+                    .get(types::APPLY_JOB_SUCCEEDED)
+                    .map(|c| c.message.clone())
+                    .unwrap_or_default();
+                self.publish(
+                    EventType::Warning,
+                    captf_api::events::DESTRUCTIVE_PLAN_BLOCKED,
+                    &message,
+                )
+                .await;
+            }
+            Some(FinishedEvent::Succeeded) => {
+                let note = format!("Job {} ({}) succeeded", f.name, f.op);
+                self.publish(EventType::Normal, captf_api::events::JOB_SUCCEEDED, &note)
+                    .await;
+            }
+            Some(FinishedEvent::Failed(reason)) => {
+                self.publish(EventType::Warning, reason, &f.summary()).await;
+            }
+            None => {}
         }
         Ok(())
+    }
+}
+
+/// The reason a failed Job of `op` leaves on its operation's condition.
+fn failure_reason(op: Operation, deadline: bool) -> &'static str {
+    match (op, deadline) {
+        (Operation::Drift | Operation::Refresh, true) => reasons::DRIFT_JOB_DEADLINE_EXCEEDED,
+        (Operation::Drift | Operation::Refresh, false) => reasons::DRIFT_JOB_FAILED,
+        (Operation::Restore, _) => reasons::RESTORE_FAILED,
+        (_, true) => reasons::JOB_DEADLINE_EXCEEDED,
+        (Operation::Destroy, false) => reasons::DESTROY_FAILED,
+        (_, false) => reasons::APPLY_FAILED,
+    }
+}
+
+/// The Event a finished Job is announced with.
+#[derive(Debug, PartialEq, Eq)]
+enum FinishedEvent {
+    /// The destructive guard stopped it (the condition's message says what to approve).
+    Blocked,
+    Succeeded,
+    /// The Warning reason of a failure.
+    Failed(&'static str),
+}
+
+fn finished_event(f: &Finished) -> Option<FinishedEvent> {
+    use captf_api::events;
+    if f.markers
+        .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED)
+    {
+        return Some(FinishedEvent::Blocked);
+    }
+    if f.succeeded {
+        // A plan is announced by its own events (PlanReady and the approvals'); a restore by
+        // StateRestored.
+        return matches!(
+            f.op,
+            Operation::Apply | Operation::Destroy | Operation::Refresh | Operation::Drift
+        )
+        .then_some(FinishedEvent::Succeeded);
+    }
+    // A plan that changed since its approval is told by PlanChanged on the condition.
+    if f.markers.contains_key(annotations::PLAN_CHANGED) {
+        return None;
+    }
+    let interrupted = f
+        .result
+        .as_ref()
+        .and_then(|r| r.error.as_ref())
+        .is_some_and(|e| e.kind == ErrorKind::Interrupted);
+    Some(FinishedEvent::Failed(if f.deadline {
+        events::JOB_DEADLINE_EXCEEDED
+    } else if interrupted {
+        events::JOB_INTERRUPTED
+    } else {
+        events::JOB_FAILED
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use captf_runner::result::{ResultDocument, RunError};
+
+    use super::*;
+
+    #[test]
+    fn failure_reasons_follow_the_operation() {
+        use Operation::*;
+        let rows = [
+            (Apply, false, reasons::APPLY_FAILED),
+            (Apply, true, reasons::JOB_DEADLINE_EXCEEDED),
+            (Plan, false, reasons::APPLY_FAILED),
+            (Destroy, false, reasons::DESTROY_FAILED),
+            (Destroy, true, reasons::JOB_DEADLINE_EXCEEDED),
+            (Drift, false, reasons::DRIFT_JOB_FAILED),
+            (Drift, true, reasons::DRIFT_JOB_DEADLINE_EXCEEDED),
+            (Refresh, true, reasons::DRIFT_JOB_DEADLINE_EXCEEDED),
+            (Restore, false, reasons::RESTORE_FAILED),
+            (Restore, true, reasons::RESTORE_FAILED),
+        ];
+        for (op, deadline, want) in rows {
+            assert_eq!(
+                failure_reason(op, deadline),
+                want,
+                "{op} deadline={deadline}"
+            );
+        }
+    }
+
+    fn finished(op: Operation, succeeded: bool, deadline: bool) -> Finished {
+        Finished {
+            name: "captf-c-a-apply-a1-000000".into(),
+            op,
+            succeeded,
+            deadline,
+            result: None,
+            image_id: None,
+            markers: BTreeMap::new(),
+            created_at: None,
+            started_at: None,
+            finished_at: None,
+            container_started_at: None,
+            annotations: BTreeMap::new(),
+        }
+    }
+
+    fn with_error(mut f: Finished, kind: ErrorKind) -> Finished {
+        let mut doc = ResultDocument::new(&f.op.to_string(), "img", &[]);
+        doc.error = Some(RunError {
+            kind,
+            step: None,
+            tail: String::new(),
+            resources: Vec::new(),
+        });
+        f.result = Some(doc);
+        f
+    }
+
+    fn marked(mut f: Finished, marker: &str) -> Finished {
+        f.markers.insert(marker.into(), "x".into());
+        f
+    }
+
+    #[test]
+    fn each_finished_job_is_announced_once_by_what_happened() {
+        use FinishedEvent::*;
+        use Operation::*;
+        use captf_api::events;
+        let rows = [
+            (
+                "apply succeeded",
+                finished(Apply, true, false),
+                Some(Succeeded),
+            ),
+            (
+                "destroy succeeded",
+                finished(Destroy, true, false),
+                Some(Succeeded),
+            ),
+            (
+                "drift succeeded",
+                finished(Drift, true, false),
+                Some(Succeeded),
+            ),
+            (
+                "refresh succeeded",
+                finished(Refresh, true, false),
+                Some(Succeeded),
+            ),
+            (
+                "a plan has events of its own",
+                finished(Plan, true, false),
+                None,
+            ),
+            (
+                "a restore has StateRestored",
+                finished(Restore, true, false),
+                None,
+            ),
+            (
+                "apply failed",
+                finished(Apply, false, false),
+                Some(Failed(events::JOB_FAILED)),
+            ),
+            (
+                "deadline",
+                finished(Drift, false, true),
+                Some(Failed(events::JOB_DEADLINE_EXCEEDED)),
+            ),
+            (
+                "stopped from outside",
+                with_error(finished(Apply, false, false), ErrorKind::Interrupted),
+                Some(Failed(events::JOB_INTERRUPTED)),
+            ),
+            (
+                "a step failure",
+                with_error(finished(Destroy, false, false), ErrorKind::Step),
+                Some(Failed(events::JOB_FAILED)),
+            ),
+            (
+                "blocked by the destructive guard",
+                marked(
+                    finished(Apply, false, false),
+                    annotations::DESTRUCTIVE_PLAN_BLOCKED,
+                ),
+                Some(Blocked),
+            ),
+            (
+                "an approved plan that changed",
+                marked(finished(Apply, false, false), annotations::PLAN_CHANGED),
+                None,
+            ),
+        ];
+        for (what, f, want) in rows {
+            assert_eq!(finished_event(&f), want, "{what}");
+        }
     }
 }
