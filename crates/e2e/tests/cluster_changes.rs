@@ -207,6 +207,19 @@ async fn a_spec_change_reapplies_backs_up_the_state_and_prunes_history() {
         series("captf_job_queue_seconds_count{kind=\"TerraformCluster\",op=\"apply\"}"),
         3.0
     );
+    assert_eq!(
+        series(
+            "captf_job_step_duration_seconds_count{kind=\"TerraformCluster\",op=\"apply\",step=\"init\"}"
+        ),
+        3.0,
+        "every apply's init step is timed"
+    );
+    assert!(
+        series(
+            "captf_resources_changed_total{kind=\"TerraformCluster\",op=\"apply\",action=\"create\"}"
+        ) >= 1.0,
+        "the first apply created the module's resources"
+    );
     assert_eq!(series(&format!("captf_ready{{{object}}}")), 1.0);
     assert!(series(&format!("captf_state_bytes{{{object}}}")) > 0.0);
     assert!(series(&format!("captf_inputs_bytes{{{object}}}")) > 0.0);
@@ -292,7 +305,7 @@ async fn a_failed_apply_backs_off_and_the_fixed_inputs_apply_after_the_delay() {
     );
     assert!(
         metrics.contains(
-            "captf_job_errors_total{kind=\"TerraformCluster\",op=\"apply\",error_kind=\"step\""
+            "captf_job_errors_total{kind=\"TerraformCluster\",op=\"apply\",error_kind=\"step\",step=\"plan\"}"
         ),
         "{metrics}"
     );

@@ -37,7 +37,33 @@ pub struct JobError {
     pub kind: &'static str,
     pub op: &'static str,
     pub error_kind: &'static str,
-    pub step: String,
+    /// A runner step name (unknown names read `other`), or `none`.
+    pub step: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindOpStep {
+    pub kind: &'static str,
+    pub op: &'static str,
+    pub step: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindOpAction {
+    pub kind: &'static str,
+    pub op: &'static str,
+    pub action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindAction {
+    pub kind: &'static str,
+    pub action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Action {
+    pub action: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -100,6 +126,12 @@ pub struct Metrics {
     pub job_duration_seconds: Histograms<KindOpResult>,
     pub job_queue_seconds: Histograms<KindOp>,
     pub job_errors_total: Family<JobError, Counter>,
+    pub job_step_duration_seconds: Histograms<KindOpStep>,
+    pub resources_changed_total: Family<KindOpAction, Counter>,
+    pub drift_resources_total: Family<KindAction, Counter>,
+    pub inputs_hash_changes_total: Family<Kind, Counter>,
+    pub outputs_invalid_total: Family<KindReason, Counter>,
+    pub remediation_requests_total: Family<Action, Counter>,
     pub jobs_active: Family<KindOp, Gauge>,
     pub decisions_total: Family<Decision, Counter>,
     pub state_read_errors_total: Family<KindReason, Counter>,
@@ -121,6 +153,12 @@ pub struct Metrics {
 fn job_duration() -> Histogram {
     Histogram::new([
         15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0,
+    ])
+}
+
+fn step_duration() -> Histogram {
+    Histogram::new([
+        1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0,
     ])
 }
 
@@ -149,6 +187,14 @@ impl Metrics {
             job_duration_seconds: Family::new_with_constructor(job_duration as fn() -> Histogram),
             job_queue_seconds: Family::new_with_constructor(queue as fn() -> Histogram),
             job_errors_total: Family::default(),
+            job_step_duration_seconds: Family::new_with_constructor(
+                step_duration as fn() -> Histogram,
+            ),
+            resources_changed_total: Family::default(),
+            drift_resources_total: Family::default(),
+            inputs_hash_changes_total: Family::default(),
+            outputs_invalid_total: Family::default(),
+            remediation_requests_total: Family::default(),
             jobs_active: Family::default(),
             decisions_total: Family::default(),
             state_read_errors_total: Family::default(),
@@ -188,6 +234,36 @@ impl Metrics {
             "captf_job_errors",
             "[ALPHA] Jobs that did not succeed",
             m.job_errors_total.clone(),
+        );
+        r.register(
+            "captf_job_step_duration_seconds",
+            "[ALPHA] Wall time of each runner step",
+            m.job_step_duration_seconds.clone(),
+        );
+        r.register(
+            "captf_resources_changed",
+            "[ALPHA] Resources an apply or destroy changed, from the engine's summary line",
+            m.resources_changed_total.clone(),
+        );
+        r.register(
+            "captf_drift_resources",
+            "[ALPHA] Resources drift checks found to create, update, replace or delete",
+            m.drift_resources_total.clone(),
+        );
+        r.register(
+            "captf_inputs_hash_changes",
+            "[ALPHA] Applies started because the inputs changed",
+            m.inputs_hash_changes_total.clone(),
+        );
+        r.register(
+            "captf_outputs_invalid",
+            "[ALPHA] Outputs that turned invalid, by condition reason",
+            m.outputs_invalid_total.clone(),
+        );
+        r.register(
+            "captf_remediation_requests",
+            "[ALPHA] Machine remediation requests made and withdrawn",
+            m.remediation_requests_total.clone(),
         );
         r.register(
             "captf_jobs_active",

@@ -375,6 +375,21 @@ where
             .drift_detected
             .get_or_create(&object)
             .set(i64::from(drifted));
+        // Counted on the transition: a condition set False in this pass carries its time.
+        if let Some(c) = conds
+            .get(types::OUTPUTS_VALID)
+            .filter(|c| c.status == "False" && c.last_transition_time.0 == self.now)
+            && let Some(reason) = captf_api::conditions::allowed_reasons(types::OUTPUTS_VALID)
+                .and_then(|a| a.when_false.iter().find(|r| **r == &*c.reason).copied())
+        {
+            ctx.metrics
+                .outputs_invalid_total
+                .get_or_create(&crate::manager::metrics::KindReason {
+                    kind: self.kind,
+                    reason,
+                })
+                .inc();
+        }
         let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
         patch_status(
             &api,

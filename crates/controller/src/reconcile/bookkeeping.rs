@@ -15,7 +15,10 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use super::jobs::{ObservedJob, Phase};
 use crate::error::{KubeContext, Result};
 use crate::manager::Metrics;
-use crate::manager::metrics::{JobError, KindOp, KindOpResult, ObjectOp};
+use crate::manager::metrics::{
+    JobError, KindAction, KindOp, KindOpAction, KindOpResult, KindOpStep, ObjectOp,
+};
+use captf_runner::steps::step_label;
 
 /// What one finished Job told us.
 #[derive(Clone, Debug)]
@@ -347,29 +350,197 @@ pub fn count(metrics: &Metrics, kind: &'static str, key: &ObjectKey, f: &Finishe
         }
     } else {
         let error = f.result.as_ref().and_then(|r| r.error.as_ref());
-        let error_kind = match (f.deadline, error.map(|e| e.kind)) {
-            (true, _) => "deadline",
-            (false, Some(ErrorKind::ImageLayout)) => "image_layout",
-            (false, Some(ErrorKind::Interrupted)) => "interrupted",
-            (false, Some(ErrorKind::Blocked)) => "blocked",
-            (false, Some(ErrorKind::PlanChanged)) => "plan_changed",
-            (false, Some(ErrorKind::Step)) => "step",
-            (false, None) => "no_result",
-        };
-        let step = error
-            .and_then(|e| e.step.clone())
-            .unwrap_or_default()
-            .chars()
-            .take(32)
-            .collect();
         metrics
             .job_errors_total
             .get_or_create(&JobError {
                 kind,
                 op,
-                error_kind,
-                step,
+                error_kind: error_kind(f.deadline, error.map(|e| e.kind)),
+                step: error
+                    .and_then(|e| e.step.as_deref())
+                    .map_or("none", step_label),
             })
             .inc();
+    }
+    let Some(result) = &f.result else {
+        return;
+    };
+    // The step names come from a pod: only the runner's own names become label values.
+    for step in &result.steps {
+        metrics
+            .job_step_duration_seconds
+            .get_or_create(&KindOpStep {
+                kind,
+                op,
+                step: step_label(&step.name),
+            })
+            .observe(step.seconds);
+    }
+    if let Some(c) = &result.changes {
+        for (action, n) in [
+            ("create", c.add),
+            ("update", c.change),
+            ("delete", c.destroy),
+            ("import", c.import),
+        ] {
+            if n > 0 {
+                metrics
+                    .resources_changed_total
+                    .get_or_create(&KindOpAction { kind, op, action })
+                    .inc_by(u64::from(n));
+            }
+        }
+    }
+    if let Some(d) = result.drift.as_ref().filter(|d| d.detected) {
+        for (action, n) in [
+            ("create", d.create),
+            ("update", d.update),
+            ("replace", d.replace),
+            ("delete", d.delete),
+        ] {
+            if n > 0 {
+                metrics
+                    .drift_resources_total
+                    .get_or_create(&KindAction { kind, action })
+                    .inc_by(u64::from(n));
+            }
+        }
+    }
+}
+
+/// The `error_kind` label of a Job that did not succeed (operations.md §11.2).
+fn error_kind(deadline: bool, kind: Option<ErrorKind>) -> &'static str {
+    match (deadline, kind) {
+        (true, _) => "deadline",
+        (false, Some(ErrorKind::ImageLayout)) => "image-layout",
+        (false, Some(ErrorKind::Interrupted)) => "interrupted",
+        (false, Some(ErrorKind::Blocked)) => "blocked",
+        (false, Some(ErrorKind::PlanChanged)) => "plan-changed",
+        (false, Some(ErrorKind::Step)) => "step",
+        (false, None) => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use captf_api::names::WorkloadKind;
+    use captf_runner::drift::Drift;
+    use captf_runner::result::{Changes, RunError, StepRecord};
+
+    use super::*;
+
+    fn finished(op: Operation, succeeded: bool) -> Finished {
+        Finished {
+            name: "captf-c-demo-apply-a1-000000".into(),
+            op,
+            succeeded,
+            deadline: false,
+            result: Some(ResultDocument::new(op.as_str(), "img", &[])),
+            image_id: None,
+            markers: BTreeMap::new(),
+            created_at: None,
+            started_at: None,
+            finished_at: None,
+            container_started_at: None,
+            annotations: BTreeMap::new(),
+        }
+    }
+
+    /// The series `count` leaves, as the scrape shows them.
+    fn counted(f: &Finished) -> anyhow::Result<String> {
+        let metrics = Metrics::new();
+        let key = ObjectKey::new("ns", WorkloadKind::Cluster, "demo")?;
+        count(&metrics, "TerraformCluster", &key, f);
+        Ok(metrics.encode())
+    }
+
+    #[test]
+    fn error_kinds_and_steps_are_the_specified_label_values() -> anyhow::Result<()> {
+        let mut f = finished(Operation::Apply, false);
+        let error = |kind, step: Option<&str>| RunError {
+            kind,
+            step: step.map(str::to_owned),
+            tail: String::new(),
+            resources: Vec::new(),
+        };
+        let rows = [
+            (
+                Some(error(ErrorKind::Step, Some("apply"))),
+                r#"error_kind="step",step="apply""#,
+            ),
+            (
+                Some(error(ErrorKind::ImageLayout, None)),
+                r#"error_kind="image-layout",step="none""#,
+            ),
+            (
+                Some(error(ErrorKind::PlanChanged, None)),
+                r#"error_kind="plan-changed",step="none""#,
+            ),
+            // A step name from a pod is never a label value of its own.
+            (
+                Some(error(ErrorKind::Step, Some("rm -rf /"))),
+                r#"error_kind="step",step="other""#,
+            ),
+            (None, r#"error_kind="unknown",step="none""#),
+        ];
+        for (error, want) in rows {
+            if let Some(doc) = f.result.as_mut() {
+                doc.error = error;
+            }
+            let text = counted(&f)?;
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with("captf_job_errors_total{") && l.contains(want)),
+                "{want}:\n{text}"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn steps_changes_and_drift_are_counted() -> anyhow::Result<()> {
+        let mut f = finished(Operation::Apply, true);
+        if let Some(doc) = f.result.as_mut() {
+            doc.steps = vec![
+                StepRecord::new("init", 0, std::time::Duration::from_millis(1500)),
+                StepRecord::new("apply", 0, std::time::Duration::from_secs(20)),
+            ];
+            doc.changes = Some(Changes {
+                add: 2,
+                change: 0,
+                destroy: 1,
+                import: 0,
+            });
+        }
+        let text = counted(&f)?;
+        for want in [
+            r#"captf_job_step_duration_seconds_count{kind="TerraformCluster",op="apply",step="init"} 1"#,
+            r#"captf_job_step_duration_seconds_bucket{le="5.0",kind="TerraformCluster",op="apply",step="init"} 1"#,
+            r#"captf_resources_changed_total{kind="TerraformCluster",op="apply",action="create"} 2"#,
+            r#"captf_resources_changed_total{kind="TerraformCluster",op="apply",action="delete"} 1"#,
+        ] {
+            assert!(text.lines().any(|l| l == want), "{want}:\n{text}");
+        }
+        assert!(!text.contains(r#"action="update""#), "{text}");
+
+        let mut f = finished(Operation::Drift, true);
+        if let Some(doc) = f.result.as_mut() {
+            doc.drift = Some(Drift {
+                detected: true,
+                create: 0,
+                update: 3,
+                replace: 1,
+                delete: 0,
+                resources: Vec::new(),
+            });
+        }
+        let text = counted(&f)?;
+        for want in [
+            r#"captf_drift_resources_total{kind="TerraformCluster",action="update"} 3"#,
+            r#"captf_drift_resources_total{kind="TerraformCluster",action="replace"} 1"#,
+        ] {
+            assert!(text.lines().any(|l| l == want), "{want}:\n{text}");
+        }
+        Ok(())
     }
 }

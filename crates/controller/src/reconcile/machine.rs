@@ -524,7 +524,7 @@ async fn remediate(
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .during(|| format!("annotating Machine {name} for remediation"))?;
-    let (type_, event, note) = match change {
+    let (type_, event, note, action) = match change {
         RemediationChange::Request(why) => (
             kube::runtime::events::EventType::Warning,
             captf_api::events::REMEDIATION_REQUESTED,
@@ -532,6 +532,7 @@ async fn remediate(
                 "asked CAPI to remediate Machine {name}: {why} after {} unhealthy samples",
                 samples.unwrap_or(0)
             ),
+            "requested",
         ),
         _ => (
             kube::runtime::events::EventType::Normal,
@@ -539,8 +540,14 @@ async fn remediate(
             format!(
                 "the machine is healthy again; withdrew the remediation request on Machine {name}"
             ),
+            "withdrawn",
         ),
     };
+    pass.ctx
+        .metrics
+        .remediation_requests_total
+        .get_or_create(&crate::manager::metrics::Action { action })
+        .inc();
     pass.publish(type_, event, &note).await;
     Ok(())
 }
