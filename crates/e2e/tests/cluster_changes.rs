@@ -502,3 +502,63 @@ async fn the_job_cap_holds_and_the_waiting_apply_says_so() {
         "the second Job was created before the first finished: {spans:?}"
     );
 }
+
+#[tokio::test]
+async fn an_image_that_cannot_be_pulled_is_named_before_and_at_the_deadline() {
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("pullfail", &[]).await;
+    let name = "pullfail";
+    // No such image on the node: the Job's pod waits in ErrImagePull until its deadline.
+    create_cluster(
+        &client,
+        &ns,
+        name,
+        "captf.local/modules/no-such-module:e2e",
+        "  jobs: {activeDeadlineSeconds: 90, lockTimeoutSeconds: 10}",
+    )
+    .await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let said = |t: &TerraformCluster, part: &str| {
+        condition(t, "ApplyJobSucceeded").is_some_and(|(status, reason, message)| {
+            status == "False"
+                && reason == "ImagePullFailed"
+                && message.contains("cannot pull captf.local/modules/no-such-module:e2e")
+                && message.contains(part)
+        })
+    };
+    let running = wait_until(
+        &api,
+        name,
+        "ImagePullFailed while the Job runs",
+        &manager,
+        |t| said(t, "fails at its deadline"),
+    )
+    .await;
+    let (_, _, message) = condition(&running, "ApplyJobSucceeded").expect("condition");
+    assert!(
+        message.contains("ErrImagePull") || message.contains("ImagePullBackOff"),
+        "{message}"
+    );
+    assert!(
+        running
+            .status
+            .as_ref()
+            .and_then(|s| s.workspace.active_job.as_ref())
+            .is_some(),
+        "the Job still runs"
+    );
+
+    // At the deadline the failure keeps its cause rather than reading JobDeadlineExceeded.
+    wait_until(
+        &api,
+        name,
+        "ImagePullFailed at the deadline",
+        &manager,
+        |t| said(t, "reached its deadline without it"),
+    )
+    .await;
+}

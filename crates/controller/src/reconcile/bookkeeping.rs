@@ -40,6 +40,8 @@ pub struct Finished {
     pub container_started_at: Option<Timestamp>,
     /// The Job's annotations at creation (`captf.io/inputs-hash`, `captf.io/approved-plan`, ...).
     pub annotations: BTreeMap<String, String>,
+    /// Its pod still waits for an image ([`super::image_pull::pull_failure`]).
+    pub pull_failure: Option<String>,
 }
 
 impl Finished {
@@ -263,6 +265,7 @@ pub async fn collect(
                 .map(|t| t.0),
             finished_at: job.finished_at,
             annotations: job.annotations.clone(),
+            pull_failure: pod.as_ref().and_then(super::image_pull::pull_failure),
         });
     }
     Ok(out)
@@ -443,6 +446,7 @@ mod tests {
             finished_at: None,
             container_started_at: None,
             annotations: BTreeMap::new(),
+            pull_failure: None,
         }
     }
 

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod credentials;
 pub mod dependents;
 pub mod identity;
+pub mod image_pull;
 pub mod jobs;
 pub mod launch;
 pub mod leases;

@@ -433,6 +433,26 @@ where
             }
         } else {
             set_block_move(&api, self.object, true).await?;
+            if let Some(job) = active.filter(|j| {
+                matches!(
+                    j.op,
+                    captf_api::Operation::Apply
+                        | captf_api::Operation::Plan
+                        | captf_api::Operation::Destroy
+                )
+            }) && let Some(why) =
+                super::image_pull::of_active(&self.ctx.client, self.key.namespace(), job, self.now)
+                    .await?
+            {
+                conds.set(
+                    types::APPLY_JOB_SUCCEEDED,
+                    Status::False,
+                    reasons::IMAGE_PULL_FAILED,
+                    &super::image_pull::while_running(&job.name, &why),
+                    self.generation,
+                    self.now,
+                );
+            }
         }
         conds.summarize_ready(self.key.kind(), provisioned, self.generation, self.now);
         patch_status(
@@ -448,6 +468,8 @@ where
         finish_bookkeeping(self.ctx, self.key, finished).await?;
         Ok(Action::requeue(if paused {
             self.ctx.args.sync_period
+        } else if active.is_some_and(super::image_pull::no_ready_pod) {
+            super::image_pull::RECHECK
         } else {
             crate::schedule::ACTIVE_JOB_REQUEUE
         }))

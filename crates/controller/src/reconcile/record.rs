@@ -153,11 +153,37 @@ where
                 );
             }
             (Operation::Apply | Operation::Plan | Operation::Destroy, false) => {
+                // The pod may be gone by now: what an earlier pass saw of it counts too.
+                let seen_earlier = conds
+                    .get(types::APPLY_JOB_SUCCEEDED)
+                    .filter(|c| c.reason == reasons::IMAGE_PULL_FAILED)
+                    .and_then(|c| super::image_pull::said_while_running(&c.message, &f.name))
+                    .map(str::to_owned);
+                let pull = f
+                    .pull_failure
+                    .clone()
+                    .or(seen_earlier)
+                    .map(|why| format!("Job {}: {why}", f.name));
+                let image_layout = f
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.error.as_ref())
+                    .is_some_and(|e| e.kind == ErrorKind::ImageLayout);
+                let trouble = match (&pull, image_layout) {
+                    (Some(_), _) => Some(ImageTrouble::Pull),
+                    (None, true) => Some(ImageTrouble::Layout),
+                    (None, false) => None,
+                };
+                let message = match (&pull, f.deadline) {
+                    (Some(why), true) => format!("{why}; it reached its deadline without it"),
+                    (Some(why), false) => why.clone(),
+                    (None, _) => f.summary(),
+                };
                 conds.set(
                     types::APPLY_JOB_SUCCEEDED,
                     Status::False,
-                    failure_reason(f.op, f.deadline),
-                    &f.summary(),
+                    apply_failure_reason(f.op, f.deadline, trouble),
+                    &message,
                     generation,
                     now,
                 );
@@ -286,6 +312,29 @@ where
 }
 
 /// The reason a failed Job of `op` leaves on its operation's condition.
+/// What was wrong with a failed Job's image, if anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ImageTrouble {
+    /// Its pod could not pull it.
+    Pull,
+    /// The runner found no module or engine in it (`image-layout`).
+    Layout,
+}
+
+/// The reason a failed apply, plan or destroy leaves on `ApplyJobSucceeded`. A pull failure
+/// is told before the deadline it ends in (concepts §14.2).
+fn apply_failure_reason(
+    op: Operation,
+    deadline: bool,
+    image: Option<ImageTrouble>,
+) -> &'static str {
+    match image {
+        Some(ImageTrouble::Pull) => reasons::IMAGE_PULL_FAILED,
+        Some(ImageTrouble::Layout) if !deadline => reasons::IMAGE_INVALID,
+        _ => failure_reason(op, deadline),
+    }
+}
+
 fn failure_reason(op: Operation, deadline: bool) -> &'static str {
     match (op, deadline) {
         (Operation::Drift | Operation::Refresh, true) => reasons::DRIFT_JOB_DEADLINE_EXCEEDED,
@@ -373,6 +422,28 @@ mod tests {
         }
     }
 
+    #[test]
+    fn image_trouble_is_told_before_the_deadline() {
+        use ImageTrouble::*;
+        use Operation::*;
+        let rows = [
+            (Apply, true, Some(Pull), reasons::IMAGE_PULL_FAILED),
+            (Destroy, false, Some(Pull), reasons::IMAGE_PULL_FAILED),
+            (Apply, false, Some(Layout), reasons::IMAGE_INVALID),
+            (Plan, false, Some(Layout), reasons::IMAGE_INVALID),
+            (Apply, true, Some(Layout), reasons::JOB_DEADLINE_EXCEEDED),
+            (Apply, true, None, reasons::JOB_DEADLINE_EXCEEDED),
+            (Destroy, false, None, reasons::DESTROY_FAILED),
+        ];
+        for (op, deadline, image, want) in rows {
+            assert_eq!(
+                apply_failure_reason(op, deadline, image),
+                want,
+                "{op} deadline={deadline} {image:?}"
+            );
+        }
+    }
+
     fn finished(op: Operation, succeeded: bool, deadline: bool) -> Finished {
         Finished {
             name: "captf-c-a-apply-a1-000000".into(),
@@ -387,6 +458,7 @@ mod tests {
             finished_at: None,
             container_started_at: None,
             annotations: BTreeMap::new(),
+            pull_failure: None,
         }
     }
 
