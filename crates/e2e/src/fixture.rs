@@ -173,6 +173,24 @@ where
     .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()))
 }
 
+/// Waits until a Job whose name contains `part` (e.g. `-destroy-`) exists in `ns`; panics
+/// with the manager's log. Look for a Job before its owner goes: it is collected with it.
+pub async fn wait_for_job(client: &kube::Client, ns: &str, part: &str, manager: &Manager) {
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), ns);
+    wait_for(&format!("a Job named *{part}*"), TIMEOUT, || async {
+        let list = jobs
+            .list_metadata(&kube::api::ListParams::default())
+            .await?
+            .items;
+        Ok(list
+            .iter()
+            .any(|j| j.metadata.name.as_deref().is_some_and(|n| n.contains(part)))
+            .then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+}
+
 /// Whether a condition has this status and reason.
 pub fn has<K: Conditioned>(tc: &K, type_: &str, status: &str, reason: &str) -> bool {
     condition(tc, type_).is_some_and(|c| c.0 == status && c.1 == reason)

@@ -5,7 +5,6 @@
 use captf_api::TerraformCluster;
 use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::RoleBinding;
@@ -53,21 +52,7 @@ async fn a_paused_deletion_waits_and_says_why_then_destroys_when_unpaused() {
     );
 
     annotate(&api, name, "cluster.x-k8s.io/paused", None).await;
-    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
-    wait_for("a destroy Job once unpaused", TIMEOUT, || async {
-        let list = jobs.list(&ListParams::default()).await?.items;
-        Ok(list
-            .iter()
-            .any(|j| {
-                j.metadata
-                    .name
-                    .as_deref()
-                    .is_some_and(|n| n.contains("-destroy-"))
-            })
-            .then_some(()))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    wait_for_job(&client, &ns, "-destroy-", &manager).await;
     wait_for("the TerraformCluster to be gone", TIMEOUT, || async {
         Ok(api.get_opt(name).await?.is_none().then_some(()))
     })
@@ -307,25 +292,7 @@ spec:
         .expect("delete the machine");
     // The destroy runs once the machine is gone (its Job is garbage-collected with the
     // cluster, so it is looked for before).
-    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
-    wait_for(
-        "a destroy Job once the machine is gone",
-        TIMEOUT,
-        || async {
-            let list = jobs.list_metadata(&ListParams::default()).await?.items;
-            Ok(list
-                .iter()
-                .any(|j| {
-                    j.metadata
-                        .name
-                        .as_deref()
-                        .is_some_and(|n| n.contains("-destroy-"))
-                })
-                .then_some(()))
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    wait_for_job(&client, &ns, "-destroy-", &manager).await;
     wait_for("the TerraformCluster gone", TIMEOUT, || async {
         Ok(api.get_opt(&name).await?.is_none().then_some(()))
     })

@@ -5,7 +5,7 @@
 use captf_api::TerraformCluster;
 use captf_e2e::fixture::{
     TIMEOUT, assert_lines_start_with, condition, create_cluster, namespace_with_identity,
-    reasons_and_notes, runner_events,
+    reasons_and_notes, runner_events, wait_for_job,
 };
 use captf_e2e::{Manager, manager_kubeconfig};
 use captf_testenv::wait_for;
@@ -162,20 +162,7 @@ async fn lifecycle(engine_tag: &str, prefix: &str) {
     api.delete(name, &DeleteParams::default())
         .await
         .expect("delete");
-    wait_for("a destroy Job", TIMEOUT, || async {
-        let list = jobs.list(&ListParams::default()).await?.items;
-        Ok(list
-            .iter()
-            .any(|j| {
-                j.metadata
-                    .name
-                    .as_deref()
-                    .is_some_and(|n| n.contains("-destroy-"))
-            })
-            .then_some(()))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    wait_for_job(&client, &ns, "-destroy-", &manager).await;
     wait_for("the TerraformCluster to be gone", TIMEOUT, || async {
         Ok(api.get_opt(name).await?.is_none().then_some(()))
     })

@@ -167,6 +167,28 @@ impl Finished {
     }
 }
 
+#[cfg(test)]
+impl Finished {
+    /// A finished Job of `op` with no result, timestamps or markers.
+    pub(crate) fn for_test(op: Operation, succeeded: bool, deadline: bool) -> Finished {
+        Finished {
+            name: format!("captf-c-demo-{op}-a1-000000"),
+            op,
+            succeeded,
+            deadline,
+            result: None,
+            image_id: None,
+            markers: BTreeMap::new(),
+            created_at: None,
+            started_at: None,
+            finished_at: None,
+            container_started_at: None,
+            annotations: BTreeMap::new(),
+            pull_failure: None,
+        }
+    }
+}
+
 /// Reads the result of every finished Job that was not bookkept yet.
 pub async fn collect(
     client: &kube::Client,
@@ -433,21 +455,9 @@ mod tests {
     use super::*;
 
     fn finished(op: Operation, succeeded: bool) -> Finished {
-        Finished {
-            name: "captf-c-demo-apply-a1-000000".into(),
-            op,
-            succeeded,
-            deadline: false,
-            result: Some(ResultDocument::new(op.as_str(), "img", &[])),
-            image_id: None,
-            markers: BTreeMap::new(),
-            created_at: None,
-            started_at: None,
-            finished_at: None,
-            container_started_at: None,
-            annotations: BTreeMap::new(),
-            pull_failure: None,
-        }
+        let mut f = Finished::for_test(op, succeeded, false);
+        f.result = Some(ResultDocument::new(op.as_str(), "img", &[]));
+        f
     }
 
     /// The series `count` leaves, as the scrape shows them.

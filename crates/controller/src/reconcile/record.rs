@@ -392,8 +392,6 @@ fn finished_event(f: &Finished) -> Option<FinishedEvent> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use captf_runner::result::{ResultDocument, RunError};
 
     use super::*;
@@ -445,21 +443,7 @@ mod tests {
     }
 
     fn finished(op: Operation, succeeded: bool, deadline: bool) -> Finished {
-        Finished {
-            name: "captf-c-a-apply-a1-000000".into(),
-            op,
-            succeeded,
-            deadline,
-            result: None,
-            image_id: None,
-            markers: BTreeMap::new(),
-            created_at: None,
-            started_at: None,
-            finished_at: None,
-            container_started_at: None,
-            annotations: BTreeMap::new(),
-            pull_failure: None,
-        }
+        Finished::for_test(op, succeeded, deadline)
     }
 
     fn with_error(mut f: Finished, kind: ErrorKind) -> Finished {
