@@ -153,7 +153,10 @@ where
                 );
             }
             (Operation::Apply | Operation::Plan | Operation::Destroy, false) => {
-                // The pod may be gone by now: what an earlier pass saw of it counts too.
+                // A Job with a result ran its runner, so its images were pulled; one without
+                // may have waited for them. Its pod may be gone by now: what an earlier pass
+                // saw of it counts too.
+                let no_result = f.result.is_none();
                 let seen_earlier = conds
                     .get(types::APPLY_JOB_SUCCEEDED)
                     .filter(|c| c.reason == reasons::IMAGE_PULL_FAILED)
@@ -163,6 +166,7 @@ where
                     .pull_failure
                     .clone()
                     .or(seen_earlier)
+                    .filter(|_| no_result)
                     .map(|why| format!("Job {}: {why}", f.name));
                 let image_layout = f
                     .result
