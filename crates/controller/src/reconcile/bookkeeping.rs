@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use captf_api::names::{self, ObjectKey};
 use captf_api::{LastRun, Operation, RunErrorKind, RunStep, annotations};
 use captf_runner::result::{ErrorKind, ResultDocument};
+use captf_runner::steps::step_label;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
@@ -18,7 +19,6 @@ use crate::manager::Metrics;
 use crate::manager::metrics::{
     JobError, KindAction, KindOp, KindOpAction, KindOpResult, KindOpStep, ObjectOp,
 };
-use captf_runner::steps::step_label;
 
 /// What one finished Job told us.
 #[derive(Clone, Debug)]
@@ -399,7 +399,8 @@ pub fn count(metrics: &Metrics, kind: &'static str, key: &ObjectKey, f: &Finishe
                 op,
                 step: step_label(&step.name),
             })
-            .observe(step.seconds);
+            // Untrusted too: a negative or NaN time reads 0.
+            .observe(step.seconds.max(0.0));
     }
     if let Some(c) = &result.changes {
         for (action, n) in [

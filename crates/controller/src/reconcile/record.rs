@@ -315,7 +315,6 @@ where
     }
 }
 
-/// The reason a failed Job of `op` leaves on its operation's condition.
 /// What was wrong with a failed Job's image, if anything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ImageTrouble {
@@ -339,6 +338,7 @@ fn apply_failure_reason(
     }
 }
 
+/// The reason a failed Job of `op` leaves on its operation's condition.
 fn failure_reason(op: Operation, deadline: bool) -> &'static str {
     match (op, deadline) {
         (Operation::Drift | Operation::Refresh, true) => reasons::DRIFT_JOB_DEADLINE_EXCEEDED,
