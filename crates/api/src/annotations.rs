@@ -9,6 +9,9 @@ pub const APPROVE_PLAN: &str = "captf.io/approve-plan";
 pub const APPROVE_DESTRUCTIVE_PLAN: &str = "captf.io/approve-destructive-plan";
 /// Restore the backup with this serial.
 pub const RESTORE_STATE: &str = "captf.io/restore-state";
+/// Accept the state of this lineage, now in the object's state Secrets, as the object's own:
+/// after a `StateLineageMismatch` or `StateWithoutInputsHash` hold (docs/backups.md).
+pub const ADOPT_STATE: &str = "captf.io/adopt-state";
 /// Release a held deletion without a destroy; the value must be the object's `metadata.uid`.
 pub const ABANDON_INFRASTRUCTURE: &str = "captf.io/abandon-infrastructure";
 /// CAPI pause annotation.
@@ -87,6 +90,9 @@ pub const IMAGE: &str = "captf.io/image";
 pub const IMAGE_DIGEST: &str = "captf.io/image-digest";
 /// `true` once the object ever applied (never cleared).
 pub const APPLIED: &str = "captf.io/applied";
+/// The lineage of the object's state (also on restore Jobs: the backup's). A readable state of
+/// another lineage is not the object's.
+pub const STATE_LINEAGE: &str = "captf.io/state-lineage";
 /// A cluster or pool apply Job deleted while running.
 pub const INTERRUPTED_APPLY: &str = "captf.io/interrupted-apply";
 /// Pool: JSON of a held exports change.
@@ -108,6 +114,8 @@ pub const DESTRUCTIVE_PLAN_BLOCKED: &str = "captf.io/destructive-plan-blocked";
 pub const PLAN_HASH: &str = "captf.io/plan-hash";
 /// The approved plan no longer matched.
 pub const PLAN_CHANGED: &str = "captf.io/plan-changed";
+/// The runner found another state than the one the Job was started for and stopped.
+pub const STATE_MISMATCH: &str = "captf.io/state-mismatch";
 /// A plan Job succeeded without a readable plan.
 pub const PLAN_UNREADABLE: &str = "captf.io/plan-unreadable";
 /// The apply remediates drift.

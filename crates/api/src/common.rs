@@ -358,6 +358,8 @@ pub enum RunErrorKind {
     Blocked,
     /// An apply approved for one plan produced a different plan.
     PlanChanged,
+    /// The backend held another state than the one the Job was started for.
+    StateMismatch,
 }
 
 /// Why a run failed.
@@ -517,6 +519,11 @@ pub struct WorkspaceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub last_restored_serial: Option<i64>,
+    /// The lineage of the object's state (also recorded on the durable inputs and each backup):
+    /// a readable state of another lineage reads `StateLineageMismatch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    pub state_lineage: Option<String>,
     /// The kubernetes backend `secret_suffix` (informational).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63))]

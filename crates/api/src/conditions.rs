@@ -192,6 +192,17 @@ pub mod reasons {
     pub const STATE_LOCKED: &str = "StateLocked";
     /// No state yet.
     pub const STATE_NOT_FOUND: &str = "StateNotFound";
+    /// A readable state of another lineage than the object's: nothing runs until a restore or
+    /// `captf.io/adopt-state`.
+    pub const STATE_LINEAGE_MISMATCH: &str = "StateLineageMismatch";
+    /// The object applied before and its state has no inputs hash: CAPTF cannot tell what
+    /// produced it, so nothing runs until `captf.io/adopt-state` or a restore.
+    pub const STATE_WITHOUT_INPUTS_HASH: &str = "StateWithoutInputsHash";
+
+    // ApplyJobSucceeded, DriftJobSucceeded.
+    /// The runner found another state than the one the Job was started for; the engine did not
+    /// run against it (StateReadable says what the state is now).
+    pub const STATE_MISMATCH: &str = "StateMismatch";
 
     // RestoreJobSucceeded.
     /// The restore succeeded.
@@ -414,6 +425,7 @@ pub fn allowed_reasons(condition_type: &str) -> Option<AllowedReasons> {
                 JOB_POLICY_INVALID,
                 DESTRUCTIVE_PLAN_BLOCKED,
                 SERVICE_ACCOUNT_NOT_OPTED_IN,
+                STATE_MISMATCH,
             ],
             &[
                 NO_APPLY_YET,
@@ -433,6 +445,8 @@ pub fn allowed_reasons(condition_type: &str) -> Option<AllowedReasons> {
                 STATE_INCONSISTENT,
                 STATE_LOST,
                 STATE_LOCKED,
+                STATE_LINEAGE_MISMATCH,
+                STATE_WITHOUT_INPUTS_HASH,
             ],
             &[STATE_NOT_FOUND],
         ),
@@ -469,7 +483,11 @@ pub fn allowed_reasons(condition_type: &str) -> Option<AllowedReasons> {
         ),
         types::DRIFT_JOB_SUCCEEDED => allowed(
             &[DRIFT_CHECKED],
-            &[DRIFT_JOB_FAILED, DRIFT_JOB_DEADLINE_EXCEEDED],
+            &[
+                DRIFT_JOB_FAILED,
+                DRIFT_JOB_DEADLINE_EXCEEDED,
+                STATE_MISMATCH,
+            ],
             &[
                 DRIFT_NOT_CHECKED,
                 DRIFT_JOB_RUNNING,

@@ -58,6 +58,8 @@ pub const WAITING_FOR_MACHINE_OPERATIONS: &str = "WaitingForMachineOperations";
 pub const REPLICAS_WRITTEN_BACK: &str = "ReplicasWrittenBack";
 /// A restore Job pushed a backup.
 pub const STATE_RESTORED: &str = "StateRestored";
+/// `captf.io/adopt-state` made a state the object's own.
+pub const STATE_ADOPTED: &str = "StateAdopted";
 /// Runner: a run started.
 pub const RUN_STARTED: &str = "RunStarted";
 /// Runner: a step started.

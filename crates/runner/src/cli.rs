@@ -105,6 +105,11 @@ pub struct RunArgs {
     /// Grace for an interrupted step between SIGTERM and SIGKILL.
     #[arg(long, default_value = DEFAULT_STOP_TIMEOUT, value_parser = parse_duration)]
     pub stop_timeout: Duration,
+    /// The state the Job was started for: `none` (a first apply) or `<lineage>:<serial>`. The
+    /// runner checks it before `init` and right after it, and stops before the engine touches a
+    /// state that differs (error kind `state-mismatch`); a restore checks its result against it.
+    #[arg(long, value_parser = parse_expected_state)]
+    pub expect_state: Option<crate::expect::ExpectedState>,
     /// Stale state lock ID to release right after init.
     #[arg(long, default_value = "")]
     pub force_unlock: String,
@@ -159,6 +164,10 @@ impl RunArgs {
     {
         RunOnly::try_parse_from(args).map(|r| r.args)
     }
+}
+
+fn parse_expected_state(s: &str) -> Result<crate::expect::ExpectedState, String> {
+    s.parse()
 }
 
 fn parse_op(s: &str) -> Result<Operation, String> {

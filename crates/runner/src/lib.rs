@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod cli;
 pub mod copy;
 pub mod diagnostics;
@@ -25,6 +26,7 @@ pub mod drift;
 pub mod error;
 pub mod events;
 pub mod exec;
+pub mod expect;
 pub mod plan;
 pub mod prepare;
 pub mod redact;

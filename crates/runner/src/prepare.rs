@@ -14,7 +14,6 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::plan::MIN_PLAN_KEY_BYTES;
 use crate::redact::Redactor;
-use crate::steps::RESTORE_STATE_FILE;
 
 /// The root module's folder under the workdir.
 pub const ROOT_DIR: &str = "root";
@@ -323,23 +322,32 @@ pub fn read_plan_key(path: &Path) -> Result<Vec<u8>> {
     Ok(key)
 }
 
-/// Assembles the backup chunks `<config>/restore/0 … <chunks-1>` (the gzip stream of a state,
-/// split like the kubernetes backend splits it), decompresses the first gzip member under
-/// [`MAX_RESTORE_BYTES`], checks it is a JSON object, and writes it to
-/// `<workdir>/restore.tfstate` (0600). Returns its path.
-pub fn assemble_restore(config: &Path, chunks: usize, workdir: &Path) -> Result<PathBuf> {
+/// A restore's backup, read from `<config>/restore/0 … <chunks-1>`.
+#[derive(Debug)]
+pub struct RestoreBackup {
+    /// Each chunk's bytes, in order: written back verbatim as the state's Secrets.
+    pub chunks: Vec<Vec<u8>>,
+    /// The state's lineage.
+    pub lineage: String,
+    /// The state's serial.
+    pub serial: u64,
+}
+
+/// Reads the backup chunks `<config>/restore/0 … <chunks-1>` (the gzip stream of a state, split
+/// like the kubernetes backend splits it), decompresses the first gzip member under
+/// [`MAX_RESTORE_BYTES`] and checks it is a state document with a lineage and a serial.
+pub fn assemble_restore(config: &Path, chunks: usize) -> Result<RestoreBackup> {
     if chunks == 0 || chunks > MAX_RESTORE_CHUNKS {
         return Err(Error::Restore(format!(
             "--restore-chunks is {chunks}; a restore needs 1 to {MAX_RESTORE_CHUNKS} chunks"
         )));
     }
-    let mut compressed = Vec::new();
+    let mut parts = Vec::with_capacity(chunks);
     for i in 0..chunks {
         let path = config.join("restore").join(i.to_string());
-        let mut bytes =
-            std::fs::read(&path).map_err(|e| Error::io("reading backup chunk", &path, e))?;
-        compressed.append(&mut bytes);
+        parts.push(std::fs::read(&path).map_err(|e| Error::io("reading backup chunk", &path, e))?);
     }
+    let compressed = parts.concat();
     let mut json = Vec::new();
     flate2::read::GzDecoder::new(compressed.as_slice())
         .take(MAX_RESTORE_BYTES + 1)
@@ -350,8 +358,8 @@ pub fn assemble_restore(config: &Path, chunks: usize, workdir: &Path) -> Result<
             "the state decompresses to more than {MAX_RESTORE_BYTES} bytes"
         )));
     }
-    match serde_json::from_slice::<Value>(&json) {
-        Ok(Value::Object(_)) => {}
+    let doc = match serde_json::from_slice::<Value>(&json) {
+        Ok(Value::Object(doc)) => doc,
         Ok(_) => return Err(Error::Restore("the state is not a JSON object".into())),
         Err(e) => {
             return Err(Error::Restore(format!(
@@ -360,10 +368,20 @@ pub fn assemble_restore(config: &Path, chunks: usize, workdir: &Path) -> Result<
                 e.column()
             )));
         }
+    };
+    let lineage = doc
+        .get("lineage")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let serial = doc.get("serial").and_then(Value::as_u64);
+    match serial {
+        Some(serial) if !lineage.is_empty() => Ok(RestoreBackup {
+            chunks: parts,
+            lineage: lineage.to_owned(),
+            serial,
+        }),
+        _ => Err(Error::Restore("the state has no lineage or serial".into())),
     }
-    let dest = workdir.join(RESTORE_STATE_FILE);
-    write_private(&dest, &json)?;
-    Ok(dest)
 }
 
 #[cfg(test)]
@@ -603,18 +621,25 @@ mod tests {
         let (a, b) = gz.split_at(gz.len() / 2);
         std::fs::write(config.join("restore/0"), a).expect("write");
         std::fs::write(config.join("restore/1"), b).expect("write");
-        let path = assemble_restore(&config, 2, tmp.path()).expect("assembled");
-        assert_eq!(std::fs::read(&path).expect("read"), state);
+        let backup = assemble_restore(&config, 2).expect("assembled");
+        assert_eq!(backup.chunks, [a.to_vec(), b.to_vec()]);
+        assert_eq!((backup.lineage.as_str(), backup.serial), ("l", 3));
         for (n, want) in [
             (0, "needs 1 to 32"),
             (1, "not one gzip stream"),
             (3, "reading backup chunk"),
         ] {
-            let err = assemble_restore(&config, n, tmp.path())
-                .expect_err("fails")
-                .to_string();
+            let err = assemble_restore(&config, n).expect_err("fails").to_string();
             assert!(err.contains(want), "{n}: {err}");
         }
+        let mut enc = GzEncoder::new(Vec::new(), Compression::default());
+        enc.write_all(br#"{"version":4,"resources":[]}"#)
+            .expect("gzip");
+        std::fs::write(config.join("restore/0"), enc.finish().expect("gzip")).expect("write");
+        let err = assemble_restore(&config, 1)
+            .expect_err("no lineage")
+            .to_string();
+        assert!(err.contains("no lineage or serial"), "{err}");
     }
 
     #[test]

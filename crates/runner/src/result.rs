@@ -42,6 +42,9 @@ pub enum ErrorKind {
     Blocked,
     /// An approved apply planned something else (no step).
     PlanChanged,
+    /// The backend holds another state than the one the Job was started for (step
+    /// `state-check`); the engine did not run against it.
+    StateMismatch,
 }
 
 impl ErrorKind {
@@ -53,6 +56,7 @@ impl ErrorKind {
             ErrorKind::Interrupted => "interrupted",
             ErrorKind::Blocked => "blocked",
             ErrorKind::PlanChanged => "plan-changed",
+            ErrorKind::StateMismatch => "state-mismatch",
         }
     }
 }

@@ -7,17 +7,20 @@ use captf_api::Operation;
 use captf_contract::render::{MAIN_TF_FILE, TFVARS_FILE};
 use tokio::sync::watch;
 
+use crate::backend::{self, BackendSettings};
 use crate::cli::RunArgs;
 use crate::diagnostics::{error_resources, failure_summary, managed_addresses};
 use crate::drift::Drift;
 use crate::events::{self, Progress, Severity};
 use crate::exec::{Engine, StepRun, Stop, run_step, runtime_version};
+use crate::expect::{ExpectedState, Match, verify};
 use crate::plan::{EMPTY_PLAN_HASH, Plan, PlanSummary, blocked_summary};
 use crate::prepare;
 use crate::redact::Redactor;
 use crate::result::{Changes, ErrorKind, ResultDocument, RunError, StepRecord};
 use crate::steps::{
-    ERRORED_STATE_FILE, PREPARE_STEP, Step, StepName, StepOptions, errored_state_push, steps,
+    ERRORED_STATE_FILE, PREPARE_STEP, STATE_CHECK_STEP, STATE_REPLACE_STEP, Step, StepName,
+    StepOptions, errored_state_push, steps,
 };
 use crate::{EXIT_FAILURE, EXIT_OK};
 
@@ -103,6 +106,9 @@ fn finished(
             "was blocked before a plan that deletes or replaces resources".to_owned()
         }
         ErrorKind::PlanChanged => "stopped: the plan differs from the approved one".to_owned(),
+        ErrorKind::StateMismatch => {
+            "stopped: the backend holds another state than the one it was started for".to_owned()
+        }
         ErrorKind::ImageLayout => "failed: the image does not follow the image contract".to_owned(),
     };
     if let Some(step) = error
@@ -126,6 +132,13 @@ struct Runner<'a> {
     doc: ResultDocument,
     redactor: Redactor,
     bin: Vec<String>,
+}
+
+/// Where and what the state checks compare.
+struct StateGuard {
+    client: kube::Client,
+    backend: BackendSettings,
+    expected: ExpectedState,
 }
 
 /// Ends the run: `Err` carries the exit code, the document is already filled.
@@ -252,10 +265,57 @@ impl<'a> Runner<'a> {
             Err(e) => return self.fail(ErrorKind::Step, Some(PREPARE_STEP), &e.to_string()),
         }
 
-        if a.op == Operation::Restore
-            && let Err(e) = prepare::assemble_restore(&a.config, a.restore_chunks, &a.workdir)
-        {
-            return self.fail(ErrorKind::Step, Some(PREPARE_STEP), &e.to_string());
+        let backup = if a.op == Operation::Restore {
+            match prepare::assemble_restore(&a.config, a.restore_chunks) {
+                Ok(b) => Some(b),
+                Err(e) => return self.fail(ErrorKind::Step, Some(PREPARE_STEP), &e.to_string()),
+            }
+        } else {
+            None
+        };
+        // What the backend must hold: what the manager saw, or for a restore the backup itself.
+        let expected = match (&backup, &a.expect_state) {
+            (Some(b), expected) => {
+                let restored = ExpectedState::Lineage {
+                    lineage: b.lineage.clone(),
+                    serial: b.serial,
+                };
+                if expected.as_ref().is_some_and(|e| *e != restored) {
+                    let summary = format!(
+                        "the backup holds lineage {} at serial {}, not the {} the Job was started for",
+                        b.lineage,
+                        b.serial,
+                        expected
+                            .as_ref()
+                            .map(ToString::to_string)
+                            .unwrap_or_default()
+                    );
+                    return self.fail(ErrorKind::Step, Some(PREPARE_STEP), &summary);
+                }
+                Some(restored)
+            }
+            (None, expected) => expected.clone(),
+        };
+        let guard = match &expected {
+            Some(expected) => Some(self.state_guard(expected.clone())?),
+            None => None,
+        };
+        match (&guard, &backup) {
+            (Some(guard), Some(backup)) => {
+                if let Err(e) =
+                    backend::replace(&guard.client, &guard.backend, &backup.chunks).await
+                {
+                    return self.fail(ErrorKind::Step, Some(STATE_REPLACE_STEP), &e);
+                }
+                tracing::info!(
+                    lineage = %backup.lineage,
+                    serial = backup.serial,
+                    chunks = backup.chunks.len(),
+                    "the backup replaced the state Secrets"
+                );
+            }
+            (Some(guard), None) => self.check_state(guard, Match::AtLeast).await?,
+            (None, _) => {}
         }
 
         let key = if self.fingerprints() {
@@ -301,9 +361,20 @@ impl<'a> Runner<'a> {
         );
 
         let mut previous_exit: Option<i32> = None;
+        let mut checked_after_init = false;
         for step in &list {
             if step.name == StepName::ShowJson && previous_exit != Some(2) {
                 continue;
+            }
+            // Again once init is done: a state deleted or replaced while the pod started and
+            // init ran is caught before the first step that reads or writes it.
+            if !matches!(step.name, StepName::Init | StepName::ForceUnlock)
+                && !checked_after_init
+                && backup.is_none()
+                && let Some(guard) = &guard
+            {
+                self.check_state(guard, Match::AtLeast).await?;
+                checked_after_init = true;
             }
             if *self.shutdown.borrow() {
                 return self.fail(
@@ -321,7 +392,70 @@ impl<'a> Runner<'a> {
                 break;
             }
         }
+        // A restore ends with what the engine read back being the backup itself.
+        if backup.is_some()
+            && let Some(guard) = &guard
+        {
+            self.check_state(guard, Match::Exactly).await?;
+        }
         Ok(())
+    }
+
+    /// The client and backend settings the state checks use; a usage error when the backend
+    /// config does not say where the state is.
+    fn state_guard(&mut self, expected: ExpectedState) -> Result<StateGuard, u8> {
+        let pod_namespace = self
+            .env
+            .iter()
+            .find(|(k, _)| k == "KUBE_NAMESPACE")
+            .map(|(_, v)| v.clone());
+        let backend = match BackendSettings::from_config(&self.args.backend_config, pod_namespace) {
+            Ok(b) => b,
+            Err(e) => {
+                self.fail(ErrorKind::Step, Some(STATE_CHECK_STEP), &e)?;
+                return Err(EXIT_FAILURE);
+            }
+        };
+        let client = kube::Config::incluster()
+            .map_err(|e| e.to_string())
+            .and_then(|c| kube::Client::try_from(c).map_err(|e| e.to_string()));
+        match client {
+            Ok(client) => Ok(StateGuard {
+                client,
+                backend,
+                expected,
+            }),
+            Err(e) => {
+                let summary = format!("cannot reach the API server to check the state: {e}");
+                self.fail(ErrorKind::Step, Some(STATE_CHECK_STEP), &summary)?;
+                Err(EXIT_FAILURE)
+            }
+        }
+    }
+
+    /// Reads the backend's state and compares it with what the Job was started for. A
+    /// difference ends the run as `state-mismatch`; a failed read as a failed `state-check`.
+    async fn check_state(&mut self, guard: &StateGuard, how: Match) -> Flow {
+        let found = match backend::read(&guard.client, &guard.backend).await {
+            Ok(found) => found,
+            Err(e) => return self.fail(ErrorKind::Step, Some(STATE_CHECK_STEP), &e),
+        };
+        match verify(&guard.expected, &found, how) {
+            Ok(()) => {
+                tracing::info!(expected = %guard.expected, found = %found, "state checked");
+                Ok(())
+            }
+            Err(summary) => {
+                tracing::error!(expected = %guard.expected, found = %found, "state mismatch");
+                self.event(
+                    Severity::Warning,
+                    events::STEP_FAILED,
+                    STATE_CHECK_STEP,
+                    summary.clone(),
+                );
+                self.fail(ErrorKind::StateMismatch, Some(STATE_CHECK_STEP), &summary)
+            }
+        }
     }
 
     async fn exec(&mut self, engine: &Engine, step: &Step) -> Result<StepRun, u8> {

@@ -11,7 +11,11 @@
 //! | `refresh` | init, [force-unlock], `apply C -refresh-only -auto-approve V` |
 //! | `drift` | init, [force-unlock], `apply C -refresh-only -auto-approve V`, `plan C -detailed-exitcode -refresh=false V -out=<workdir>/plan.tfplan`, `show -json -no-color <workdir>/plan.tfplan` |
 //! | `plan` | init, [force-unlock], validate, `plan C -detailed-exitcode V -out=<workdir>/plan.tfplan`, show-json |
-//! | `restore` | init, [force-unlock], `state push -force -lock-timeout=<N>s <workdir>/restore.tfstate`, `state list` |
+//! | `restore` | (`state-replace`), init, [force-unlock], `state list` |
+//!
+//! Around the engine's steps the runner checks the state itself (`--expect-state`): before init
+//! and right after it (`state-check`); a restore first writes the backup into the backend's
+//! Secrets (`state-replace`) and checks the result after `state list`.
 //!
 //! `show-json` runs only when the step before it exited 2 (the plan has changes); that decision
 //! belongs to [`crate::run`].
@@ -25,8 +29,6 @@ use captf_contract::render::TFVARS_FILE;
 pub const PLAN_FILE: &str = "plan.tfplan";
 /// Saved plan of a guarded or approved apply, under the workdir.
 pub const APPLY_PLAN_FILE: &str = "apply.tfplan";
-/// The assembled backup of a restore, under the workdir.
-pub const RESTORE_STATE_FILE: &str = "restore.tfstate";
 /// What an engine writes into the root dir when it cannot persist state after an apply/destroy.
 pub const ERRORED_STATE_FILE: &str = "errored.tfstate";
 
@@ -101,6 +103,10 @@ impl std::fmt::Display for StepName {
 pub const PREPARE_STEP: &str = "prepare";
 /// Pseudo-step of command-line errors.
 pub const FLAGS_STEP: &str = "flags";
+/// Pseudo-step of the runner's own check of the state (`--expect-state`).
+pub const STATE_CHECK_STEP: &str = "state-check";
+/// Pseudo-step of a restore writing the backup into the backend's Secrets.
+pub const STATE_REPLACE_STEP: &str = "state-replace";
 
 /// A bounded label for a step name read from an untrusted result: a known step, `prepare`,
 /// `flags`, else `other`.
@@ -108,7 +114,12 @@ pub fn step_label(name: &str) -> &'static str {
     StepName::ALL
         .iter()
         .map(|s| s.as_str())
-        .chain([PREPARE_STEP, FLAGS_STEP])
+        .chain([
+            PREPARE_STEP,
+            FLAGS_STEP,
+            STATE_CHECK_STEP,
+            STATE_REPLACE_STEP,
+        ])
         .find(|s| *s == name)
         .unwrap_or("other")
 }
@@ -278,16 +289,8 @@ pub fn steps(op: Operation, o: &StepOptions) -> Vec<Step> {
             list.push(show(PLAN_FILE));
         }
         Operation::Restore => {
-            list.push(Step::new(
-                StepName::StatePush,
-                vec![
-                    "state".into(),
-                    "push".into(),
-                    "-force".into(),
-                    format!("-lock-timeout={}s", o.lock_timeout_secs),
-                    path(RESTORE_STATE_FILE),
-                ],
-            ));
+            // The runner wrote the backup into the backend's Secrets before init
+            // (`state-replace`): the engine only has to read it back.
             list.push(Step {
                 output: Output::CaptureAndLog,
                 ..Step::new(StepName::StateList, vec!["state".into(), "list".into()])
@@ -398,12 +401,7 @@ mod tests {
             (
                 Operation::Restore,
                 opts(false, Some("lock-1")),
-                vec![
-                    INIT,
-                    UNLOCK,
-                    "state-push: state push -force -lock-timeout=300s /w/restore.tfstate",
-                    "state-list: state list",
-                ],
+                vec![INIT, UNLOCK, "state-list: state list"],
             ),
         ];
         for (op, o, want) in cases {
@@ -439,6 +437,8 @@ mod tests {
         }
         assert_eq!(step_label("prepare"), "prepare");
         assert_eq!(step_label("flags"), "flags");
+        assert_eq!(step_label("state-check"), "state-check");
+        assert_eq!(step_label("state-replace"), "state-replace");
         assert_eq!(step_label("rm -rf /"), "other");
     }
 

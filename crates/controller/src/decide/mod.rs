@@ -5,7 +5,8 @@
 //! 1. a Job is active: wait for it;
 //! 2. a restore is requested (and the object is not deleting, or its deletion is held);
 //! 3. deleting: hold on lost or unreadable state, drop the finalizer without state, else destroy;
-//! 4. lost or unreadable state: nothing runs until a restore;
+//! 4. lost, unreadable, foreign or unadopted state: nothing runs until a restore (or an
+//!    adoption);
 //! 5. an apply is due (no state, state without inputs hash, inputs changed, last apply failed or
 //!    interrupted, drift to remediate), gated by `applyPolicy: Manual`, the destructive guard and
 //!    backoff;
@@ -68,8 +69,20 @@ pub enum StateView {
     Lost,
     /// State Secrets exist but cannot be read (corrupt, inconsistent, encrypted, unsupported).
     Unreadable,
+    /// A readable state of another lineage than the object's: not its state.
+    Foreign,
+    /// The object applied before, and its state carries no inputs hash: nothing says what
+    /// produced it, and nobody adopted it.
+    Unadopted,
     /// Readable state; the inputs hash of the apply that wrote it, when recorded.
     Found { inputs_hash: Option<String> },
+}
+
+impl StateView {
+    /// Nothing but a restore (or abandoning a deletion) may run on this state.
+    pub fn held(&self) -> bool {
+        !matches!(self, StateView::NotFound | StateView::Found { .. })
+    }
 }
 
 /// Outcomes of the object's retained Jobs.
@@ -258,7 +271,7 @@ pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
     if s.deleting && s.dependents {
         return wait(Reason::DependentsExist, schedule::DEPENDENTS_REQUEUE);
     }
-    let held = matches!(s.state, StateView::Lost | StateView::Unreadable);
+    let held = s.state.held();
     // Abandon comes first, so a restore that cannot start or a destroy that keeps failing
     // cannot hide it; only where no destroy could succeed.
     if s.deleting && s.abandon_requested && (held || s.last_destroy_failed) {
@@ -282,7 +295,7 @@ pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
     }
     if s.deleting {
         return match s.state {
-            StateView::Lost | StateView::Unreadable => {
+            StateView::Lost | StateView::Unreadable | StateView::Foreign | StateView::Unadopted => {
                 wait(Reason::DeletionHeld, schedule::STATE_PROBLEM_REQUEUE)
             }
             StateView::NotFound => Decision {
@@ -296,10 +309,11 @@ pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
         };
     }
     if held {
-        let reason = if s.state == StateView::Lost {
-            Reason::StateLost
-        } else {
-            Reason::StateUnreadable
+        let reason = match s.state {
+            StateView::Lost => Reason::StateLost,
+            StateView::Foreign => Reason::StateLineageMismatch,
+            StateView::Unadopted => Reason::StateNotAdopted,
+            _ => Reason::StateUnreadable,
         };
         return wait(reason, schedule::STATE_PROBLEM_REQUEUE);
     }
@@ -328,7 +342,9 @@ fn apply_reason(s: &Snapshot) -> Option<Reason> {
                 return Some(Reason::InputsChanged);
             }
         }
-        StateView::Lost | StateView::Unreadable => return None,
+        StateView::Lost | StateView::Unreadable | StateView::Foreign | StateView::Unadopted => {
+            return None;
+        }
     }
     // An apply cut short runs again, on a machine too while it still renders its inputs (not
     // provisioned yet); once provisioned a machine is never applied again.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use captf_api::names::{self, ObjectKey, WorkloadKind};
 use captf_api::{ImagePullPolicy, Operation, annotations, labels};
 use captf_contract::render::{MAIN_TF_FILE, TFVARS_FILE};
+use captf_runner::expect::ExpectedState;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::{Job, JobSpec as K8sJobSpec};
 use k8s_openapi::api::core::v1::{
@@ -75,6 +76,9 @@ pub struct RestoreSource {
     pub chunk_secrets: Vec<String>,
     /// The backup's managed resource count (`--restore-resources`).
     pub managed_resources: u64,
+    /// The backup's lineage: the restore's result must be this lineage at `serial`
+    /// (`--expect-state`, `captf.io/state-lineage` on the Job).
+    pub lineage: String,
 }
 
 /// Everything [`build_job`] needs for one Job.
@@ -125,6 +129,9 @@ pub struct JobSpec {
     pub drift_remediation: bool,
     /// A stale lock ID the runner force-unlocks right after `init`.
     pub force_unlock: Option<String>,
+    /// The state the pass read (`--expect-state`): the runner stops if the backend holds
+    /// another when the Job runs. A restore expects its backup instead.
+    pub expect_state: Option<ExpectedState>,
     /// Restore Jobs: the backup.
     pub restore: Option<RestoreSource>,
     /// The manager's `--runner-events`: pass `--event-object` and `--job-name`.
@@ -167,6 +174,7 @@ impl JobSpec {
             expect_plan: None,
             drift_remediation: false,
             force_unlock: None,
+            expect_state: None,
             restore: None,
             runner_events: true,
             annotations: BTreeMap::new(),
@@ -223,6 +231,18 @@ impl JobSpec {
             self.key.name(),
             self.owner_uid
         )
+    }
+
+    /// What the runner must find: the backup's lineage and serial for a restore, else what the
+    /// pass read.
+    pub fn expected_state(&self) -> Option<ExpectedState> {
+        match self.restore() {
+            Some(r) => Some(ExpectedState::Lineage {
+                lineage: r.lineage.clone(),
+                serial: u64::try_from(r.serial).unwrap_or(0),
+            }),
+            None => self.expect_state.clone(),
+        }
     }
 
     fn restore(&self) -> Option<&RestoreSource> {
@@ -327,6 +347,9 @@ pub fn runner_args(spec: &JobSpec) -> Vec<String> {
     if let Some(id) = spec.force_unlock.as_deref().filter(|s| !s.is_empty()) {
         a.push(format!("--force-unlock={id}"));
     }
+    if let Some(expected) = spec.expected_state() {
+        a.push(format!("--expect-state={expected}"));
+    }
     if spec.guards_deletes() {
         a.push("--guard-deletes".to_owned());
         a.push(format!("--inputs-hash={}", spec.guard_hash()));
@@ -394,6 +417,7 @@ fn job_annotations(spec: &JobSpec) -> BTreeMap<String, String> {
     }
     if let Some(r) = spec.restore() {
         a.insert(annotations::RESTORE_SERIAL.to_owned(), r.serial.to_string());
+        a.insert(annotations::STATE_LINEAGE.to_owned(), r.lineage.clone());
     }
     if spec.op == Operation::Apply {
         if spec.drift_remediation {

@@ -186,10 +186,11 @@ where
         let uid = self.object.uid().unwrap_or_default();
         let mut message = format!(
             "deletion is held: the state is {} (StateReadable), so a destroy cannot know what to remove. Restore a backup with captf.io/restore-state=<serial> (the destroy follows), or release the object without a destroy: kubectl annotate {} {} -n {} {}={uid} (what the module created then keeps running, unmanaged)",
-            if *state == StateView::Lost {
-                "lost"
-            } else {
-                "unreadable"
+            match state {
+                StateView::Lost => "lost",
+                StateView::Foreign => "of another lineage",
+                StateView::Unadopted => "without an inputs hash",
+                _ => "unreadable",
             },
             self.kind.to_lowercase(),
             self.key.name(),

@@ -70,13 +70,14 @@ impl BackupSet {
 
     /// What a restore Job needs, for a complete set.
     pub fn restore_source(&self) -> Option<RestoreSource> {
-        if !self.complete() {
+        if !self.complete() || self.lineage.is_empty() {
             return None;
         }
         Some(RestoreSource {
             serial: i64::try_from(self.serial).ok()?,
             chunk_secrets: self.secrets.clone(),
             managed_resources: self.resources,
+            lineage: self.lineage.clone(),
         })
     }
 }

@@ -103,6 +103,7 @@ impl Finished {
                     Some(ErrorKind::Interrupted) => RunErrorKind::Interrupted,
                     Some(ErrorKind::Blocked) => RunErrorKind::Blocked,
                     Some(ErrorKind::PlanChanged) => RunErrorKind::PlanChanged,
+                    Some(ErrorKind::StateMismatch) => RunErrorKind::StateMismatch,
                     Some(ErrorKind::Step) | None => RunErrorKind::Step,
                 },
                 step: e
@@ -261,6 +262,11 @@ pub async fn collect(
             }
             Some(ErrorKind::PlanChanged) => {
                 markers.insert(annotations::PLAN_CHANGED.into(), "true".into());
+            }
+            // Not the module's failure: the state changed under the Job. StateReadable holds
+            // the object until an operator acts, so no backoff is owed for it.
+            Some(ErrorKind::StateMismatch) => {
+                markers.insert(annotations::STATE_MISMATCH.into(), "true".into());
             }
             _ => {}
         }
@@ -442,6 +448,7 @@ fn error_kind(deadline: bool, kind: Option<ErrorKind>) -> &'static str {
         (false, Some(ErrorKind::Interrupted)) => "interrupted",
         (false, Some(ErrorKind::Blocked)) => "blocked",
         (false, Some(ErrorKind::PlanChanged)) => "plan-changed",
+        (false, Some(ErrorKind::StateMismatch)) => "state-mismatch",
         (false, Some(ErrorKind::Step)) => "step",
         (false, None) => "unknown",
     }

@@ -163,9 +163,16 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
         .map(|r| r.name.as_str());
     let observed = pass.observe(identity, &owner_ref).await?;
     let creds = pass.note_credentials(observed.credentials, observed.runner_rbac, &mut conds);
-    let state = observed.state;
+    let mut state = observed.state;
     let state_view = pass
-        .state_view(&state, &durable, provisioned(&status), &mut conds)
+        .state_view(
+            &mut state,
+            &durable,
+            provisioned(&status),
+            &finished,
+            &mut status.workspace,
+            &mut conds,
+        )
         .await?;
     pass.keep_state(
         &state,
@@ -296,6 +303,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                 provisioned: tc.status.as_ref().is_some_and(provisioned),
                 approval_hash: None,
                 exports: None,
+                expect_state: state::expected(&state),
             };
             let acted = pass
                 .launch(

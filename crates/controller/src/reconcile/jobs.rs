@@ -45,10 +45,12 @@ impl ObservedJob {
             .map(String::as_str)
     }
 
-    /// A failure that counts toward backoff (interrupted, blocked and plan-changed runs do not).
+    /// A failure that counts toward backoff (interrupted, blocked, plan-changed and
+    /// state-mismatch runs do not).
     pub fn counts_as_failure(&self) -> bool {
         self.phase == Phase::Failed
             && !self.annotations.contains_key(annotations::INTERRUPTED)
+            && !self.annotations.contains_key(annotations::STATE_MISMATCH)
             && !self
                 .annotations
                 .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED)

@@ -48,6 +48,9 @@ pub struct Launch<'a> {
     /// Pools: the exports the apply renders (their hash is recorded once it succeeds), and
     /// whether they are the held exports of the last successful apply.
     pub exports: Option<RenderedExports>,
+    /// The state the pass read, which the Job must find when it runs (`--expect-state`);
+    /// see [`super::state::expected`].
+    pub expect_state: Option<captf_runner::expect::ExpectedState>,
 }
 
 /// The cluster exports a pool's apply renders.
@@ -207,6 +210,7 @@ where
             .map_or(0, |a| u32::try_from(a.attempt).unwrap_or(0));
         spec.attempt = jobs::next_attempt(jobs, start.op).max(lost_attempt + 1);
         spec.force_unlock = force_unlock.map(|(id, _)| id.clone());
+        spec.expect_state = launch.expect_state.clone();
         if let Some(set) = restore.filter(|_| start.op == Operation::Restore) {
             spec.restore = set.restore_source();
             spec.tick = format!("restore/{}", set.base);
@@ -483,7 +487,7 @@ where
 }
 
 /// The condition that reports on `op`.
-fn condition_of(op: Operation) -> &'static str {
+pub fn condition_of(op: Operation) -> &'static str {
     match op {
         Operation::Drift | Operation::Refresh => types::DRIFT_JOB_SUCCEEDED,
         Operation::Restore => types::RESTORE_JOB_SUCCEEDED,

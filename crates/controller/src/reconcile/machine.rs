@@ -161,9 +161,16 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
     let policy = machine::machine_policy(&tm, infra, ctx.args.drift_default_interval);
     let observed = pass.observe(policy.identity.as_deref(), &owner_ref).await?;
     let creds = pass.note_credentials(observed.credentials, observed.runner_rbac, &mut conds);
-    let state = observed.state;
+    let mut state = observed.state;
     let state_view = pass
-        .state_view(&state, &durable, provisioned(&status), &mut conds)
+        .state_view(
+            &mut state,
+            &durable,
+            provisioned(&status),
+            &finished,
+            &mut status.workspace,
+            &mut conds,
+        )
         .await?;
     let cluster_name = cluster_name(&tm, deps.as_ref());
     pass.keep_state(
@@ -271,6 +278,7 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
                 provisioned: tm.status.as_ref().is_some_and(provisioned),
                 approval_hash: None,
                 exports: None,
+                expect_state: state::expected(&state),
             };
             pass.launch(
                 decision.requeue,

@@ -7,15 +7,15 @@ use captf_api::names::ObjectKey;
 use captf_api::{ActiveJob, WorkspaceStatus, annotations};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
-use kube::Resource;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
 
 use super::bookkeeping::{self, Finished};
 use super::jobs::{self, ObservedJob, Phase};
 use super::object::{patch_status, set_block_move};
-use super::state::{DurableInputs, StateRead};
+use super::state::{DurableInputs, Identity, Recorded, StateRead, classify};
 use super::{Context, credentials};
 use crate::conditions::Conditions;
 use crate::decide::{self, StateView};
@@ -149,88 +149,223 @@ where
     }
 
     /// StateReadable, from the state [`observe`](Self::observe) read live (only while no Job
-    /// runs). A missing state of an object that ever applied (the marker or digest on the
-    /// durable inputs, `provisioned`, or any backup) is lost, not "not yet".
+    /// runs), and whose it is. A missing state of an object that ever applied (the marker or
+    /// digest on the durable inputs, `provisioned`, or any backup) is lost, not "not yet". A
+    /// readable state of another lineage than the one recorded (durable inputs, status, backups)
+    /// is not the object's: `state` becomes [`StateRead::Foreign`]. The lineage is recorded
+    /// where it survives a lost state, and `captf.io/adopt-state` is honoured and used up here.
     pub async fn state_view(
         &self,
-        state: &StateRead,
+        state: &mut StateRead,
         durable: &DurableInputs,
         provisioned: bool,
+        finished: &[Finished],
+        workspace: &mut WorkspaceStatus,
         conds: &mut Conditions,
     ) -> Result<StateView> {
+        let missing = matches!(state, StateRead::Missing);
+        let restored = finished
+            .iter()
+            .rev()
+            .find(|f| f.op == captf_api::Operation::Restore && f.succeeded)
+            .and_then(|f| f.annotations.get(annotations::STATE_LINEAGE))
+            .map(String::as_str);
+        let durable_lineage = durable
+            .annotations
+            .get(annotations::STATE_LINEAGE)
+            .map(String::as_str);
+        let status_lineage = workspace.state_lineage.clone();
+        let mut recorded = Recorded {
+            restored,
+            durable: durable_lineage,
+            status: status_lineage.as_deref(),
+            backup: None,
+        };
+        // Backups are listed only when they can tell something: a missing state (did the object
+        // apply?) or a state whose lineage nothing else recorded (an object from before lineages
+        // were recorded).
+        let backups = if missing || recorded.lineage().is_none() {
+            super::backups::list(&self.ctx.client, self.key).await?
+        } else {
+            Vec::new()
+        };
+        let newest_backup = backups
+            .iter()
+            .filter(|b| b.complete() && !b.lineage.is_empty())
+            .min_by(|a, b| super::backups::newest_first(a, b));
+        recorded.backup = newest_backup.map(|b| b.lineage.as_str());
         // Ever applied: the marker and digest survive a lost status and clusterctl move; a backup
-        // (looked for only when the state is missing) survives even a lost durable inputs Secret.
-        let ever_applied = durable.applied()
-            || provisioned
-            || (matches!(state, StateRead::Missing)
-                && !super::backups::list(&self.ctx.client, self.key)
-                    .await?
-                    .is_empty());
-        let view = match state {
-            StateRead::Missing if ever_applied => {
-                conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups (docs/backups.md)", self.generation, self.now);
+        // survives even a lost durable inputs Secret.
+        let ever_applied = durable.applied() || provisioned || (missing && !backups.is_empty());
+        let adopt = self
+            .object
+            .annotations()
+            .get(annotations::ADOPT_STATE)
+            .map(String::as_str);
+        let identity = classify(state, recorded, adopt, ever_applied);
+        let (generation, now) = (self.generation, self.now);
+        let view = match identity {
+            Identity::Missing if ever_applied => {
+                conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups (docs/backups.md)", generation, now);
                 StateView::Lost
             }
-            StateRead::Missing => {
+            Identity::Missing => {
                 conds.set(
                     types::STATE_READABLE,
                     Status::Unknown,
                     reasons::STATE_NOT_FOUND,
                     "no state yet: the first apply creates it",
-                    self.generation,
-                    self.now,
+                    generation,
+                    now,
                 );
                 StateView::NotFound
             }
-            StateRead::Unreadable(e) => {
+            Identity::Unreadable => {
+                if let StateRead::Unreadable(e) = &*state {
+                    conds.set(
+                        types::STATE_READABLE,
+                        Status::False,
+                        e.reason(),
+                        &e.to_string(),
+                        generation,
+                        now,
+                    );
+                    self.count_state_error(e.metric_reason());
+                }
+                StateView::Unreadable
+            }
+            Identity::Foreign { found, expected } => {
+                let serial = state_serial(state);
+                let message = format!(
+                    "the state Secrets hold lineage {found} (serial {serial}), but this object's state is lineage {expected}: it is not this object's state, so nothing runs against it. Restore the object's own state with captf.io/restore-state=<serial> (status.stateBackups), or, if lineage {found} is this object's state now, adopt it: kubectl annotate {} {} -n {} {}={found} (docs/backups.md)",
+                    self.kind.to_lowercase(),
+                    self.key.name(),
+                    self.key.namespace(),
+                    annotations::ADOPT_STATE,
+                );
+                let new = conds
+                    .get(types::STATE_READABLE)
+                    .is_none_or(|c| c.reason != reasons::STATE_LINEAGE_MISMATCH);
                 conds.set(
                     types::STATE_READABLE,
                     Status::False,
-                    e.reason(),
-                    &e.to_string(),
-                    self.generation,
-                    self.now,
+                    reasons::STATE_LINEAGE_MISMATCH,
+                    &message,
+                    generation,
+                    now,
                 );
-                self.ctx
-                    .metrics
-                    .state_read_errors_total
-                    .get_or_create(&crate::manager::metrics::KindReason {
-                        kind: self.kind,
-                        reason: e.metric_reason(),
-                    })
-                    .inc();
-                StateView::Unreadable
+                if new {
+                    self.count_state_error("lineage_mismatch");
+                    self.publish(
+                        EventType::Warning,
+                        reasons::STATE_LINEAGE_MISMATCH,
+                        &message,
+                    )
+                    .await;
+                }
+                workspace.state_lineage = Some(expected);
+                if let StateRead::Found(s, _) = std::mem::replace(state, StateRead::Missing) {
+                    *state = StateRead::Foreign(s);
+                }
+                StateView::Foreign
             }
-            StateRead::Found(s, _) => {
-                conds.set(
-                    types::STATE_READABLE,
-                    Status::True,
-                    reasons::STATE_READ,
-                    "",
-                    self.generation,
-                    self.now,
-                );
-                let object = crate::manager::metrics::Object {
-                    kind: self.kind,
-                    namespace: self.key.namespace().to_owned(),
-                    name: self.key.name().to_owned(),
+            Identity::Own {
+                record,
+                adopted,
+                unadopted,
+                adoption_done,
+            } => {
+                // classify says Own only of a readable state.
+                let StateRead::Found(s, _) = &*state else {
+                    return Ok(StateView::Unreadable);
                 };
-                self.ctx
-                    .metrics
-                    .state_resources
-                    .get_or_create(&object)
-                    .set(i64::try_from(s.managed_resources).unwrap_or(i64::MAX));
-                self.ctx
-                    .metrics
-                    .state_bytes
-                    .get_or_create(&object)
-                    .set(i64::try_from(s.compressed_bytes).unwrap_or(i64::MAX));
-                StateView::Found {
-                    inputs_hash: s.inputs_hash.clone(),
+                if let Some(lineage) = &record
+                    && durable.exists
+                {
+                    super::secrets::record_lineage(&self.ctx.client, self.key, lineage).await?;
+                }
+                if adopted {
+                    self.publish(
+                        EventType::Normal,
+                        captf_api::events::STATE_ADOPTED,
+                        &format!(
+                            "{}={} made lineage {} (serial {}) this object's state, in place of lineage {}",
+                            annotations::ADOPT_STATE,
+                            s.lineage,
+                            s.lineage,
+                            s.serial,
+                            status_lineage.as_deref().or(durable_lineage).unwrap_or("?")
+                        ),
+                    )
+                    .await;
+                }
+                if adoption_done {
+                    let api: Api<K> =
+                        Api::namespaced(self.ctx.client.clone(), self.key.namespace());
+                    super::approvals::consume(
+                        &api,
+                        self.key.name(),
+                        annotations::ADOPT_STATE,
+                        &s.lineage,
+                    )
+                    .await?;
+                }
+                workspace.state_lineage = Some(s.lineage.clone());
+                if unadopted {
+                    conds.set(types::STATE_READABLE, Status::False, reasons::STATE_WITHOUT_INPUTS_HASH, &format!(
+                        "the object applied before, but its state (lineage {}, serial {}) has no {} annotation: CAPTF cannot tell which inputs produced it (a state pushed by hand, or written outside a CAPTF apply), so nothing runs against it. Check it, then let CAPTF apply the current inputs over it (guarded as usual): kubectl annotate {} {} -n {} {}={}; or restore a backup with captf.io/restore-state=<serial> (docs/backups.md)",
+                        s.lineage,
+                        s.serial,
+                        annotations::INPUTS_HASH,
+                        self.kind.to_lowercase(),
+                        self.key.name(),
+                        self.key.namespace(),
+                        annotations::ADOPT_STATE,
+                        s.lineage,
+                    ), generation, now);
+                    StateView::Unadopted
+                } else {
+                    conds.set(
+                        types::STATE_READABLE,
+                        Status::True,
+                        reasons::STATE_READ,
+                        "",
+                        generation,
+                        now,
+                    );
+                    let object = crate::manager::metrics::Object {
+                        kind: self.kind,
+                        namespace: self.key.namespace().to_owned(),
+                        name: self.key.name().to_owned(),
+                    };
+                    self.ctx
+                        .metrics
+                        .state_resources
+                        .get_or_create(&object)
+                        .set(i64::try_from(s.managed_resources).unwrap_or(i64::MAX));
+                    self.ctx
+                        .metrics
+                        .state_bytes
+                        .get_or_create(&object)
+                        .set(i64::try_from(s.compressed_bytes).unwrap_or(i64::MAX));
+                    StateView::Found {
+                        inputs_hash: s.inputs_hash.clone(),
+                    }
                 }
             }
         };
         Ok(view)
+    }
+
+    fn count_state_error(&self, reason: &'static str) {
+        self.ctx
+            .metrics
+            .state_read_errors_total
+            .get_or_create(&crate::manager::metrics::KindReason {
+                kind: self.kind,
+                reason,
+            })
+            .inc();
     }
 
     /// A backup of each new serial (`status.stateBackups`), and the owner references of the
@@ -688,7 +823,7 @@ pub fn active_job(job: &Option<jobs::ObservedJob>) -> Option<ActiveJob> {
 /// Why an abandon was allowed, for the event.
 pub fn abandon_cause(conds: &Conditions, state: &StateView) -> String {
     match state {
-        StateView::Lost | StateView::Unreadable => format!(
+        s if s.held() => format!(
             "StateReadable {}",
             conds
                 .get(types::STATE_READABLE)

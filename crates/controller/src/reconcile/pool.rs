@@ -177,9 +177,16 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
         crate::machine::inherited_identity(pool.spec.workspace.identity_ref.as_ref(), infra);
     let observed = pass.observe(identity.as_deref(), &owner_ref).await?;
     let creds = pass.note_credentials(observed.credentials, observed.runner_rbac, &mut conds);
-    let state = observed.state;
+    let mut state = observed.state;
     let state_view = pass
-        .state_view(&state, &durable, provisioned(&status), &mut conds)
+        .state_view(
+            &mut state,
+            &durable,
+            provisioned(&status),
+            &finished,
+            &mut status.workspace,
+            &mut conds,
+        )
         .await?;
     let cluster_name = pool
         .labels()
@@ -354,6 +361,7 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
                 provisioned: provisioned(&status),
                 approval_hash: rendering.as_ref().and_then(|r| r.approval_hash.clone()),
                 exports: rendering.as_ref().map(|r| r.exports.clone()),
+                expect_state: state::expected(&state),
             };
             pass.launch(
                 decision.requeue,

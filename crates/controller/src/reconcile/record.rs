@@ -114,6 +114,24 @@ where
                         .filter(|v| !v.is_empty()),
                 });
             }
+            // The runner stopped before the engine touched a state that was not the one the
+            // Job was started for. This pass's own read says what the state is now.
+            (op, false)
+                if op != Operation::Restore
+                    && f.markers.contains_key(annotations::STATE_MISMATCH) =>
+            {
+                conds.set(
+                    super::launch::condition_of(op),
+                    Status::False,
+                    reasons::STATE_MISMATCH,
+                    &format!(
+                        "{}. Nothing ran against that state; StateReadable says what the state is now and what to do",
+                        f.summary()
+                    ),
+                    generation,
+                    now,
+                );
+            }
             // Manual plans are the kind's own (only clusters have them).
             (Operation::Plan, true) => {}
             (Operation::Apply, false) if f.markers.contains_key(annotations::PLAN_CHANGED) => {}

@@ -147,6 +147,14 @@ pub async fn adopt_state(
             .during(|| format!("adopting state Secret {ns}/{name}"))?;
     }
     let mut marks = serde_json::json!({annotations::APPLIED: "true"});
+    // A restore makes the backup's lineage the object's again.
+    if let Some(lineage) = f
+        .annotations
+        .get(annotations::STATE_LINEAGE)
+        .filter(|_| f.op == captf_api::Operation::Restore)
+    {
+        marks[annotations::STATE_LINEAGE] = lineage.clone().into();
+    }
     if let Some(digest) = &f.image_id {
         marks[annotations::IMAGE_DIGEST] = digest.clone().into();
     }
@@ -163,6 +171,27 @@ pub async fn adopt_state(
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(Error::Kube {
             action: format!("marking {ns}/{durable} applied"),
+            source: e,
+        }),
+    }
+}
+
+/// Records `lineage` as the object's state lineage on its durable inputs
+/// (`captf.io/state-lineage`), where it outlives a lost state and a lost status.
+pub async fn record_lineage(client: &kube::Client, key: &ObjectKey, lineage: &str) -> Result<()> {
+    let ns = key.namespace();
+    let name = key.durable_inputs_secret();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {annotations::STATE_LINEAGE: lineage}}});
+    match secrets
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(Error::Kube {
+            action: format!("recording the state lineage on {ns}/{name}"),
             source: e,
         }),
     }

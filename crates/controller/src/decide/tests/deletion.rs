@@ -206,6 +206,83 @@ pub(super) fn rows() -> Rows {
             }),
             Wait(Reason::StateUnreadable),
         ),
+        // The state is not the object's: another lineage, or no inputs hash after an apply.
+        (
+            "a state of another lineage: nothing runs, not even a due drift check",
+            cluster().with(|s| {
+                s.state = StateView::Foreign;
+                s.observed.last_drift_check = Some(t(NOW - 7200))
+            }),
+            WaitFor(Reason::StateLineageMismatch, MIN),
+        ),
+        (
+            "a state of another lineage: new inputs do not apply into it",
+            pool().with(|s| {
+                s.state = StateView::Foreign;
+                s.inputs_hash = Some("h2:b".into())
+            }),
+            WaitFor(Reason::StateLineageMismatch, MIN),
+        ),
+        (
+            "an applied object's state without inputs hash never starts an apply by itself",
+            cluster().with(|s| s.state = StateView::Unadopted),
+            WaitFor(Reason::StateNotAdopted, MIN),
+        ),
+        (
+            "an unadopted machine state: no refresh either",
+            machine().with(|s| {
+                s.state = StateView::Unadopted;
+                s.policy.refresh_after_apply = true
+            }),
+            WaitFor(Reason::StateNotAdopted, MIN),
+        ),
+        (
+            "an adopted state without inputs hash applies (guarded as any apply)",
+            cluster().with(|s| s.state = StateView::Found { inputs_hash: None }),
+            Run(Apply, Reason::StateWithoutInputsHash),
+        ),
+        (
+            "a restore replaces a state of another lineage",
+            cluster().with(|s| {
+                s.state = StateView::Foreign;
+                s.restore_requested = true
+            }),
+            Run(Restore, Reason::RestoreRequested),
+        ),
+        (
+            "a restore replaces an unadopted state while the deletion is held",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.state = StateView::Unadopted;
+                s.restore_requested = true
+            }),
+            Run(Restore, Reason::RestoreRequested),
+        ),
+        (
+            "deleting with a state of another lineage: held, never destroyed",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.state = StateView::Foreign
+            }),
+            WaitFor(Reason::DeletionHeld, MIN),
+        ),
+        (
+            "deleting with an unadopted state: held",
+            machine().with(|s| {
+                s.deleting = true;
+                s.state = StateView::Unadopted
+            }),
+            WaitFor(Reason::DeletionHeld, MIN),
+        ),
+        (
+            "abandon releases a deletion held on a foreign state",
+            cluster().with(|s| {
+                s.deleting = true;
+                s.state = StateView::Foreign;
+                s.abandon_requested = true
+            }),
+            Release(Reason::Abandoned),
+        ),
     ]
 }
 

@@ -165,6 +165,7 @@ fn golden_cases() -> Vec<(&'static str, JobSpec)> {
         serial: 7,
         chunk_secrets: vec![backup.clone(), names::chunk_name(&backup, 1)],
         managed_resources: 3,
+        lineage: "l-1".to_owned(),
     });
     cases.push(("restore", s));
 

@@ -14,6 +14,7 @@ fn restore_projection() {
         serial: 7,
         chunk_secrets: vec!["b0".to_owned(), "b1".to_owned(), "b2".to_owned()],
         managed_resources: 5,
+        lineage: "l-1".to_owned(),
     });
     let job = build_job(&s);
     let config = pod(&job)

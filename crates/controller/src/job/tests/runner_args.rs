@@ -125,16 +125,33 @@ fn runner_args_per_op() {
         serial: 4,
         chunk_secrets: vec!["b0".to_owned()],
         managed_resources: 0,
+        lineage: "l-1".to_owned(),
     });
     cases.push((
         "restore",
         restore,
         with(&[
+            "--expect-state",
             "--restore-chunks",
             "--restore-resources",
             events[0],
             events[1],
         ]),
+    ));
+    let mut expecting = base(
+        WorkloadKind::Cluster,
+        "c1",
+        Operation::Drift,
+        CLUSTER_PINNED,
+    );
+    expecting.expect_state = Some(captf_runner::expect::ExpectedState::Lineage {
+        lineage: "l-1".to_owned(),
+        serial: 3,
+    });
+    cases.push((
+        "a Job expects the state its pass read",
+        expecting,
+        with(&["--expect-state", events[0], events[1]]),
     ));
     let mut no_uid = base(
         WorkloadKind::Machine,
@@ -222,6 +239,7 @@ fn annotations_per_op() {
             serial: 9,
             chunk_secrets: vec!["b".to_owned()],
             managed_resources: 1,
+            lineage: "l-1".to_owned(),
         });
         s.annotations = BTreeMap::from([
             ("captf.io/after-failed-apply".to_owned(), "true".to_owned()),

@@ -439,6 +439,7 @@ fn built_secrets_read_back_as_one_complete_set() {
             serial: 7,
             chunk_secrets: s.secrets.clone(),
             managed_resources: 3,
+            lineage: "lin-1".to_owned(),
         })
     );
     // Listed in any order: the same set.
