@@ -167,6 +167,7 @@ pub async fn read(client: &kube::Client, b: &BackendSettings) -> Result<FoundSta
             Ok(s) => FoundState::Found {
                 lineage: s.lineage,
                 serial: s.serial,
+                resources: s.managed_resources,
             },
             Err(e) => FoundState::Unreadable(e.reason().to_owned()),
         },

@@ -67,6 +67,8 @@ pub enum FoundState {
         lineage: String,
         /// Its serial.
         serial: u64,
+        /// Its managed resources.
+        resources: u64,
     },
 }
 
@@ -75,18 +77,21 @@ impl fmt::Display for FoundState {
         match self {
             FoundState::Missing => f.write_str("no state"),
             FoundState::Unreadable(why) => write!(f, "an unreadable state ({why})"),
-            FoundState::Found { lineage, serial } => {
-                write!(f, "lineage {lineage} at serial {serial}")
-            }
+            FoundState::Found {
+                lineage, serial, ..
+            } => write!(f, "lineage {lineage} at serial {serial}"),
         }
     }
 }
 
-/// How closely the state must match.
+/// How closely the state must match, and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Match {
-    /// The lineage, at the expected serial or later (every operation but restore).
-    AtLeast,
+    /// Before `init`: the lineage at the expected serial or later, or no state at all.
+    BeforeInit,
+    /// After `init`, which writes an empty state when it finds none: as before init, except
+    /// that a first apply may find that empty state.
+    AfterInit,
     /// The lineage and the serial exactly (a restore's result is the backup itself).
     Exactly,
 }
@@ -96,16 +101,18 @@ pub enum Match {
 pub fn verify(expected: &ExpectedState, found: &FoundState, how: Match) -> Result<(), String> {
     let ok = match (expected, found) {
         (ExpectedState::None, FoundState::Missing) => true,
+        (ExpectedState::None, FoundState::Found { resources: 0, .. }) => how == Match::AfterInit,
         (
             ExpectedState::Lineage { lineage, serial },
             FoundState::Found {
                 lineage: l,
                 serial: s,
+                ..
             },
         ) => {
             l == lineage
                 && match how {
-                    Match::AtLeast => s >= serial,
+                    Match::BeforeInit | Match::AfterInit => s >= serial,
                     Match::Exactly => s == serial,
                 }
         }
@@ -116,7 +123,7 @@ pub fn verify(expected: &ExpectedState, found: &FoundState, how: Match) -> Resul
     }
     let wanted = match (expected, how) {
         (ExpectedState::None, _) => "no state".to_owned(),
-        (ExpectedState::Lineage { lineage, serial }, Match::AtLeast) => {
+        (ExpectedState::Lineage { lineage, serial }, Match::BeforeInit | Match::AfterInit) => {
             format!("lineage {lineage} at serial {serial} or later")
         }
         (ExpectedState::Lineage { lineage, serial }, Match::Exactly) => {
@@ -143,6 +150,15 @@ mod tests {
         FoundState::Found {
             lineage: lineage.into(),
             serial,
+            resources: 2,
+        }
+    }
+
+    fn empty(lineage: &str) -> FoundState {
+        FoundState::Found {
+            lineage: lineage.into(),
+            serial: 1,
+            resources: 0,
         }
     }
 
@@ -165,21 +181,28 @@ mod tests {
     fn only_the_state_the_job_was_started_for_passes() {
         use Match::*;
         let unreadable = FoundState::Unreadable("state x is corrupt".into());
-        let rows: [(ExpectedState, FoundState, Match, bool); 12] = [
-            (ExpectedState::None, FoundState::Missing, AtLeast, true),
+        let rows: [(ExpectedState, FoundState, Match, bool); 17] = [
+            (ExpectedState::None, FoundState::Missing, BeforeInit, true),
+            (ExpectedState::None, FoundState::Missing, AfterInit, true),
             // A state appeared after the manager looked: it is not the object's.
-            (ExpectedState::None, found("l1", 1), AtLeast, false),
-            (ExpectedState::None, unreadable.clone(), AtLeast, false),
-            (at("l1", 4), found("l1", 4), AtLeast, true),
+            (ExpectedState::None, found("l1", 1), BeforeInit, false),
+            (ExpectedState::None, empty("l1"), BeforeInit, false),
+            // The empty state a first apply's init wrote.
+            (ExpectedState::None, empty("l1"), AfterInit, true),
+            (ExpectedState::None, found("l1", 1), AfterInit, false),
+            (ExpectedState::None, unreadable.clone(), BeforeInit, false),
+            (at("l1", 4), found("l1", 4), BeforeInit, true),
             // Written by an earlier step of this same Job (or a refresh the manager saw end).
-            (at("l1", 4), found("l1", 5), AtLeast, true),
+            (at("l1", 4), found("l1", 5), AfterInit, true),
             // Deleted after the manager looked: the engine would start a new lineage.
-            (at("l1", 4), FoundState::Missing, AtLeast, false),
+            (at("l1", 4), FoundState::Missing, BeforeInit, false),
+            // ... and init started one: empty, but not the object's.
+            (at("l1", 4), empty("l9"), AfterInit, false),
             // Replaced by another lineage.
-            (at("l1", 4), found("l2", 9), AtLeast, false),
+            (at("l1", 4), found("l2", 9), BeforeInit, false),
             // An older state of the same lineage put back.
-            (at("l1", 4), found("l1", 3), AtLeast, false),
-            (at("l1", 4), unreadable, AtLeast, false),
+            (at("l1", 4), found("l1", 3), AfterInit, false),
+            (at("l1", 4), unreadable, AfterInit, false),
             (at("l1", 4), found("l1", 4), Exactly, true),
             (at("l1", 4), found("l1", 5), Exactly, false),
             (at("l1", 4), found("l2", 4), Exactly, false),

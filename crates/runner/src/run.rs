@@ -314,7 +314,7 @@ impl<'a> Runner<'a> {
                     "the backup replaced the state Secrets"
                 );
             }
-            (Some(guard), None) => self.check_state(guard, Match::AtLeast).await?,
+            (Some(guard), None) => self.check_state(guard, Match::BeforeInit).await?,
             (None, _) => {}
         }
 
@@ -373,7 +373,7 @@ impl<'a> Runner<'a> {
                 && backup.is_none()
                 && let Some(guard) = &guard
             {
-                self.check_state(guard, Match::AtLeast).await?;
+                self.check_state(guard, Match::AfterInit).await?;
                 checked_after_init = true;
             }
             if *self.shutdown.borrow() {
