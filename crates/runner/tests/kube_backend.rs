@@ -335,14 +335,23 @@ async fn lifecycle(engine: Engine) {
         .expect("restore job");
     let doc = result_of(&outcome);
     assert_eq!(outcome.condition, "Complete", "{engine:?}: {doc:?}");
-    assert_eq!(names(&doc), ["init", "state-push", "state-list"]);
+    // The runner wrote the backup into the state Secret itself: the engine only reads it.
+    assert_eq!(names(&doc), ["init", "state-list"]);
     let state = secrets
         .get(&format!("tfstate-default-{suffix}"))
         .await
         .expect("state Secret");
+    let restored = decode_state(&state);
+    assert_eq!(restored["resources"].as_array().map(Vec::len), Some(2));
     assert_eq!(
-        decode_state(&state)["resources"].as_array().map(Vec::len),
-        Some(2)
+        state
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("captf.io/managed"))
+            .map(String::as_str),
+        Some("true"),
+        "the backend's labels"
     );
 
     // A failing run still reports through the termination message, with exit 1.
@@ -364,6 +373,71 @@ async fn lifecycle(engine: Engine) {
     let e = doc.error.expect("error");
     assert_eq!(e.step.as_deref(), Some("prepare"));
     assert!(e.tail.contains("plan key"), "{}", e.tail);
+
+    // A Job started for a state that is gone stops before the engine touches the backend:
+    // whatever the operation, nothing is written and no lock is left.
+    let expected = format!(
+        "--expect-state={}:{}",
+        restored["lineage"].as_str().expect("lineage"),
+        restored["serial"]
+    );
+    secrets
+        .delete(&format!("tfstate-default-{suffix}"), &Default::default())
+        .await
+        .expect("delete the state");
+    for op in ["apply", "refresh", "drift", "destroy"] {
+        let mut job = runner_job(op, &image, &ns, suffix, "captf-run-apply", &[&expected]);
+        job.metadata.name = Some(format!("{op}-lost"));
+        let outcome = run_job(&client, &ns, &job, JOB_TIMEOUT).await.expect("job");
+        assert_eq!(outcome.condition, "Failed", "{engine:?} {op}");
+        let doc = result_of(&outcome);
+        let e = doc.error.clone().expect("error");
+        assert_eq!(
+            e.kind.as_str(),
+            "state-mismatch",
+            "{engine:?} {op}: {doc:?}"
+        );
+        assert_eq!(e.step.as_deref(), Some("state-check"));
+        assert!(e.tail.contains("no state"), "{}", e.tail);
+        assert!(names(&doc).is_empty(), "no engine step ran: {doc:?}");
+        let left = secrets
+            .list(
+                &kube::api::ListParams::default()
+                    .labels(&format!("tfstate=true,tfstateSecretSuffix={suffix}")),
+            )
+            .await
+            .expect("list")
+            .items;
+        assert!(left.is_empty(), "{engine:?} {op} wrote a state");
+        let holder = leases
+            .get_opt(&format!("lock-tfstate-default-{suffix}"))
+            .await
+            .expect("lease")
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default();
+        assert!(
+            holder.is_empty(),
+            "{engine:?} {op} left the lock to {holder}"
+        );
+    }
+
+    // A first apply, started for no state, runs: init's own empty state is accepted.
+    let mut job = runner_job(
+        "apply",
+        &image,
+        &ns,
+        suffix,
+        "captf-run-apply",
+        &["--expect-state=none"],
+    );
+    job.metadata.name = Some("apply-first".into());
+    let outcome = run_job(&client, &ns, &job, JOB_TIMEOUT)
+        .await
+        .expect("first apply");
+    let doc = result_of(&outcome);
+    assert_eq!(outcome.condition, "Complete", "{engine:?}: {doc:?}");
+    assert_eq!(names(&doc), ["init", "validate", "apply"]);
 }
 
 #[tokio::test]

@@ -279,7 +279,16 @@ mod tests {
             ..Recorded::default()
         };
         let h = Some("h2:a");
-        let rows: Vec<(&str, StateRead, Recorded<'_>, Option<&str>, bool, Identity)> = vec![
+        // (what, the read, what is recorded, captf.io/adopt-state, ever applied, whose it is)
+        type Row<'a> = (
+            &'a str,
+            StateRead,
+            Recorded<'a>,
+            Option<&'a str>,
+            bool,
+            Identity,
+        );
+        let rows: Vec<Row<'_>> = vec![
             (
                 "no state",
                 StateRead::Missing,
