@@ -131,6 +131,22 @@ pub async fn handoff(
             ),
         );
     };
+    // Exports come only from the cluster's own state, never from one of another lineage.
+    if let Some(own) = tc
+        .status
+        .as_ref()
+        .and_then(|s| s.workspace.state_lineage.as_deref())
+        .filter(|own| *own != state.lineage)
+    {
+        return waiting(
+            reasons::WAITING_FOR_CLUSTER_EXPORTS,
+            format!(
+                "the state of TerraformCluster {} is of lineage {}, not its own {own} (see its StateReadable)",
+                tc.name_any(),
+                state.lineage
+            ),
+        );
+    }
     let exports = state
         .outputs
         .get("exports")
