@@ -158,32 +158,28 @@ pub async fn adopt_state(
     if let Some(digest) = &f.image_id {
         marks[annotations::IMAGE_DIGEST] = digest.clone().into();
     }
-    let durable = key.durable_inputs_secret();
-    match secrets
-        .patch(
-            &durable,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"metadata": {"annotations": marks}})),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(Error::Kube {
-            action: format!("marking {ns}/{durable} applied"),
-            source: e,
-        }),
-    }
+    annotate_durable_inputs(client, key, marks, "marking it applied").await
 }
 
 /// Records `lineage` as the object's state lineage on its durable inputs
 /// (`captf.io/state-lineage`), where it outlives a lost state and a lost status.
 pub async fn record_lineage(client: &kube::Client, key: &ObjectKey, lineage: &str) -> Result<()> {
+    let marks = serde_json::json!({annotations::STATE_LINEAGE: lineage});
+    annotate_durable_inputs(client, key, marks, "recording the state lineage").await
+}
+
+/// Merges `annotations` into the durable inputs Secret; one that does not exist (nothing was
+/// applied yet) is left alone.
+async fn annotate_durable_inputs(
+    client: &kube::Client,
+    key: &ObjectKey,
+    annotations: serde_json::Value,
+    what: &str,
+) -> Result<()> {
     let ns = key.namespace();
     let name = key.durable_inputs_secret();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let patch =
-        serde_json::json!({"metadata": {"annotations": {annotations::STATE_LINEAGE: lineage}}});
+    let patch = serde_json::json!({"metadata": {"annotations": annotations}});
     match secrets
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -191,7 +187,7 @@ pub async fn record_lineage(client: &kube::Client, key: &ObjectKey, lineage: &st
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(Error::Kube {
-            action: format!("recording the state lineage on {ns}/{name}"),
+            action: format!("{what} on {ns}/{name}"),
             source: e,
         }),
     }
