@@ -401,8 +401,8 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    /// The client and backend settings the state checks use; a usage error when the backend
-    /// config does not say where the state is.
+    /// The client and backend settings the state checks use. A backend config that does not
+    /// say where the state is, or no in-cluster configuration, fails the run in `state-check`.
     fn state_guard(&mut self, expected: ExpectedState) -> Result<StateGuard, u8> {
         let pod_namespace = self
             .env
