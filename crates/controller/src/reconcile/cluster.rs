@@ -303,7 +303,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
                 provisioned: tc.status.as_ref().is_some_and(provisioned),
                 approval_hash: None,
                 exports: None,
-                expect_state: state::expected(&state),
+                expect_state: super::lineage::expected(&state),
             };
             let acted = pass
                 .launch(

@@ -49,7 +49,7 @@ pub struct Launch<'a> {
     /// whether they are the held exports of the last successful apply.
     pub exports: Option<RenderedExports>,
     /// The state the pass read, which the Job must find when it runs (`--expect-state`);
-    /// see [`super::state::expected`].
+    /// see [`super::lineage::expected`].
     pub expect_state: Option<captf_runner::expect::ExpectedState>,
 }
 

@@ -278,7 +278,7 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
                 provisioned: tm.status.as_ref().is_some_and(provisioned),
                 approval_hash: None,
                 exports: None,
-                expect_state: state::expected(&state),
+                expect_state: super::lineage::expected(&state),
             };
             pass.launch(
                 decision.requeue,

@@ -13,6 +13,7 @@ pub mod image_pull;
 pub mod jobs;
 pub mod launch;
 pub mod leases;
+pub mod lineage;
 pub mod locks;
 pub mod machine;
 pub mod member;

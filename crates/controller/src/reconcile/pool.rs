@@ -361,7 +361,7 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
                 provisioned: provisioned(&status),
                 approval_hash: rendering.as_ref().and_then(|r| r.approval_hash.clone()),
                 exports: rendering.as_ref().map(|r| r.exports.clone()),
-                expect_state: state::expected(&state),
+                expect_state: super::lineage::expected(&state),
             };
             pass.launch(
                 decision.requeue,

@@ -1,0 +1,526 @@
+//! Whose state the reader found (the lineage recorded where it outlives a lost state), what a
+//! Job must find when it runs, and StateReadable from both.
+
+use captf_api::conditions::{Status, reasons, types};
+use captf_api::{WorkspaceStatus, annotations};
+use kube::api::Api;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+
+use super::bookkeeping::Finished;
+use super::pass::{Pass, state_serial};
+use super::state::{DurableInputs, StateRead};
+use crate::conditions::Conditions;
+use crate::decide::StateView;
+use crate::error::Result;
+
+/// Whose state the reader found: what [`classify`] makes of a read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// No state Secret.
+    Missing,
+    /// State Secrets that cannot be read.
+    Unreadable,
+    /// The object's own state.
+    Own {
+        /// Its lineage, to record when it is not recorded yet (or was just adopted).
+        record: Option<String>,
+        /// `captf.io/adopt-state` made it the object's in this pass.
+        adopted: bool,
+        /// It has no inputs hash although the object applied before, and nobody adopted it.
+        unadopted: bool,
+        /// `captf.io/adopt-state` names it and it has an inputs hash: nothing is left to adopt.
+        adoption_done: bool,
+    },
+    /// A readable state of another lineage than the object's.
+    Foreign {
+        /// The lineage found.
+        found: String,
+        /// The object's lineage.
+        expected: String,
+    },
+}
+
+/// What is known of the object's own lineage, in the order it is trusted.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Recorded<'a> {
+    /// A restore that succeeded in this pass: the backup's lineage.
+    pub restored: Option<&'a str>,
+    /// `captf.io/state-lineage` on the durable inputs.
+    pub durable: Option<&'a str>,
+    /// `status.stateLineage`.
+    pub status: Option<&'a str>,
+    /// The newest complete backup's lineage (looked up only when none of the above is known).
+    pub backup: Option<&'a str>,
+}
+
+impl<'a> Recorded<'a> {
+    /// The object's lineage, if anything recorded it.
+    pub fn lineage(&self) -> Option<&'a str> {
+        self.restored
+            .or(self.durable)
+            .or(self.status)
+            .or(self.backup)
+            .filter(|l| !l.is_empty())
+    }
+}
+
+/// Decides whose state `read` is. A state whose lineage nothing recorded is the object's (its
+/// first apply wrote it); one of another lineage is foreign unless `adopt` (the value of
+/// `captf.io/adopt-state`) names it. An object that `ever_applied` must have an inputs hash on
+/// its state, or an adoption, before anything runs against it.
+pub fn classify(
+    read: &StateRead,
+    recorded: Recorded<'_>,
+    adopt: Option<&str>,
+    ever_applied: bool,
+) -> Identity {
+    let s = match read {
+        StateRead::Missing => return Identity::Missing,
+        StateRead::Unreadable(_) | StateRead::Foreign(_) => return Identity::Unreadable,
+        StateRead::Found(s, _) => s,
+    };
+    let lineage = s.lineage.as_str();
+    let named = adopt == Some(lineage);
+    let own = recorded.lineage();
+    if let Some(own) = own.filter(|own| *own != lineage && !named) {
+        return Identity::Foreign {
+            found: lineage.to_owned(),
+            expected: own.to_owned(),
+        };
+    }
+    Identity::Own {
+        // Known only from status or a backup, or not at all: written where it survives.
+        record: (recorded.restored != Some(lineage) && recorded.durable != Some(lineage))
+            .then(|| lineage.to_owned()),
+        adopted: own.is_some_and(|own| own != lineage),
+        unadopted: ever_applied && s.inputs_hash.is_none() && !named,
+        adoption_done: named && s.inputs_hash.is_some(),
+    }
+}
+
+/// What the Job must find when it runs (`--expect-state`): no state, or the lineage and serial
+/// read now. `None` for an unreadable state, on which only a restore runs (it expects its backup).
+pub fn expected(read: &StateRead) -> Option<captf_runner::expect::ExpectedState> {
+    use captf_runner::expect::ExpectedState;
+    match read {
+        StateRead::Missing => Some(ExpectedState::None),
+        StateRead::Found(s, _) => Some(ExpectedState::Lineage {
+            lineage: s.lineage.clone(),
+            serial: s.serial,
+        }),
+        StateRead::Unreadable(_) | StateRead::Foreign(_) => None,
+    }
+}
+
+impl<K> Pass<'_, K>
+where
+    K: super::object::Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
+{
+    /// StateReadable, from the state [`observe`](Self::observe) read live (only while no Job
+    /// runs), and whose it is. A missing state of an object that ever applied (the marker or
+    /// digest on the durable inputs, `provisioned`, or any backup) is lost, not "not yet". A
+    /// readable state of another lineage than the one recorded (durable inputs, status, backups)
+    /// is not the object's: `state` becomes [`StateRead::Foreign`]. The lineage is recorded
+    /// where it survives a lost state, and `captf.io/adopt-state` is honoured and used up here.
+    pub async fn state_view(
+        &self,
+        state: &mut StateRead,
+        durable: &DurableInputs,
+        provisioned: bool,
+        finished: &[Finished],
+        workspace: &mut WorkspaceStatus,
+        conds: &mut Conditions,
+    ) -> Result<StateView> {
+        let missing = matches!(state, StateRead::Missing);
+        let restored = finished
+            .iter()
+            .rev()
+            .find(|f| f.op == captf_api::Operation::Restore && f.succeeded)
+            .and_then(|f| f.annotations.get(annotations::STATE_LINEAGE))
+            .map(String::as_str);
+        let durable_lineage = durable
+            .annotations
+            .get(annotations::STATE_LINEAGE)
+            .map(String::as_str);
+        let status_lineage = workspace.state_lineage.clone();
+        let mut recorded = Recorded {
+            restored,
+            durable: durable_lineage,
+            status: status_lineage.as_deref(),
+            backup: None,
+        };
+        // Backups are listed only when they can tell something: a missing state (did the object
+        // apply?) or a state whose lineage nothing else recorded (an object from before lineages
+        // were recorded).
+        let backups = if missing || recorded.lineage().is_none() {
+            super::backups::list(&self.ctx.client, self.key).await?
+        } else {
+            Vec::new()
+        };
+        let newest_backup = backups
+            .iter()
+            .filter(|b| b.complete() && !b.lineage.is_empty())
+            .min_by(|a, b| super::backups::newest_first(a, b));
+        recorded.backup = newest_backup.map(|b| b.lineage.as_str());
+        // Ever applied: the marker and digest survive a lost status and clusterctl move; a backup
+        // survives even a lost durable inputs Secret.
+        let ever_applied = durable.applied() || provisioned || (missing && !backups.is_empty());
+        let adopt = self
+            .object
+            .annotations()
+            .get(annotations::ADOPT_STATE)
+            .map(String::as_str);
+        let identity = classify(state, recorded, adopt, ever_applied);
+        let (generation, now) = (self.generation, self.now);
+        let view = match identity {
+            Identity::Missing if ever_applied => {
+                conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups (docs/backups.md)", generation, now);
+                StateView::Lost
+            }
+            Identity::Missing => {
+                conds.set(
+                    types::STATE_READABLE,
+                    Status::Unknown,
+                    reasons::STATE_NOT_FOUND,
+                    "no state yet: the first apply creates it",
+                    generation,
+                    now,
+                );
+                StateView::NotFound
+            }
+            Identity::Unreadable => {
+                if let StateRead::Unreadable(e) = &*state {
+                    conds.set(
+                        types::STATE_READABLE,
+                        Status::False,
+                        e.reason(),
+                        &e.to_string(),
+                        generation,
+                        now,
+                    );
+                    self.count_state_error(e.metric_reason());
+                }
+                StateView::Unreadable
+            }
+            Identity::Foreign { found, expected } => {
+                let serial = state_serial(state);
+                let message = format!(
+                    "the state Secrets hold lineage {found} (serial {serial}), but this object's state is lineage {expected}: it is not this object's state, so nothing runs against it. Restore the object's own state with captf.io/restore-state=<serial> (status.stateBackups), or, if lineage {found} is this object's state now, adopt it: kubectl annotate {} {} -n {} {}={found} (docs/backups.md)",
+                    self.kind.to_lowercase(),
+                    self.key.name(),
+                    self.key.namespace(),
+                    annotations::ADOPT_STATE,
+                );
+                let new = conds
+                    .get(types::STATE_READABLE)
+                    .is_none_or(|c| c.reason != reasons::STATE_LINEAGE_MISMATCH);
+                conds.set(
+                    types::STATE_READABLE,
+                    Status::False,
+                    reasons::STATE_LINEAGE_MISMATCH,
+                    &message,
+                    generation,
+                    now,
+                );
+                if new {
+                    self.count_state_error("lineage_mismatch");
+                    self.publish(
+                        EventType::Warning,
+                        reasons::STATE_LINEAGE_MISMATCH,
+                        &message,
+                    )
+                    .await;
+                }
+                workspace.state_lineage = Some(expected);
+                if let StateRead::Found(s, _) = std::mem::replace(state, StateRead::Missing) {
+                    *state = StateRead::Foreign(s);
+                }
+                StateView::Foreign
+            }
+            Identity::Own {
+                record,
+                adopted,
+                unadopted,
+                adoption_done,
+            } => {
+                // classify says Own only of a readable state.
+                let StateRead::Found(s, _) = &*state else {
+                    return Ok(StateView::Unreadable);
+                };
+                if let Some(lineage) = &record
+                    && durable.exists
+                {
+                    super::secrets::record_lineage(&self.ctx.client, self.key, lineage).await?;
+                }
+                if adopted {
+                    self.publish(
+                        EventType::Normal,
+                        captf_api::events::STATE_ADOPTED,
+                        &format!(
+                            "{}={} made lineage {} (serial {}) this object's state, in place of lineage {}",
+                            annotations::ADOPT_STATE,
+                            s.lineage,
+                            s.lineage,
+                            s.serial,
+                            status_lineage.as_deref().or(durable_lineage).unwrap_or("?")
+                        ),
+                    )
+                    .await;
+                }
+                if adoption_done {
+                    let api: Api<K> =
+                        Api::namespaced(self.ctx.client.clone(), self.key.namespace());
+                    super::approvals::consume(
+                        &api,
+                        self.key.name(),
+                        annotations::ADOPT_STATE,
+                        &s.lineage,
+                    )
+                    .await?;
+                }
+                workspace.state_lineage = Some(s.lineage.clone());
+                if unadopted {
+                    conds.set(types::STATE_READABLE, Status::False, reasons::STATE_WITHOUT_INPUTS_HASH, &format!(
+                        "the object applied before, but its state (lineage {}, serial {}) has no {} annotation: CAPTF cannot tell which inputs produced it (a state pushed by hand, or written outside a CAPTF apply), so nothing runs against it. Check it, then let CAPTF apply the current inputs over it (guarded as usual): kubectl annotate {} {} -n {} {}={}; or restore a backup with captf.io/restore-state=<serial> (docs/backups.md)",
+                        s.lineage,
+                        s.serial,
+                        annotations::INPUTS_HASH,
+                        self.kind.to_lowercase(),
+                        self.key.name(),
+                        self.key.namespace(),
+                        annotations::ADOPT_STATE,
+                        s.lineage,
+                    ), generation, now);
+                    StateView::Unadopted
+                } else {
+                    conds.set(
+                        types::STATE_READABLE,
+                        Status::True,
+                        reasons::STATE_READ,
+                        "",
+                        generation,
+                        now,
+                    );
+                    let object = crate::manager::metrics::Object {
+                        kind: self.kind,
+                        namespace: self.key.namespace().to_owned(),
+                        name: self.key.name().to_owned(),
+                    };
+                    self.ctx
+                        .metrics
+                        .state_resources
+                        .get_or_create(&object)
+                        .set(i64::try_from(s.managed_resources).unwrap_or(i64::MAX));
+                    self.ctx
+                        .metrics
+                        .state_bytes
+                        .get_or_create(&object)
+                        .set(i64::try_from(s.compressed_bytes).unwrap_or(i64::MAX));
+                    StateView::Found {
+                        inputs_hash: s.inputs_hash.clone(),
+                    }
+                }
+            }
+        };
+        Ok(view)
+    }
+
+    fn count_state_error(&self, reason: &'static str) {
+        self.ctx
+            .metrics
+            .state_read_errors_total
+            .get_or_create(&crate::manager::metrics::KindReason {
+                kind: self.kind,
+                reason,
+            })
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use captf_state::DecodedState;
+    use std::collections::BTreeMap;
+
+    fn found(lineage: &str, hash: Option<&str>) -> StateRead {
+        StateRead::Found(
+            Box::new(DecodedState {
+                serial: 3,
+                lineage: lineage.into(),
+                terraform_version: "1.12.6".into(),
+                outputs: BTreeMap::new(),
+                sensitive_outputs: Default::default(),
+                managed_resources: 1,
+                compressed_bytes: 10,
+                decompressed_bytes: 20,
+                chunks: 1,
+                inputs_hash: hash.map(str::to_owned),
+            }),
+            Vec::new(),
+        )
+    }
+
+    fn own(record: Option<&str>, adopted: bool, unadopted: bool, done: bool) -> Identity {
+        Identity::Own {
+            record: record.map(str::to_owned),
+            adopted,
+            unadopted,
+            adoption_done: done,
+        }
+    }
+
+    fn foreign(found: &str, expected: &str) -> Identity {
+        Identity::Foreign {
+            found: found.into(),
+            expected: expected.into(),
+        }
+    }
+
+    #[test]
+    fn whose_state_it_is() {
+        let durable = |l| Recorded {
+            durable: Some(l),
+            ..Recorded::default()
+        };
+        let h = Some("h2:a");
+        // (what, the read, what is recorded, captf.io/adopt-state, ever applied, whose it is)
+        type Row<'a> = (
+            &'a str,
+            StateRead,
+            Recorded<'a>,
+            Option<&'a str>,
+            bool,
+            Identity,
+        );
+        let rows: Vec<Row<'_>> = vec![
+            (
+                "no state",
+                StateRead::Missing,
+                durable("l1"),
+                None,
+                true,
+                Identity::Missing,
+            ),
+            (
+                "the first state read: the object's, recorded",
+                found("l1", None),
+                Recorded::default(),
+                None,
+                false,
+                own(Some("l1"), false, false, false),
+            ),
+            (
+                "the recorded lineage: nothing to record",
+                found("l1", h),
+                durable("l1"),
+                None,
+                true,
+                own(None, false, false, false),
+            ),
+            (
+                "another lineage than the durable inputs record",
+                found("l2", h),
+                durable("l1"),
+                None,
+                true,
+                foreign("l2", "l1"),
+            ),
+            (
+                "known from a backup only (an object from before lineages were recorded)",
+                found("l2", None),
+                Recorded {
+                    backup: Some("l1"),
+                    ..Recorded::default()
+                },
+                None,
+                true,
+                foreign("l2", "l1"),
+            ),
+            (
+                "known from status only: recorded on the durable inputs",
+                found("l1", h),
+                Recorded {
+                    status: Some("l1"),
+                    ..Recorded::default()
+                },
+                None,
+                true,
+                own(Some("l1"), false, false, false),
+            ),
+            (
+                "a restore of this pass wins over what the durable inputs said before it",
+                found("l0", h),
+                Recorded {
+                    restored: Some("l0"),
+                    durable: Some("l1"),
+                    ..Recorded::default()
+                },
+                None,
+                true,
+                own(None, false, false, false),
+            ),
+            (
+                "adopting the lineage found",
+                found("l2", None),
+                durable("l1"),
+                Some("l2"),
+                true,
+                own(Some("l2"), true, false, false),
+            ),
+            (
+                "an adoption naming another lineage changes nothing",
+                found("l2", h),
+                durable("l1"),
+                Some("l3"),
+                true,
+                foreign("l2", "l1"),
+            ),
+            (
+                "applied before and no inputs hash: unadopted",
+                found("l1", None),
+                durable("l1"),
+                None,
+                true,
+                own(None, false, true, false),
+            ),
+            (
+                "never applied and no inputs hash: a failed first apply, retried",
+                found("l1", None),
+                durable("l1"),
+                None,
+                false,
+                own(None, false, false, false),
+            ),
+            (
+                "adopted and applied: the adoption is used up",
+                found("l2", h),
+                durable("l2"),
+                Some("l2"),
+                true,
+                own(None, false, false, true),
+            ),
+        ];
+        for (name, read, recorded, adopt, ever_applied, want) in rows {
+            assert_eq!(
+                classify(&read, recorded, adopt, ever_applied),
+                want,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_job_expects_the_state_read() {
+        use captf_runner::expect::ExpectedState;
+        assert_eq!(expected(&StateRead::Missing), Some(ExpectedState::None));
+        assert_eq!(
+            expected(&found("l1", None)),
+            Some(ExpectedState::Lineage {
+                lineage: "l1".into(),
+                serial: 3
+            })
+        );
+    }
+}
