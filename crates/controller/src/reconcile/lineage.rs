@@ -150,10 +150,13 @@ where
             status: status_lineage.as_deref(),
             backup: None,
         };
-        // Backups are listed only when they can tell something: a missing state (did the object
-        // apply?) or a state whose lineage nothing else recorded (an object from before lineages
-        // were recorded).
-        let backups = if missing || recorded.lineage().is_none() {
+        // Ever applied: the marker and digest survive a lost status and clusterctl move; a backup
+        // survives even a lost durable inputs Secret.
+        let marked = durable.applied() || provisioned;
+        // Backups are listed only when they can tell something: whether an object whose state
+        // is missing applied before, or the lineage of a state nothing else recorded (an object
+        // from before lineages were recorded).
+        let backups = if (missing && !marked) || recorded.lineage().is_none() {
             super::backups::list(&self.ctx.client, self.key).await?
         } else {
             Vec::new()
@@ -163,9 +166,7 @@ where
             .filter(|b| b.complete() && !b.lineage.is_empty())
             .min_by(|a, b| super::backups::newest_first(a, b));
         recorded.backup = newest_backup.map(|b| b.lineage.as_str());
-        // Ever applied: the marker and digest survive a lost status and clusterctl move; a backup
-        // survives even a lost durable inputs Secret.
-        let ever_applied = durable.applied() || provisioned || (missing && !backups.is_empty());
+        let ever_applied = marked || (missing && !backups.is_empty());
         let adopt = self
             .object
             .annotations()
