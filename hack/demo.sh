@@ -9,7 +9,10 @@ if [ "${1:-up}" = down ]; then
 	cargo run -q -p captf-testenv -- down
 	exit 0
 fi
+bash hack/node-packages.sh
 bash hack/build-tools.sh
 cargo build -q -p captf -p captf-testenv -p captf-e2e
+# The manager image's binary, static as the Dockerfile builds it: the node runs real images.
+cargo build -q --profile dist --locked -p captf --bin captf --target x86_64-unknown-linux-musl
 cargo run -q -p captf-testenv -- up
 cargo run -q -p captf-e2e --bin captf-demo -- up

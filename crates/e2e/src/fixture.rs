@@ -10,7 +10,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 
 use crate::{Manager, apply_file, apply_yaml, workspace, write_images};
 
-/// Long enough for an apply through the process node on this machine, with margin.
+/// Long enough for an apply through the test node on this machine, with margin.
 pub const TIMEOUT: Duration = Duration::from_secs(180);
 
 /// A fresh namespace (`<prefix>-…`) with the runner ClusterRole and an identity

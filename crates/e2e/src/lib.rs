@@ -1,4 +1,4 @@
-//! Shared pieces of the end-to-end suites: the module and runner images on the process node,
+//! Shared pieces of the end-to-end suites: the module and runner images in the node's registry,
 //! the manager as a real process, and waits with deadlines.
 #![forbid(unsafe_code)]
 
@@ -13,14 +13,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use captf_testenv::TestEnv;
-use captf_testenv::fixtures::write_image;
 use captf_testenv::process::served;
 use captf_testenv::tools::Tools;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
-
-/// The runner image the manager's Jobs copy `/runner` from.
-pub const RUNNER_IMAGE: &str = "captf.local/captf:e2e";
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
@@ -46,63 +42,62 @@ pub fn captf_binary() -> anyhow::Result<PathBuf> {
         .context("the captf binary is not built next to the tests: run `cargo build -p captf` (or set CAPTF_BIN_CAPTF)")
 }
 
-/// Writes the runner image (the `captf` binary as `/runner`) and the no-op module images
-/// (`captf.local/modules/noop-<role>:e2e` with OpenTofu, `...:e2e-terraform` with Terraform),
-/// once per test binary (tests run in parallel and must not rewrite a folder another reads).
-pub fn write_images(env: &TestEnv) -> anyhow::Result<()> {
-    static WRITTEN: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+/// The images of a test run, pushed into the node's registry once per test binary by
+/// [`write_images`]: the manager image (its `/runner` is what every Job's init container copies)
+/// and the standard module images (`captf.local/modules/noop-<role>:e2e` with OpenTofu,
+/// `...:e2e-terraform` with Terraform, `captf.local/modules/time-cluster:...` with a real
+/// provider), all built by `captf_testenv::images`.
+#[derive(Clone, Debug)]
+pub struct Images {
+    /// `captf.local/captf@sha256:...`: the manager's `--runner-image`, pinned by digest.
+    pub runner: String,
+    /// By name under the registry (`modules/noop-cluster:e2e`, ...).
+    pub pushed: std::collections::BTreeMap<String, captf_testenv::images::PushedImage>,
+}
+
+impl Images {
+    /// `captf.local/<name>@sha256:...` of a standard image.
+    pub fn pinned(&self, name: &str) -> anyhow::Result<String> {
+        let image = self
+            .pushed
+            .get(name)
+            .with_context(|| format!("no standard image {name}"))?;
+        let repository = name.rsplit_once(':').map_or(name, |(r, _)| r);
+        Ok(format!(
+            "{}/{repository}@{}",
+            captf_testenv::node::IMAGE_REGISTRY,
+            image.digest
+        ))
+    }
+}
+
+/// Pushes the standard images into the node's registry once per test binary (tests run in
+/// parallel; the push is idempotent but not free). The static `captf` binary must be built
+/// first (`captf_testenv::images::CAPTF_STATIC_BUILD`; `hack/test-all.sh` does).
+pub fn write_images(env: &TestEnv) -> anyhow::Result<Images> {
+    static WRITTEN: std::sync::OnceLock<Result<Images, String>> = std::sync::OnceLock::new();
     WRITTEN
         .get_or_init(|| write_images_now(env).map_err(|e| format!("{e:#}")))
         .clone()
         .map_err(anyhow::Error::msg)
 }
 
-fn write_images_now(env: &TestEnv) -> anyhow::Result<()> {
-    let captf = std::fs::read(captf_binary()?)?;
-    let folder = write_image(env, RUNNER_IMAGE, &[("runner", &captf)], &[])?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
-        folder.join("rootfs/runner"),
-        std::fs::Permissions::from_mode(0o755),
-    )?;
+fn write_images_now(env: &TestEnv) -> anyhow::Result<Images> {
+    let captf = captf_testenv::images::captf_static_path();
+    anyhow::ensure!(
+        captf.is_file(),
+        "{} is missing: build it with `{}` (hack/test-all.sh does)",
+        captf.display(),
+        captf_testenv::images::CAPTF_STATIC_BUILD
+    );
     let tools = Tools::locate()?;
-    for role in ["cluster", "machine", "machinepool"] {
-        for (tag, runtime) in [("e2e", &tools.tofu), ("e2e-terraform", &tools.terraform)] {
-            let reference = format!("captf.local/modules/noop-{role}:{tag}");
-            write_noop_image(env, role, &reference, runtime)?;
-        }
-    }
-    Ok(())
-}
-
-/// Puts the no-op module of `role` (`cluster`, `machine`, `machinepool`) on the process node
-/// as `reference`, with `runtime` (the tofu or terraform binary) as its engine: an image of any
-/// name, a registry's included, that the node then runs.
-pub fn write_noop_image(
-    env: &TestEnv,
-    role: &str,
-    reference: &str,
-    runtime: &Path,
-) -> anyhow::Result<()> {
-    let module = workspace().join("modules/noop").join(role);
-    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-    for entry in std::fs::read_dir(&module)? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "tf") {
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .context("file name")?
-                .to_owned();
-            files.push((format!("captf/module/{name}"), std::fs::read(&path)?));
-        }
-    }
-    let files: Vec<(&str, &[u8])> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_slice()))
-        .collect();
-    write_image(env, reference, &files, &[("captf/runtime", runtime)])?;
-    Ok(())
+    let pushed = captf_testenv::images::push_standard(&tools, env.registry(), &captf, "e2e")?;
+    let mut images = Images {
+        runner: String::new(),
+        pushed,
+    };
+    images.runner = images.pinned("captf:e2e")?;
+    Ok(images)
 }
 
 /// Applies every document of a YAML file (server-side apply, as the installer would).
@@ -258,7 +253,7 @@ impl Manager {
         let mut child = Command::new(captf_binary()?)
             .arg("manager")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--runner-image={RUNNER_IMAGE}"))
+            .arg(format!("--runner-image={}", write_images(env)?.runner))
             .arg("--diagnostics-address=127.0.0.1:0")
             .arg("--health-addr=127.0.0.1:0")
             .args(insecure.then_some("--insecure-diagnostics"))

@@ -1,6 +1,8 @@
-//! A real OCI registry on loopback (the reference `registry` of distribution, built by
+//! A real OCI registry (the reference `registry` of distribution, built by
 //! `hack/build-tools.sh registry`), behind htpasswd authentication, and `crane` (built by
-//! `hack/build-tools.sh crane`) to push labelled images into it.
+//! `hack/build-tools.sh crane`) to push labelled images into it. With a control plane it
+//! listens where the node's own registry does (the host end of the node's veth pair), so the
+//! manager and the kubelet both reach it, the kubelet with the pull Secret a Job names.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -20,19 +22,30 @@ const HTPASSWD: &str = "captf:$2b$12$tK/YiNWGUAXjmJR.CjXaL.M4TGePLi/yGBsBQulhFvL
 pub struct TestRegistry {
     child: Child,
     dir: PathBuf,
-    /// `127.0.0.1:<port>`, the registry part of image references.
+    /// `<address>:<port>`, the registry part of image references.
     pub host: String,
 }
 
 impl TestRegistry {
-    /// Starts an in-memory registry that only serves [`USER`], and logs crane into it.
+    /// Starts an in-memory registry that only serves [`USER`], reachable from the node (which
+    /// is told it speaks plain HTTP), and logs crane into it.
     pub async fn start(env: &TestEnv, name: &str) -> anyhow::Result<Self> {
-        Self::start_in(&env.dir, name).await
+        let registry = Self::start_on(&env.dir, name, env.state.network.host_ip().into()).await?;
+        env.trust_registry(&registry.host)?;
+        Ok(registry)
     }
 
-    /// [`TestRegistry::start`] keeping its files under `parent`, for a test without a
-    /// control plane.
+    /// [`TestRegistry::start`] on loopback, keeping its files under `parent`, for a test
+    /// without a control plane.
     pub async fn start_in(parent: &std::path::Path, name: &str) -> anyhow::Result<Self> {
+        Self::start_on(parent, name, std::net::Ipv4Addr::LOCALHOST.into()).await
+    }
+
+    async fn start_on(
+        parent: &std::path::Path,
+        name: &str,
+        address: std::net::IpAddr,
+    ) -> anyhow::Result<Self> {
         let cache = captf_testenv::tools::cache_dir();
         for tool in ["registry", "crane"] {
             anyhow::ensure!(
@@ -44,8 +57,8 @@ impl TestRegistry {
         let dir = parent.join(format!("registry-{name}"));
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join("htpasswd"), HTPASSWD)?;
-        let port = captf_testenv::process::free_port()?;
-        let host = format!("127.0.0.1:{port}");
+        let port = captf_testenv::process::free_port_on(address)?;
+        let host = format!("{address}:{port}");
         let config = format!(
             "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  inmemory: {{}}\nhttp:\n  addr: {host}\nauth:\n  htpasswd:\n    realm: captf-test\n    path: {}\n",
             dir.join("htpasswd").display()
@@ -93,6 +106,26 @@ impl TestRegistry {
         args.extend(["-t".to_owned(), reference.clone()]);
         self.crane(&args.iter().map(String::as_str).collect::<Vec<_>>())?;
         Ok(reference)
+    }
+
+    /// Pushes a real image (`captf_testenv::oci`) to `<host>/<repository_tag>` with crane
+    /// logged in; returns `<host>/<repository>@sha256:...`.
+    pub fn push_image(
+        &self,
+        repository_tag: &str,
+        image: &captf_testenv::oci::Image,
+    ) -> anyhow::Result<String> {
+        let reference = format!("{}/{repository_tag}", self.host);
+        let crane = captf_testenv::oci::Crane {
+            path: captf_testenv::tools::cache_dir().join("bin/crane"),
+            docker_config: Some(self.dir.join("docker")),
+        };
+        let store = captf_testenv::images::store()?;
+        let written = captf_testenv::oci::push(&store, &crane, image, &reference)?;
+        let repository = reference
+            .rsplit_once(':')
+            .map_or(reference.as_str(), |(r, _)| r);
+        Ok(format!("{repository}@{}", written.digest()))
     }
 
     /// The `.dockerconfigjson` of a pull Secret for this registry.

@@ -14,7 +14,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 
 const MACHINE_IMAGE: &str = "captf.local/modules/noop-machine:e2e";
 const POOL_IMAGE: &str = "captf.local/modules/noop-machinepool:e2e";
-/// Several applies and destroys run one after the other through the process node.
+/// Several applies and destroys run one after the other through the test node.
 const LONG: std::time::Duration = std::time::Duration::from_secs(420);
 
 fn capi(kind: &str, plural: &str) -> ApiResource {

@@ -29,7 +29,7 @@ const INFRA: &str = "infrastructure.cluster.x-k8s.io";
 const MACHINE_IMAGE: &str = "captf.local/modules/noop-machine:e2e";
 const POOL_IMAGE: &str = "captf.local/modules/noop-machinepool:e2e";
 const CLONED_FROM: &str = "cluster.x-k8s.io/cloned-from-name";
-/// Applies run one after the other through the process node.
+/// Applies run one after the other through the test node.
 const LONG: std::time::Duration = std::time::Duration::from_secs(420);
 
 /// A kind of the stand-in providers: it keeps whatever the topology controller writes, and

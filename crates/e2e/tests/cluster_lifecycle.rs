@@ -1,5 +1,5 @@
 //! A TerraformCluster from create to delete: the real `captf manager` process, real Jobs on the
-//! process node, the runner and OpenTofu (and Terraform) applying the no-op module through the
+//! test node (kubelet and containerd, real images), the runner and OpenTofu (and Terraform) applying the no-op module through the
 //! kubernetes backend.
 
 use captf_api::TerraformCluster;

@@ -180,9 +180,11 @@ async fn merged_variables_must_fit_the_schema_the_image_publishes() {
         manager,
     } = scene("varschema", &[]).await;
     let registry = TestRegistry::start(&env, &ns).await.expect("registry");
-    // The no-op modules pushed with the schemas `captf lint schema` prints; the process node
-    // runs them under the registry's names.
+    // The no-op modules, built as the standard images are, with the schema `captf lint schema`
+    // prints as a label: the manager reads the label, the kubelet pulls the image with the
+    // Job's pull Secret.
     let tools = captf_testenv::tools::Tools::locate().expect("tools");
+    let tofu = captf_testenv::images::tofu_engine(&tools.tofu).expect("tofu layer");
     let push = |role: &str| {
         let lint = std::process::Command::new(captf_e2e::captf_binary().expect("captf"))
             .args(["lint", "schema"])
@@ -195,14 +197,23 @@ async fn merged_variables_must_fit_the_schema_the_image_publishes() {
             String::from_utf8_lossy(&lint.stderr)
         );
         let schema = String::from_utf8(lint.stdout).expect("UTF-8");
-        let image = registry
-            .push(
-                &format!("modules/{role}:schema"),
-                &[("io.captf.variables-schema", schema.trim())],
-            )
-            .expect("push");
-        captf_e2e::write_noop_image(&env, role, &image, &tools.tofu).expect("node image");
-        image
+        let module = captf_e2e::workspace().join("modules/noop").join(role);
+        let mut image = captf_testenv::images::module_image(captf_testenv::images::ModuleImage {
+            role,
+            module: captf_testenv::images::module_layer(role, &module).expect("module layer"),
+            engine: &tofu,
+            providers: None,
+            version: "schema",
+            revision: "test",
+        })
+        .expect("module image");
+        image.config.labels.insert(
+            "io.captf.variables-schema".to_owned(),
+            schema.trim().to_owned(),
+        );
+        registry
+            .push_image(&format!("modules/{role}:schema"), &image)
+            .expect("push")
     };
     let image = push("cluster");
     let machine_image = push("machine");

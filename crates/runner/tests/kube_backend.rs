@@ -14,9 +14,8 @@ use std::time::Duration;
 use captf_contract::render::{MAIN_TF_FILE, TFVARS_FILE};
 use captf_runner::ResultDocument;
 use captf_testenv::TestEnv;
-use captf_testenv::fixtures::{JobOutcome, run_job, write_image};
-use captf_testenv::tools::Tools;
-use common::{Engine, Vars, captf_exe};
+use captf_testenv::fixtures::{JobOutcome, push_module_image, run_job, runner_image};
+use common::{Engine, Vars};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
@@ -97,7 +96,7 @@ fn runner_job_with(
     config_volume: serde_json::Value,
     extra: &[&str],
 ) -> Job {
-    let captf = captf_exe().display().to_string();
+    let runner = runner_image(TestEnv::shared()).expect("runner image");
     let mut args = vec![
         "run".to_owned(),
         format!("--op={}", name.split('-').next().unwrap_or(name)),
@@ -120,11 +119,19 @@ fn runner_job_with(
         "spec": {"backoffLimit": 0, "template": {"spec": {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 30,
-            "volumes": [config_volume, {"name": "work", "emptyDir": {}}],
+            "volumes": [config_volume, {"name": "work", "emptyDir": {}}, {"name": "runner", "emptyDir": {}}],
+            // The runner reaches the module image as in the manager's Jobs: copied from the
+            // manager image by an init container.
+            "initContainers": [{
+                "name": "runner",
+                "image": runner,
+                "command": ["/runner", "copy", "/captf/bin/runner"],
+                "volumeMounts": [{"name": "runner", "mountPath": "/captf/bin"}],
+            }],
             "containers": [{
                 "name": "source",
                 "image": image,
-                "command": [captf, "runner"],
+                "command": ["/captf/bin/runner"],
                 "args": args,
                 "env": [
                     {"name": "TF_IN_AUTOMATION", "value": "1"},
@@ -138,6 +145,7 @@ fn runner_job_with(
                 "volumeMounts": [
                     {"name": "config", "mountPath": "/captf/config", "readOnly": true},
                     {"name": "work", "mountPath": "/captf/work"},
+                    {"name": "runner", "mountPath": "/captf/bin", "readOnly": true},
                 ],
             }],
         }}},
@@ -174,23 +182,27 @@ fn decode_state(secret: &Secret) -> serde_json::Value {
 }
 
 async fn lifecycle(engine: Engine) {
-    let tools = Tools::locate().unwrap_or_else(|e| panic!("{e:#}"));
-    let runtime = match engine {
-        Engine::Tofu => tools.tofu,
-        Engine::Terraform => tools.terraform,
-    };
     let env = TestEnv::shared().clone();
     let client = env.client().await.expect("client");
     let ns = env.namespace(&client, "runner").await.expect("namespace");
     grant_state_access(&client, &ns).await;
-    let image = format!("captf.local/test/runner-{engine:?}:v1").to_lowercase();
-    write_image(
+    let module =
+        std::env::temp_dir().join(format!("captf-runner-{engine:?}-{}", std::process::id()));
+    std::fs::create_dir_all(&module).expect("module dir");
+    std::fs::write(module.join("main.tf"), common::MODULE).expect("module");
+    let image = push_module_image(
         &env,
-        &image,
-        &[("captf/module/main.tf", common::MODULE.as_bytes())],
-        &[("captf/runtime", runtime.as_path())],
+        &format!("test/runner-{engine:?}:v1").to_lowercase(),
+        "cluster",
+        &module,
+        match engine {
+            Engine::Tofu => captf_testenv::images::Engine::Tofu,
+            Engine::Terraform => captf_testenv::images::Engine::Terraform,
+        },
+        false,
     )
     .expect("image");
+    let _ = std::fs::remove_dir_all(&module);
     let suffix = "c1-e2e";
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);

@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use base64::Engine as _;
-use captf_testenv::fixtures::{grant_state_access, run_job, shell_job, write_image};
+use captf_testenv::fixtures::{grant_state_access, push_module_image, run_job, shell_job};
+use captf_testenv::images::Engine;
 use captf_testenv::tools::Tools;
 use captf_testenv::{TestEnv, wait_for};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -102,8 +103,9 @@ output "a" {
 /// not count as a managed resource).
 const EMPTY_STATE: &[u8] = br#"{"version": 4, "terraform_version": "1.6.0", "serial": 1, "lineage": "fixture", "outputs": {}, "resources": []}"#;
 
-/// Prints the engine's own summary of the state as the termination message.
-const SUMMARY: &str = r#"/captf/runtime state pull | python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"serial": d["serial"], "resources": sum(1 for r in d.get("resources", []) if r["mode"] == "managed"), "outputs": sorted(d.get("outputs", {})), "lineage": d["lineage"], "terraform_version": d["terraform_version"]}))' > /dev/termination-log"#;
+/// Prints the engine's own view of the state after a marker line; [`apply`] reads it from the
+/// container's log and [`ok`] summarizes it.
+const SUMMARY: &str = "echo '--- state pull'; /captf/runtime state pull";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -126,8 +128,8 @@ async fn main() -> anyhow::Result<()> {
         &env,
         "tofu-small",
         SMALL,
-        &tools.tofu,
-        &[("captf/module/empty.tfstate", EMPTY_STATE)],
+        Engine::Tofu,
+        &[("empty.tfstate", EMPTY_STATE)],
     )?;
     let summary = apply(&client, &ns, &image, "single-c", "one", SUMMARY).await?;
     let secrets = capture(&client, &ns, "single-c").await?;
@@ -152,10 +154,10 @@ async fn main() -> anyhow::Result<()> {
         &env,
         "terraform-big",
         &big,
-        &tools.terraform,
+        Engine::Terraform,
         &[
-            ("captf/module/blob.txt", blob.as_bytes()),
-            ("captf/module/empty.tfstate", EMPTY_STATE),
+            ("blob.txt", blob.as_bytes()),
+            ("empty.tfstate", EMPTY_STATE),
         ],
     )?;
     let summary = apply(&client, &ns, &image, "chunked-c", "one", SUMMARY).await?;
@@ -174,7 +176,7 @@ async fn main() -> anyhow::Result<()> {
     )?;
 
     // Locked, OpenTofu: a second apply sleeps while it holds the lock.
-    let image = module_image(&env, "tofu-slow", SLOW, &tools.tofu, &[])?;
+    let image = module_image(&env, "tofu-slow", SLOW, Engine::Tofu, &[])?;
     let summary = apply(&client, &ns, &image, "locked-c", "one", SUMMARY).await?;
     let job = job(&image, "locked-c", "two", "true", &ns)?;
     Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), &ns)
@@ -206,7 +208,7 @@ async fn main() -> anyhow::Result<()> {
     )?;
 
     // Encrypted, OpenTofu.
-    let image = module_image(&env, "tofu-encrypted", ENCRYPTED, &tools.tofu, &[])?;
+    let image = module_image(&env, "tofu-encrypted", ENCRYPTED, Engine::Tofu, &[])?;
     apply(&client, &ns, &image, "encrypted-c", "one", "true").await?;
     let secrets = capture(&client, &ns, "encrypted-c").await?;
     write(
@@ -233,18 +235,32 @@ fn version(engine: &Path) -> anyhow::Result<String> {
         .to_owned())
 }
 
+/// A module image with `engine` and a shell (the Jobs below run scripts), the module being
+/// `module` as main.tf plus `extra` files.
 fn module_image(
     env: &TestEnv,
     name: &str,
     module: &str,
-    engine: &Path,
+    engine: Engine,
     extra: &[(&str, &[u8])],
 ) -> anyhow::Result<String> {
-    let reference = format!("captf.local/fixtures/{name}:v1");
-    let mut files: Vec<(&str, &[u8])> = vec![("captf/module/main.tf", module.as_bytes())];
-    files.extend_from_slice(extra);
-    write_image(env, &reference, &files, &[("captf/runtime", engine)])?;
-    Ok(reference)
+    let dir = std::env::temp_dir().join(format!("captf-fixtures-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("main.tf"), module)?;
+    for (file, content) in extra {
+        std::fs::write(dir.join(file), content)?;
+    }
+    let image = push_module_image(
+        env,
+        &format!("fixtures/{name}:v1"),
+        "cluster",
+        &dir,
+        engine,
+        true,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    image
 }
 
 fn job(
@@ -256,7 +272,7 @@ fn job(
 ) -> anyhow::Result<k8s_openapi::api::batch::v1::Job> {
     let name = format!("{suffix}-{trigger}");
     let script = format!(
-        "set -e\ncd /captf/module\n/captf/runtime init -input=false -no-color -backend-config=secret_suffix={suffix} -backend-config=namespace={ns} -backend-config=in_cluster_config=true\n/captf/runtime apply -input=false -no-color -auto-approve -var trigger={trigger}\n{after}"
+        "set -e\nexport TF_DATA_DIR=/tmp/data\ncd /captf/module\n/captf/runtime init -input=false -no-color -backend-config=secret_suffix={suffix} -backend-config=namespace={ns} -backend-config=in_cluster_config=true\n/captf/runtime apply -input=false -no-color -auto-approve -var trigger={trigger}\n{after}"
     );
     let mut job = shell_job(
         &name,
@@ -291,7 +307,9 @@ async fn apply(
         "apply {suffix} failed ({code}): {}",
         message.unwrap_or_default()
     );
-    Ok(message.unwrap_or_default())
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
+    let pod = outcome.pod.metadata.name.clone().context("pod name")?;
+    Ok(pods.logs(&pod, &Default::default()).await?)
 }
 
 async fn capture(
@@ -319,11 +337,22 @@ async fn capture(
     Ok(out)
 }
 
-fn ok(summary: &str) -> serde_json::Value {
+fn ok(log: &str) -> serde_json::Value {
+    let pulled = log
+        .split_once("--- state pull\n")
+        .map_or("", |(_, state)| state);
     let s: serde_json::Value =
-        serde_json::from_str(summary.trim()).unwrap_or(serde_json::Value::Null);
+        serde_json::from_str(pulled.trim()).unwrap_or(serde_json::Value::Null);
+    let managed = s["resources"]
+        .as_array()
+        .map(|r| r.iter().filter(|r| r["mode"] == "managed").count());
+    let mut outputs: Vec<&String> = s["outputs"]
+        .as_object()
+        .map(|o| o.keys().collect())
+        .unwrap_or_default();
+    outputs.sort();
     serde_json::json!({"ok": {
-        "serial": s["serial"], "resources": s["resources"], "outputs": s["outputs"],
+        "serial": s["serial"], "resources": managed, "outputs": outputs,
         "lineage": s["lineage"], "terraform_version": s["terraform_version"],
     }})
 }

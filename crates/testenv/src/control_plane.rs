@@ -1,5 +1,6 @@
 //! etcd, kube-apiserver and kube-controller-manager as local processes.
 
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -10,8 +11,9 @@ use crate::process::{self, Managed};
 use crate::tools::Tools;
 
 /// Controllers the tests need: Jobs and their pods, garbage collection, namespace deletion,
-/// ServiceAccounts and their tokens, the root CA ConfigMap, and TTL-after-finished.
-pub const CONTROLLERS: &str = "job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,ttl-after-finished-controller";
+/// ServiceAccounts and their tokens, the root CA ConfigMap, TTL-after-finished, and the node's
+/// lifecycle (it lifts the `not-ready` taint the kubelet registers with).
+pub const CONTROLLERS: &str = "job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,ttl-after-finished-controller,node-lifecycle-controller";
 
 /// The files of one control plane under its directory.
 #[derive(Clone, Debug)]
@@ -52,11 +54,13 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
-    /// Starts etcd, then kube-apiserver, then kube-controller-manager, waiting for each to be
-    /// healthy, and writes the admin kubeconfig.
-    pub async fn start(layout: Layout, tools: &Tools) -> anyhow::Result<Self> {
+    /// Starts etcd, then kube-apiserver, then kube-controller-manager and kube-scheduler,
+    /// waiting for each to be healthy, and writes the admin kubeconfig. The API server listens
+    /// on `address` (the host end of the node's veth pair: reachable from the host and, through
+    /// the `kubernetes` Service, from pods), etcd on loopback.
+    pub async fn start(layout: Layout, tools: &Tools, address: Ipv4Addr) -> anyhow::Result<Self> {
         std::fs::create_dir_all(layout.logs())?;
-        let pki = pki::write(&layout.pki())?;
+        let pki = pki::write(&layout.pki(), address, crate::node::NODE_NAME)?;
         let mut plane = ControlPlane {
             layout: layout.clone(),
             pki,
@@ -87,24 +91,31 @@ impl ControlPlane {
             .wait_until("etcd", Duration::from_secs(60), || etcd_healthy(etcd_port))
             .await?;
 
-        let port = process::free_port()?;
+        let port = process::free_port_on(address.into())?;
         plane.apiserver_port = port;
-        plane.server = format!("https://127.0.0.1:{port}");
+        plane.server = format!("https://{address}:{port}");
         let p = plane.pki.clone();
         plane.spawn(
             "kube-apiserver",
             &tools.kube_apiserver,
             vec![
                 format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".into(),
-                "--advertise-address=127.0.0.1".into(),
+                format!("--bind-address={address}"),
+                format!("--advertise-address={address}"),
                 format!("--secure-port={port}"),
                 format!("--cert-dir={}", layout.pki().display()),
                 format!("--tls-cert-file={}", p.serving_cert.display()),
                 format!("--tls-private-key-file={}", p.serving_key.display()),
                 format!("--client-ca-file={}", p.ca_cert.display()),
-                "--service-cluster-ip-range=10.0.0.0/24".into(),
-                "--authorization-mode=RBAC".into(),
+                format!(
+                    "--service-cluster-ip-range={}",
+                    crate::node::network::SERVICE_CIDR
+                ),
+                // Node: the kubelet gets exactly its pods' Secrets and tokens, as on a cluster.
+                "--authorization-mode=Node,RBAC".into(),
+                format!("--kubelet-client-certificate={}", p.admin_cert.display()),
+                format!("--kubelet-client-key={}", p.admin_key.display()),
+                "--kubelet-preferred-address-types=InternalIP".into(),
                 "--allow-privileged=true".into(),
                 format!("--service-account-issuer=https://127.0.0.1:{port}"),
                 format!(
@@ -115,7 +126,8 @@ impl ControlPlane {
                     "--service-account-signing-key-file={}",
                     p.service_account_key.display()
                 ),
-                "--endpoint-reconciler-type=none".into(),
+                // The `kubernetes` Service's endpoint is this server: pods reach it there.
+                "--endpoint-reconciler-type=lease".into(),
                 "--v=1".into(),
             ],
         )?;
@@ -146,6 +158,35 @@ impl ControlPlane {
                 "--secure-port=0".into(),
                 // Pods of finished Jobs must not pile up in tests that run hundreds of Jobs.
                 "--terminated-pod-gc-threshold=1000".into(),
+                "--v=1".into(),
+            ],
+        )?;
+
+        let scheduler_kubeconfig = layout.root.join("scheduler.kubeconfig");
+        std::fs::write(
+            &scheduler_kubeconfig,
+            pki::kubeconfig(
+                &plane.server,
+                &p.ca_cert,
+                &p.scheduler_cert,
+                &p.scheduler_key,
+            )?,
+        )?;
+        plane.spawn(
+            "kube-scheduler",
+            &tools.kube_scheduler,
+            vec![
+                format!("--kubeconfig={}", scheduler_kubeconfig.display()),
+                format!(
+                    "--authentication-kubeconfig={}",
+                    scheduler_kubeconfig.display()
+                ),
+                format!(
+                    "--authorization-kubeconfig={}",
+                    scheduler_kubeconfig.display()
+                ),
+                "--leader-elect=false".into(),
+                "--secure-port=0".into(),
                 "--v=1".into(),
             ],
         )?;

@@ -1,7 +1,7 @@
 //! Helpers for tests on the local control plane: image folders, Jobs and their results.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -10,35 +10,123 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 
 use crate::TestEnv;
+use crate::oci::{Entry, Image, Layer};
 
-/// Creates (or replaces) an image folder: `files` maps paths inside the image to contents;
-/// `links` maps paths inside the image to symlink targets on the host.
-pub fn write_image(
+/// The shell image of the tests: a static busybox as `/bin/sh` and every other applet,
+/// pushed once per environment as `captf.local/testenv/shell:v1`; returns that reference.
+pub fn shell_image(env: &TestEnv) -> anyhow::Result<&'static str> {
+    static PUSHED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    const REFERENCE: &str = "captf.local/testenv/shell:v1";
+    PUSHED
+        .get_or_init(|| push_shell(env).map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)?;
+    Ok(REFERENCE)
+}
+
+fn push_shell(env: &TestEnv) -> anyhow::Result<()> {
+    let mut tmp = Layer::new("tmp");
+    tmp.push(Entry::dir("/tmp").mode(0o1777))?;
+    let image = Image {
+        layers: vec![busybox_layer()?, tmp],
+        config: crate::oci::Config {
+            env: vec!["PATH=/bin".to_owned()],
+            ..Default::default()
+        },
+    };
+    push(env, &image, "testenv/shell:v1")?;
+    Ok(())
+}
+
+/// A static busybox as `/bin/busybox`, `/bin/sh` and every other applet: the shell test
+/// images carry (Debian's busybox-static).
+pub fn busybox_layer() -> anyhow::Result<Layer> {
+    let busybox = Path::new("/bin/busybox");
+    anyhow::ensure!(
+        busybox.exists(),
+        "/bin/busybox is missing: install Debian's busybox-static (hack/node-packages.sh)"
+    );
+    let applets = std::process::Command::new(busybox).arg("--list").output()?;
+    let mut layer = Layer::new("busybox");
+    layer.push(Entry::host_file("/bin/busybox", busybox).mode(0o755))?;
+    for applet in String::from_utf8_lossy(&applets.stdout).lines() {
+        if applet != "busybox" {
+            layer.push(Entry::symlink(&format!("/bin/{applet}"), "busybox"))?;
+        }
+    }
+    Ok(layer)
+}
+
+/// Pushes `image` to the node's registry as `name` (`repository:tag`); returns
+/// `captf.local/<repository>@sha256:...`, what a pod pulls.
+pub fn push(env: &TestEnv, image: &Image, name: &str) -> anyhow::Result<String> {
+    let tools = crate::tools::Tools::locate()?;
+    let store = crate::images::store()?;
+    let crane = crate::oci::Crane::new(&tools.crane);
+    let written = crate::oci::push(&store, &crane, image, &format!("{}/{name}", env.registry()))?;
+    let repository = name.rsplit_once(':').map_or(name, |(r, _)| r);
+    Ok(format!(
+        "{}/{repository}@{}",
+        crate::node::IMAGE_REGISTRY,
+        written.digest()
+    ))
+}
+
+/// The manager image (the static `captf` binary as `/manager` and `/runner`, the recipe of
+/// [`crate::images::manager_image`]) in the node's registry, pushed once per test binary;
+/// returns `captf.local/captf@sha256:...`. A Job's init container runs `/runner copy
+/// /captf/bin/runner` from it, as the manager's Jobs do. Fails with the build command when the
+/// static binary is missing.
+pub fn runner_image(env: &TestEnv) -> anyhow::Result<String> {
+    static PUSHED: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+    PUSHED
+        .get_or_init(|| push_runner(env).map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+fn push_runner(env: &TestEnv) -> anyhow::Result<String> {
+    use crate::images;
+    let captf = images::captf_static_path();
+    anyhow::ensure!(
+        captf.is_file(),
+        "{} is missing: build it with `{}` (hack/test-all.sh does)",
+        captf.display(),
+        images::CAPTF_STATIC_BUILD
+    );
+    push(env, &images::manager_image(&captf)?, "captf:test")
+}
+
+/// Pushes a module image of `role` with the module in `module_dir` and `engine` as its
+/// runtime (the standard recipe of [`crate::images::module_image`]) to the node's registry as
+/// `name` (`repository:tag`); returns `captf.local/<repository>@sha256:...`, what a pod pulls.
+/// With `shell`, the image also carries [`busybox_layer`] (for Jobs that run scripts).
+pub fn push_module_image(
     env: &TestEnv,
-    reference: &str,
-    files: &[(&str, &[u8])],
-    links: &[(&str, &Path)],
-) -> anyhow::Result<PathBuf> {
-    let images = crate::node::image::Images::new(env.images().to_owned());
-    let folder = images.folder(reference)?;
-    let rootfs = folder.join("rootfs");
-    let _ = std::fs::remove_dir_all(&folder);
-    std::fs::create_dir_all(&rootfs)?;
-    for (path, content) in files {
-        let target = rootfs.join(path.trim_start_matches('/'));
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&target, content)?;
+    name: &str,
+    role: &str,
+    module_dir: &Path,
+    engine: crate::images::Engine,
+    shell: bool,
+) -> anyhow::Result<String> {
+    use crate::images;
+    let tools = crate::tools::Tools::locate()?;
+    let engine_layer = match engine {
+        images::Engine::Tofu => images::tofu_engine(&tools.tofu)?,
+        images::Engine::Terraform => images::terraform_engine(&tools.terraform)?,
+    };
+    let mut image = images::module_image(images::ModuleImage {
+        role,
+        module: images::module_layer(name, module_dir)?,
+        engine: &engine_layer,
+        providers: None,
+        version: name.rsplit_once(':').map_or("latest", |(_, tag)| tag),
+        revision: &images::revision(),
+    })?;
+    if shell {
+        image.layers.insert(1, busybox_layer()?);
     }
-    for (path, host) in links {
-        let target = rootfs.join(path.trim_start_matches('/'));
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::os::unix::fs::symlink(host, &target).with_context(|| target.display().to_string())?;
-    }
-    Ok(folder)
+    push(env, &image, name)
 }
 
 /// A Job that runs `script` with `/bin/sh -c` in `image`, no retries.

@@ -1,15 +1,18 @@
 //! A real local Kubernetes control plane for CAPTF's tests and demo.
 //!
-//! etcd, kube-apiserver and kube-controller-manager are the real binaries (built by
-//! `hack/build-tools.sh`); pods run as local processes on a *process node* (see [`node`]).
+//! etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a node of containerd, the
+//! kubelet and kube-proxy are the real binaries (built by `hack/build-tools.sh`, containerd and
+//! runc from Debian); pods run as real containers from images in the node's registry (see
+//! [`node`]).
 //! A supervisor process owns all of it ([`supervisor`]); `captf-testenv up` starts one for
 //! people, [`TestEnv::shared`] starts one per test binary that ends with the test binary.
 #![forbid(unsafe_code)]
 
 pub mod control_plane;
-pub mod exec;
 pub mod fixtures;
+pub mod images;
 pub mod node;
+pub mod oci;
 pub mod pki;
 pub mod process;
 pub mod supervisor;
@@ -167,9 +170,48 @@ impl TestEnv {
         Ok(name)
     }
 
-    /// The folder module images are looked up in.
-    pub fn images(&self) -> &Path {
-        &self.state.images
+    /// Runs `ctr -n k8s.io <args>` against the node's containerd (the kubelet's namespace) and
+    /// returns its output: what the runtime itself holds for a container, not the pod spec.
+    pub fn ctr(&self, args: &[&str]) -> anyhow::Result<String> {
+        let socket = node::NodeLayout {
+            root: self.state.node_dir.clone(),
+        }
+        .containerd_socket();
+        let out = Command::new("ctr")
+            .arg("--address")
+            .arg(&socket)
+            .args(["-n", "k8s.io"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .context("running ctr (Debian's containerd package)")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "ctr {} failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Tells the node's containerd that the registry `host` (`address:port`) speaks plain
+    /// HTTP, as it was told of its own; containerd reads this on every pull.
+    pub fn trust_registry(&self, host: &str) -> anyhow::Result<()> {
+        let dir = node::NodeLayout {
+            root: self.state.node_dir.clone(),
+        }
+        .registry_hosts()
+        .join(host);
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("hosts.toml"), node::config::registry_host(host))?;
+        Ok(())
+    }
+
+    /// `host:port` of the node's image registry: push images there, reference them as
+    /// `captf.local/<name>` (containerd resolves the name to it).
+    pub fn registry(&self) -> &str {
+        &self.state.registry
     }
 }
 

@@ -20,6 +20,13 @@ pub struct Pki {
     pub admin_key: PathBuf,
     pub controller_manager_cert: PathBuf,
     pub controller_manager_key: PathBuf,
+    pub scheduler_cert: PathBuf,
+    pub scheduler_key: PathBuf,
+    /// The kubelet's (`system:node:<name>` in `system:nodes`, for the Node authorizer).
+    pub node_cert: PathBuf,
+    pub node_key: PathBuf,
+    pub proxy_cert: PathBuf,
+    pub proxy_key: PathBuf,
     pub service_account_key: PathBuf,
     pub service_account_public_key: PathBuf,
 }
@@ -30,10 +37,11 @@ struct Client<'a> {
     groups: &'a [&'a str],
 }
 
-/// Generates the CA, the serving certificate (for 127.0.0.1, localhost and the in-cluster
-/// `kubernetes.default` names), the admin and controller-manager client certificates and the
+/// Generates the CA, the serving certificate (for 127.0.0.1, `address`, localhost, the
+/// `kubernetes` Service's ClusterIP and the in-cluster `kubernetes.default` names), a client
+/// certificate for the admin and each control-plane and node component, and the
 /// service-account signing key, all under `dir`.
-pub fn write(dir: &Path) -> anyhow::Result<Pki> {
+pub fn write(dir: &Path, address: Ipv4Addr, node_name: &str) -> anyhow::Result<Pki> {
     std::fs::create_dir_all(dir)?;
     let pki = Pki {
         ca_cert: dir.join("ca.crt"),
@@ -43,6 +51,12 @@ pub fn write(dir: &Path) -> anyhow::Result<Pki> {
         admin_key: dir.join("admin.key"),
         controller_manager_cert: dir.join("controller-manager.crt"),
         controller_manager_key: dir.join("controller-manager.key"),
+        scheduler_cert: dir.join("scheduler.crt"),
+        scheduler_key: dir.join("scheduler.key"),
+        node_cert: dir.join("node.crt"),
+        node_key: dir.join("node.key"),
+        proxy_cert: dir.join("kube-proxy.crt"),
+        proxy_key: dir.join("kube-proxy.key"),
         service_account_key: dir.join("service-account.key"),
         service_account_public_key: dir.join("service-account.pub"),
     };
@@ -69,10 +83,15 @@ pub fn write(dir: &Path) -> anyhow::Result<Pki> {
     serving
         .subject_alt_names
         .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    serving
+        .subject_alt_names
+        .push(SanType::IpAddress(IpAddr::V4(address)));
     // The first address of --service-cluster-ip-range: the `kubernetes` Service's ClusterIP.
     serving
         .subject_alt_names
-        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))));
+        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::from(
+            crate::node::network::KUBERNETES_SERVICE_IP,
+        ))));
     serving.distinguished_name = name("kube-apiserver", &[]);
     serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let key = KeyPair::generate()?;
@@ -98,6 +117,30 @@ pub fn write(dir: &Path) -> anyhow::Result<Pki> {
             },
             &pki.controller_manager_cert,
             &pki.controller_manager_key,
+        ),
+        (
+            Client {
+                user: "system:kube-scheduler",
+                groups: &[],
+            },
+            &pki.scheduler_cert,
+            &pki.scheduler_key,
+        ),
+        (
+            Client {
+                user: &format!("system:node:{node_name}"),
+                groups: &["system:nodes"],
+            },
+            &pki.node_cert,
+            &pki.node_key,
+        ),
+        (
+            Client {
+                user: "system:kube-proxy",
+                groups: &[],
+            },
+            &pki.proxy_cert,
+            &pki.proxy_key,
         ),
     ];
     for (client, cert_path, key_path) in clients {

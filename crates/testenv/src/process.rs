@@ -138,17 +138,22 @@ fn bound_address(log: &str, server: &str) -> Option<String> {
 /// connections of a busy test take ports from that range, and one of them could take a port
 /// picked there between its release and its use.
 pub fn free_port() -> anyhow::Result<u16> {
+    free_port_on(std::net::Ipv4Addr::LOCALHOST.into())
+}
+
+/// [`free_port`] on another local address.
+pub fn free_port_on(address: std::net::IpAddr) -> anyhow::Result<u16> {
     use std::hash::{BuildHasher, RandomState};
     const PORTS: std::ops::Range<u16> = 20_000..32_768;
     let random = RandomState::new();
     let span = u64::from(PORTS.end - PORTS.start);
     for attempt in 0..200u64 {
         let offset = u16::try_from(random.hash_one(attempt) % span)?;
-        if std::net::TcpListener::bind(("127.0.0.1", PORTS.start + offset)).is_ok() {
+        if std::net::TcpListener::bind((address, PORTS.start + offset)).is_ok() {
             return Ok(PORTS.start + offset);
         }
     }
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let listener = std::net::TcpListener::bind((address, 0))?;
     Ok(listener.local_addr()?.port())
 }
 

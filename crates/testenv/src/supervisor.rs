@@ -1,16 +1,15 @@
-//! The supervisor process: starts the control plane and the process node, records what it
-//! started, and tears everything down on SIGTERM/SIGINT or when the process it watches (a test
-//! binary) is gone, so no test run leaves processes behind.
+//! The supervisor process: starts the node's network, the control plane and the node, records
+//! what it started, and tears everything down on SIGTERM/SIGINT or when the process it watches
+//! (a test binary) is gone, so no test run leaves processes, mounts or interfaces behind.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::control_plane::{self, ControlPlane, Layout};
-use crate::node::{self, NodeContext, image::Images};
+use crate::node::{ControlPlaneAccess, Network, Node, NodeLayout, NodeTools};
 use crate::process;
 use crate::tools::{self, Tools};
 
@@ -21,7 +20,11 @@ pub struct State {
     pub server: String,
     pub apiserver_port: u16,
     pub kubeconfig: PathBuf,
-    pub images: PathBuf,
+    /// `host:port` of the node's image registry; `captf.local/<name>` resolves to it.
+    pub registry: String,
+    /// The node's network slot and folder, for `captf-testenv down` after a crash.
+    pub network: Network,
+    pub node_dir: PathBuf,
     pub processes: Vec<(String, u32)>,
 }
 
@@ -30,50 +33,54 @@ pub struct State {
 pub struct Options {
     pub dir: PathBuf,
     pub watch_pid: Option<u32>,
-    pub images: PathBuf,
     /// Remove `dir` on exit.
     pub cleanup: bool,
-}
-
-/// The default folder of module images: `$CAPTF_IMAGES`, else `<cache>/images`.
-pub fn default_images_dir() -> PathBuf {
-    std::env::var_os("CAPTF_IMAGES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| tools::cache_dir().join("images"))
 }
 
 /// Runs until told to stop; returns an error if a component crashed.
 pub async fn run(options: Options) -> anyhow::Result<()> {
     let tools = Tools::locate()?;
+    let node_tools = NodeTools::locate(&tools::bin_dir())?;
     let layout = Layout {
         root: options.dir.clone(),
     };
     std::fs::create_dir_all(&layout.root)?;
     let _ = std::fs::remove_file(layout.state_file());
-    let mut plane = ControlPlane::start(layout.clone(), &tools).await?;
+    let network = Network::create()?;
+    // Whatever fails from here on, the network goes with the supervisor.
+    let _network = NetworkGuard(network.clone());
+    let mut plane = ControlPlane::start(layout.clone(), &tools, network.host_ip()).await?;
     let client = crate::client_from_kubeconfig(&layout.kubeconfig()).await?;
     control_plane::install_crds(&client, &captf_api::crds::all_yaml()?)
         .await
         .context("installing CAPTF CRDs")?;
     install_capi_crds(&client, &tools).await?;
 
-    let ctx = Arc::new(NodeContext {
-        client: client.clone(),
-        pods_dir: layout.pods(),
-        images: Images::new(options.images.clone()),
-        self_exe: std::env::current_exe()?,
-        apiserver_port: plane.apiserver_port,
-        running: Default::default(),
-    });
-    let mut node_task = tokio::spawn(node::run(ctx.clone()));
+    let node_layout = NodeLayout {
+        root: layout.root.join("node"),
+    };
+    let mut node = Node::start(
+        node_layout.clone(),
+        network.clone(),
+        &node_tools,
+        ControlPlaneAccess {
+            server: &plane.server,
+            pki: &plane.pki,
+            client: &client,
+        },
+        &layout.logs(),
+    )
+    .await?;
 
     let state = State {
         supervisor_pid: std::process::id(),
         server: plane.server.clone(),
         apiserver_port: plane.apiserver_port,
         kubeconfig: layout.kubeconfig(),
-        images: options.images.clone(),
-        processes: plane.pids(),
+        registry: node.registry.clone(),
+        network: network.clone(),
+        node_dir: node_layout.root.clone(),
+        processes: plane.pids().into_iter().chain(node.pids()).collect(),
     };
     let tmp = layout.root.join("state.json.tmp");
     std::fs::write(&tmp, serde_json::to_vec_pretty(&state)?)?;
@@ -86,28 +93,36 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         tokio::select! {
             _ = term.recv() => break Ok(()),
             _ = tokio::signal::ctrl_c() => break Ok(()),
-            result = &mut node_task => break Err(anyhow::anyhow!("process node stopped: {result:?}")),
             _ = tick.tick() => {
                 if let Some(pid) = options.watch_pid
                     && !process::alive(pid)
                 {
                     break Ok(());
                 }
-                if let Some((name, status)) = plane.crashed() {
+                if let Some((name, status)) = plane.crashed().or_else(|| node.crashed()) {
                     let log = layout.logs().join(format!("{name}.log"));
                     break Err(anyhow::anyhow!("{name} exited ({status}):\n{}", control_plane::tail(&log, 30)));
                 }
             }
         }
     };
-    node_task.abort();
-    ctx.kill_all();
+    node.stop();
     plane.stop();
     let _ = std::fs::remove_file(layout.state_file());
     if options.cleanup {
         let _ = std::fs::remove_dir_all(&layout.root);
     }
     outcome
+}
+
+/// Deletes the node's network when the supervisor leaves [`run`], whichever way: the API
+/// server listens on it, so it goes last.
+struct NetworkGuard(Network);
+
+impl Drop for NetworkGuard {
+    fn drop(&mut self) {
+        self.0.delete();
+    }
 }
 
 async fn install_capi_crds(client: &kube::Client, tools: &Tools) -> anyhow::Result<()> {

@@ -8,9 +8,14 @@ pub struct Tools {
     pub etcd: PathBuf,
     pub kube_apiserver: PathBuf,
     pub kube_controller_manager: PathBuf,
+    pub kube_scheduler: PathBuf,
     pub tofu: PathBuf,
     pub terraform: PathBuf,
     pub capi_crds: PathBuf,
+    /// The OCI registry (distribution's `registry serve <config>`).
+    pub registry: PathBuf,
+    /// Pushes and reads images ([`crate::oci::Crane`]).
+    pub crane: PathBuf,
 }
 
 /// The cache root: `$CAPTF_CACHE`, else `$HOME/.cache/captf`.
@@ -24,13 +29,18 @@ pub fn cache_dir() -> PathBuf {
     home.join(".cache/captf")
 }
 
+/// Where `hack/build-tools.sh` puts its binaries: `$CAPTF_BIN`, else `<cache>/bin`.
+pub fn bin_dir() -> PathBuf {
+    std::env::var_os("CAPTF_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache_dir().join("bin"))
+}
+
 impl Tools {
     /// Finds every tool under `$CAPTF_BIN` (default `<cache>/bin`) and the CAPI CRDs under
     /// `$CAPTF_CAPI_CRDS` (default `<cache>/capi-crds`); names what is missing and how to build it.
     pub fn locate() -> anyhow::Result<Self> {
-        let bin = std::env::var_os("CAPTF_BIN")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| cache_dir().join("bin"));
+        let bin = bin_dir();
         let crds = std::env::var_os("CAPTF_CAPI_CRDS")
             .map(PathBuf::from)
             .unwrap_or_else(|| cache_dir().join("capi-crds"));
@@ -38,17 +48,23 @@ impl Tools {
             etcd: bin.join("etcd"),
             kube_apiserver: bin.join("kube-apiserver"),
             kube_controller_manager: bin.join("kube-controller-manager"),
+            kube_scheduler: bin.join("kube-scheduler"),
             tofu: bin.join("tofu"),
             terraform: bin.join("terraform"),
             capi_crds: crds,
+            registry: bin.join("registry"),
+            crane: bin.join("crane"),
         };
         let missing: Vec<&Path> = [
             &tools.etcd,
             &tools.kube_apiserver,
             &tools.kube_controller_manager,
+            &tools.kube_scheduler,
             &tools.tofu,
             &tools.terraform,
             &tools.capi_crds,
+            &tools.registry,
+            &tools.crane,
         ]
         .into_iter()
         .map(PathBuf::as_path)

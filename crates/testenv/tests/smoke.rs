@@ -1,32 +1,32 @@
-//! End-to-end smoke tests of the local control plane: real etcd, kube-apiserver and
-//! kube-controller-manager, with Job pods run as processes by the process node.
+//! End-to-end smoke tests of the local control plane: real etcd, kube-apiserver,
+//! kube-controller-manager and kube-scheduler, with Job pods run as real containers by the
+//! node's kubelet and containerd, from a busybox image in the node's registry.
 
 use std::time::{Duration, Instant};
 
-use captf_testenv::fixtures::{run_job, shell_job, write_image};
+use captf_testenv::fixtures::{run_job, shell_image, shell_job};
 use captf_testenv::{TestEnv, wait_for};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 
-const SHELL: &str = "captf.local/testenv/shell:v1";
 const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 
-async fn setup(prefix: &str) -> (TestEnv, kube::Client, String) {
-    let env = TestEnv::shared().clone();
+async fn setup(prefix: &str) -> (&'static str, kube::Client, String) {
+    let env = TestEnv::shared();
     let client = env.client().await.expect("client");
     let ns = env.namespace(&client, prefix).await.expect("namespace");
-    write_image(&env, SHELL, &[], &[]).expect("shell image");
-    (env, client, ns)
+    let shell = shell_image(env).expect("shell image");
+    (shell, client, ns)
 }
 
 #[tokio::test]
 async fn a_succeeding_job_reads_complete_with_the_image_digest() {
-    let (_env, client, ns) = setup("complete").await;
+    let (shell, client, ns) = setup("complete").await;
     let job = shell_job(
         "ok",
-        SHELL,
-        "echo hello from $(HOSTNAME) > /dev/termination-log",
+        shell,
+        "echo hello from $HOSTNAME > /dev/termination-log",
         &[],
     )
     .expect("job");
@@ -37,7 +37,7 @@ async fn a_succeeding_job_reads_complete_with_the_image_digest() {
     let (code, message) = outcome.terminated().expect("terminated state");
     assert_eq!(code, 0);
     let pod_name = outcome.pod.metadata.name.clone().expect("pod name");
-    // $(HOSTNAME) is expanded by the node from the container env; the hostname is the pod name.
+    // The runtime sets HOSTNAME to the pod's name.
     assert_eq!(
         message.as_deref().map(str::trim),
         Some(format!("hello from {pod_name}").as_str())
@@ -48,17 +48,17 @@ async fn a_succeeding_job_reads_complete_with_the_image_digest() {
         .image_id
         .clone();
     assert!(
-        image_id.starts_with("captf.local/testenv/shell@sha256:") && image_id.len() > 40,
+        image_id.starts_with("captf.local/testenv/shell@sha256:") && image_id.len() == 33 + 64,
         "{image_id}"
     );
 }
 
 #[tokio::test]
 async fn a_failing_job_reads_failed_with_exit_code_and_message() {
-    let (_env, client, ns) = setup("failed").await;
+    let (shell, client, ns) = setup("failed").await;
     let job = shell_job(
         "fails",
-        SHELL,
+        shell,
         "printf 'it broke' > /dev/termination-log; exit 3",
         &[],
     )
@@ -72,7 +72,7 @@ async fn a_failing_job_reads_failed_with_exit_code_and_message() {
 
 #[tokio::test]
 async fn env_envfrom_and_volumes_appear_as_a_kubelet_lays_them_out() {
-    let (_env, client, ns) = setup("volumes").await;
+    let (shell, client, ns) = setup("volumes").await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let secret: Secret = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "creds"},
@@ -83,29 +83,33 @@ async fn env_envfrom_and_volumes_appear_as_a_kubelet_lays_them_out() {
         .create(&PostParams::default(), &secret)
         .await
         .expect("create secret");
-    let script = r#"set -e
+    let script = r#"set -ex
 test "$CREDS_TOKEN" = s3cret
 test "$FROM_KEY" = s3cret
 test "$POD_NS" = "$EXPECT_NS"
 test "$(cat /secret/token)" = s3cret
-test "$(stat -c %a /secret/token)" = 440
+test "$(stat -L -c %a /secret/token)" = 440
 test -s /var/run/secrets/kubernetes.io/serviceaccount/token
 test -s /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
 test "$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)" = "$EXPECT_NS"
 echo scratch > /scratch/file
-test "$KUBERNETES_SERVICE_HOST" = 127.0.0.1
+test "$KUBERNETES_SERVICE_HOST" = 10.0.0.1
+test "$(id -u)" = 65532
+test "$(stat -L -c %g /secret/token)" = 65532
 echo ok > /dev/termination-log
 "#;
     let job: k8s_openapi::api::batch::v1::Job = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "layout"},
         "spec": {"backoffLimit": 0, "template": {"spec": {
             "restartPolicy": "Never",
+            "securityContext": {"runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532},
             "volumes": [
                 {"name": "creds", "secret": {"secretName": "creds", "items": [{"key": "TOKEN", "path": "token", "mode": 0o440}]}},
                 {"name": "scratch", "emptyDir": {}},
             ],
             "containers": [{
-                "name": "main", "image": SHELL, "command": ["/bin/sh", "-c", script],
+                "name": "main", "image": shell, "command": ["/bin/sh", "-c", script],
+                "terminationMessagePolicy": "FallbackToLogsOnError",
                 "envFrom": [{"prefix": "CREDS_", "secretRef": {"name": "creds"}}],
                 "env": [
                     {"name": "FROM_KEY", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "TOKEN"}}},
@@ -136,19 +140,14 @@ echo ok > /dev/termination-log
 
 #[tokio::test]
 async fn a_deleted_pod_gets_sigterm_then_sigkill_after_its_grace_period() {
-    let (_env, client, ns) = setup("sigterm").await;
-    let marks = tempdir("sigterm");
-    // The trap records SIGTERM and then keeps running: only SIGKILL after the grace period ends it.
-    let script = r#"trap 'echo term > "$MARKS/term"' TERM
-echo started > "$MARKS/started"
+    use futures::AsyncBufReadExt;
+    let (shell, client, ns) = setup("sigterm").await;
+    // The trap records SIGTERM on stdout and keeps running: only SIGKILL after the grace
+    // period ends it. The test follows the container's log through the API, as kubectl does.
+    let script = r#"trap 'echo term' TERM
+echo started
 while true; do sleep 0.1; done"#;
-    let mut job = shell_job(
-        "slow",
-        SHELL,
-        script,
-        &[("MARKS", marks.to_str().expect("utf-8"))],
-    )
-    .expect("job");
+    let mut job = shell_job("slow", shell, script, &[]).expect("job");
     if let Some(spec) = job.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
         spec.termination_grace_period_seconds = Some(2);
     }
@@ -156,28 +155,52 @@ while true; do sleep 0.1; done"#;
     jobs.create(&PostParams::default(), &job)
         .await
         .expect("create job");
-    wait_for("the container to start", JOB_TIMEOUT, || async {
-        Ok(marks.join("started").exists().then_some(()))
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let name = wait_for("the container to run", JOB_TIMEOUT, || async {
+        let list = pods
+            .list(&ListParams::default().labels("job-name=slow"))
+            .await?;
+        Ok(list.items.into_iter().find_map(|p| {
+            let running = p
+                .status
+                .as_ref()?
+                .container_statuses
+                .as_ref()?
+                .first()?
+                .state
+                .as_ref()?
+                .running
+                .is_some();
+            running.then(|| p.metadata.name.clone()).flatten()
+        }))
     })
     .await
-    .expect("started");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let pod = pods
-        .list(&ListParams::default().labels("job-name=slow"))
+    .expect("running");
+    let mut lines = pods
+        .log_stream(
+            &name,
+            &LogParams {
+                follow: true,
+                ..LogParams::default()
+            },
+        )
         .await
-        .expect("list")
-        .items
-        .remove(0);
-    let name = pod.metadata.name.clone().expect("name");
+        .expect("follow the log")
+        .lines();
+    let mut next_line = async || -> String {
+        use futures::StreamExt;
+        tokio::time::timeout(Duration::from_secs(30), lines.next())
+            .await
+            .expect("a log line within 30s")
+            .expect("the log goes on")
+            .expect("a readable line")
+    };
+    assert_eq!(next_line().await, "started");
     let deleted_at = Instant::now();
     pods.delete(&name, &DeleteParams::default())
         .await
         .expect("delete pod");
-    wait_for("SIGTERM", Duration::from_secs(10), || async {
-        Ok(marks.join("term").exists().then_some(()))
-    })
-    .await
-    .expect("the container got SIGTERM");
+    assert_eq!(next_line().await, "term", "the container got SIGTERM");
     wait_for("the pod to go away", Duration::from_secs(30), || async {
         let pod = pods.get_opt(&name).await?;
         // The Job controller's tracking finalizer may keep the object a moment; a terminal
@@ -280,13 +303,4 @@ async fn deleting_a_namespace_removes_its_secrets_and_leases() {
             .items
             .is_empty()
     );
-}
-
-/// A host folder a container can write to (containers see the host filesystem outside their
-/// image and volume mounts).
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("captf-smoke-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("tempdir");
-    dir
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use captf_e2e::{
-    RUNNER_IMAGE, apply_file, apply_yaml, captf_binary, manager_kubeconfig, workspace, write_images,
+    apply_file, apply_yaml, captf_binary, manager_kubeconfig, workspace, write_images,
 };
 use captf_testenv::{TestEnv, wait_for};
 use kube::api::Api;
@@ -34,10 +34,11 @@ async fn up(dir: &std::path::Path) -> anyhow::Result<()> {
     let env = TestEnv::attach(dir)?;
     let client = env.client().await?;
     println!(
-        "== images: the runner ({RUNNER_IMAGE}) and the no-op modules, as folders under {}",
-        env.images().display()
+        "== images: the manager/runner and the no-op modules, built here and pushed to the node's registry ({})",
+        env.registry()
     );
-    write_images(&env)?;
+    let images = write_images(&env)?;
+    println!("   runner: {}", images.runner);
     println!("== the runner ClusterRole (config/rbac/runner_clusterrole.yaml)");
     apply_file(
         &client,
@@ -46,7 +47,7 @@ async fn up(dir: &std::path::Path) -> anyhow::Result<()> {
     .await?;
     println!("== the manager's ServiceAccount and RBAC (config/rbac)");
     let kubeconfig = manager_kubeconfig(&env, &client).await?;
-    start_manager(&kubeconfig, dir)?;
+    start_manager(&kubeconfig, dir, &images.runner)?;
     println!("== an identity, a Cluster and a TerraformCluster on the no-op module");
     apply_yaml(&client, DEMO).await?;
     let clusters: Api<kube::api::DynamicObject> =
@@ -132,7 +133,11 @@ async fn up(dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start_manager(kubeconfig: &std::path::Path, dir: &std::path::Path) -> anyhow::Result<()> {
+fn start_manager(
+    kubeconfig: &std::path::Path,
+    dir: &std::path::Path,
+    runner_image: &str,
+) -> anyhow::Result<()> {
     let pid_file = dir.join("demo-manager.pid");
     if let Some(pid) = std::fs::read_to_string(&pid_file)
         .ok()
@@ -148,7 +153,7 @@ fn start_manager(kubeconfig: &std::path::Path, dir: &std::path::Path) -> anyhow:
         Command::new(captf_binary()?)
             .arg("manager")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--runner-image={RUNNER_IMAGE}"))
+            .arg(format!("--runner-image={runner_image}"))
             .arg("--diagnostics-address=127.0.0.1:0")
             .arg("--health-addr=127.0.0.1:0")
             .arg("--insecure-diagnostics")

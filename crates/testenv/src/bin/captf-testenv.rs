@@ -24,10 +24,12 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Start etcd, kube-apiserver, kube-controller-manager and the process node in the
-    /// background; print the kubeconfig path once all are healthy and the CRDs are installed.
+    /// Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a node
+    /// (containerd, kubelet, kube-proxy, an image registry) in the background; print the
+    /// kubeconfig path once the Node is Ready and the CRDs are installed.
     Up,
-    /// Stop everything `up` started and leave no process behind.
+    /// Stop everything `up` started and leave no process, mount, network namespace,
+    /// interface or cgroup behind.
     Down,
     /// Say whether the control plane runs, and where.
     Status,
@@ -40,13 +42,7 @@ enum Command {
         watch_pid: Option<u32>,
         #[arg(long)]
         cleanup: bool,
-        /// Module image folders (default `$CAPTF_IMAGES`, else `<cache>/images`).
-        #[arg(long)]
-        images: Option<PathBuf>,
     },
-    /// (internal) Become one container process, as the process node asks.
-    #[command(hide = true)]
-    ExecContainer { spec: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -56,15 +52,7 @@ fn main() -> ExitCode {
         .clone()
         .unwrap_or_else(|| tools::cache_dir().join("testenv"));
     let result = match cli.command {
-        Command::ExecContainer { spec } => match captf_testenv::exec::run(&spec) {
-            Ok(never) => match never {},
-            Err(e) => Err(e),
-        },
-        Command::Supervise {
-            watch_pid,
-            cleanup,
-            images,
-        } => supervise(dir, watch_pid, cleanup, images),
+        Command::Supervise { watch_pid, cleanup } => supervise(dir, watch_pid, cleanup),
         Command::Up => up(&dir),
         Command::Down => down(&dir),
         Command::Status => status(&dir),
@@ -81,12 +69,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn supervise(
-    dir: PathBuf,
-    watch_pid: Option<u32>,
-    cleanup: bool,
-    images: Option<PathBuf>,
-) -> anyhow::Result<()> {
+fn supervise(dir: PathBuf, watch_pid: Option<u32>, cleanup: bool) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -97,7 +80,6 @@ fn supervise(
     runtime.block_on(supervisor::run(supervisor::Options {
         dir,
         watch_pid,
-        images: images.unwrap_or_else(supervisor::default_images_dir),
         cleanup,
     }))
 }
@@ -111,7 +93,10 @@ fn up(dir: &std::path::Path) -> anyhow::Result<()> {
     let env = TestEnv::start(dir, None, false)?;
     println!("control plane ready: {}", env.state.server);
     println!("export KUBECONFIG={}", env.kubeconfig().display());
-    println!("module images are looked up in {}", env.images().display());
+    println!(
+        "images: push to {}, reference as captf.local/<name>",
+        env.state.registry
+    );
     println!("stop it with: captf-testenv down");
     Ok(())
 }
@@ -131,6 +116,19 @@ fn down(dir: &std::path::Path) -> anyhow::Result<()> {
             eprintln!("stopping leftover {name} ({child})");
             process::stop_group(*child, Duration::from_secs(10), || !process::alive(*child));
         }
+    }
+    // The same teardown as the supervisor's, for what a killed supervisor left.
+    let node = captf_testenv::node::NodeLayout {
+        root: state.node_dir.clone(),
+    };
+    captf_testenv::node::cleanup::all(&node, &state.network);
+    state.network.delete();
+    if state.network.lingers() {
+        eprintln!(
+            "interface {} is still there: a process is left in namespace {}",
+            state.network.host_interface(),
+            state.network.netns()
+        );
     }
     let _ = std::fs::remove_file(&state_file);
     println!("stopped");

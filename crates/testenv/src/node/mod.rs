@@ -1,208 +1,387 @@
-//! The process node: a Ready Node that binds every unscheduled pod to itself and runs each pod's
-//! containers as local processes (see [`pod`]), reporting status as a kubelet would.
+//! A real node: containerd, the kubelet and kube-proxy, with a pod network and ClusterIP
+//! Services, running in a network namespace of the environment's own ([`network`]).
+//!
+//! Images come from a registry the node serves on the host end of its veth pair; containerd
+//! resolves `captf.local/...` to it ([`config::IMAGE_REGISTRY`]). The kubelet pulls them as it
+//! would from any registry, and containers run with their real security context, resources,
+//! volumes and service-account tokens. [`cleanup`] takes all of it down again.
 
-pub mod env;
-pub mod image;
-mod pod;
-pub mod volumes;
+pub mod cleanup;
+pub mod config;
+pub mod network;
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use anyhow::Context;
+use k8s_openapi::api::core::v1::Node as NodeObject;
+use kube::api::Api;
 
-use image::Images;
+use crate::pki::{self, Pki};
+use crate::process::{self, Managed};
+pub use config::{IMAGE_REGISTRY, NODE_NAME, NodeLayout, PAUSE_IMAGE};
+pub use network::Network;
 
-/// The Node's name.
-pub const NODE_NAME: &str = "captf-process-node";
-
-/// What every pod task shares.
-pub struct NodeContext {
-    pub client: kube::Client,
-    pub pods_dir: PathBuf,
-    pub images: Images,
-    /// The `captf-testenv` binary, re-executed as the container launcher.
-    pub self_exe: PathBuf,
-    pub apiserver_port: u16,
-    /// Process groups of running containers, killed when the node stops.
-    pub running: Mutex<std::collections::BTreeSet<u32>>,
+/// The node's binaries: kubelet and kube-proxy (and the pause program) from
+/// `hack/build-tools.sh`, containerd and runc from Debian (`hack/node-packages.sh`).
+#[derive(Clone, Debug)]
+pub struct NodeTools {
+    pub kubelet: PathBuf,
+    pub kube_proxy: PathBuf,
+    pub pause: PathBuf,
+    pub registry: PathBuf,
+    pub crane: PathBuf,
+    pub containerd: PathBuf,
 }
 
-impl NodeContext {
-    /// Kills every running container (SIGKILL to its process group).
-    pub fn kill_all(&self) {
-        let groups: Vec<u32> = self
-            .running
-            .lock()
-            .map(|r| r.iter().copied().collect())
-            .unwrap_or_default();
-        for pgid in groups {
-            crate::process::stop_group(pgid, Duration::ZERO, || true);
+impl NodeTools {
+    pub fn locate(bin: &Path) -> anyhow::Result<NodeTools> {
+        let tools = NodeTools {
+            kubelet: bin.join("kubelet"),
+            kube_proxy: bin.join("kube-proxy"),
+            pause: bin.join("pause"),
+            registry: bin.join("registry"),
+            crane: bin.join("crane"),
+            containerd: PathBuf::from("/usr/bin/containerd"),
+        };
+        let built: Vec<String> = [
+            &tools.kubelet,
+            &tools.kube_proxy,
+            &tools.pause,
+            &tools.registry,
+            &tools.crane,
+        ]
+        .into_iter()
+        .filter(|p| !p.exists())
+        .map(|p| p.display().to_string())
+        .collect();
+        anyhow::ensure!(
+            built.is_empty(),
+            "missing node tools: {}; build them with `hack/build-tools.sh`",
+            built.join(", ")
+        );
+        for (program, package) in [
+            ("/usr/bin/containerd", "containerd"),
+            ("/usr/sbin/runc", "runc"),
+            ("/usr/lib/cni/bridge", "containernetworking-plugins"),
+            ("/usr/sbin/iptables", "iptables"),
+            ("/usr/bin/nsenter", "util-linux"),
+        ] {
+            anyhow::ensure!(
+                Path::new(program).exists(),
+                "{program} is missing: install Debian's {package} (`hack/node-packages.sh` installs everything the node needs)"
+            );
+        }
+        Ok(tools)
+    }
+}
+
+/// What the node needs from the control plane.
+pub struct ControlPlaneAccess<'a> {
+    pub server: &'a str,
+    pub pki: &'a Pki,
+    pub client: &'a kube::Client,
+}
+
+/// A running node.
+pub struct Node {
+    pub layout: NodeLayout,
+    pub network: Network,
+    /// `host:port` of the image registry (on the host end of the veth pair).
+    pub registry: String,
+    processes: Vec<Managed>,
+    logs: PathBuf,
+}
+
+impl Node {
+    /// Starts the registry, pushes the pause image, then containerd, the kubelet and
+    /// kube-proxy, and waits until the Node is Ready.
+    pub async fn start(
+        layout: NodeLayout,
+        network: Network,
+        tools: &NodeTools,
+        plane: ControlPlaneAccess<'_>,
+        logs: &Path,
+    ) -> anyhow::Result<Node> {
+        for dir in [
+            layout.root.clone(),
+            layout.cni_conf_dir(),
+            layout.cni_ipam_dir(),
+            layout.kubelet_dir(),
+            layout.pod_logs(),
+            layout.registry_storage(),
+        ] {
+            std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+        }
+        // A crashed environment of the same slot may have left its cgroups behind.
+        cleanup::remove_cgroups(&network);
+        cleanup::create_cgroups(&network)?;
+        let mut node = Node {
+            layout,
+            network,
+            registry: String::new(),
+            processes: Vec::new(),
+            logs: logs.to_owned(),
+        };
+
+        let port = process::free_port_on(node.network.host_ip().into())?;
+        node.registry = format!("{}:{port}", node.network.host_ip());
+        std::fs::write(
+            node.layout.registry_config(),
+            config::registry(&node.layout, &node.registry),
+        )?;
+        let registry_config = node.layout.registry_config().display().to_string();
+        node.spawn(
+            "registry",
+            &tools.registry,
+            &["serve".to_owned(), registry_config],
+            false,
+        )?;
+        let registry = node.registry.clone();
+        node.wait("registry", Duration::from_secs(30), || {
+            registry_ready(&registry)
+        })
+        .await?;
+        push_pause(tools, &node.registry)?;
+
+        let hosts = node.layout.registry_hosts();
+        for name in [IMAGE_REGISTRY, node.registry.as_str()] {
+            std::fs::create_dir_all(hosts.join(name))?;
+            std::fs::write(
+                hosts.join(name).join("hosts.toml"),
+                config::registry_host(&node.registry),
+            )?;
+        }
+        std::fs::write(
+            node.layout.containerd_config(),
+            config::containerd(&node.layout),
+        )?;
+        std::fs::write(
+            node.layout.cni_conf_dir().join("10-captf.conflist"),
+            config::cni(&node.layout),
+        )?;
+        let containerd_config = node.layout.containerd_config().display().to_string();
+        node.spawn(
+            "containerd",
+            &tools.containerd,
+            &["--config".to_owned(), containerd_config],
+            true,
+        )?;
+        let socket = node.layout.containerd_socket();
+        node.wait("containerd", Duration::from_secs(30), || {
+            std::os::unix::net::UnixStream::connect(&socket).is_ok()
+        })
+        .await?;
+
+        let p = plane.pki;
+        std::fs::write(node.layout.resolv_conf(), config::RESOLV_CONF)?;
+        std::fs::write(
+            node.layout.kubelet_kubeconfig(),
+            pki::kubeconfig(plane.server, &p.ca_cert, &p.node_cert, &p.node_key)?,
+        )?;
+        std::fs::write(
+            node.layout.kubelet_config(),
+            config::kubelet(
+                &node.layout,
+                &node.network,
+                &p.ca_cert,
+                &cleanup::cgroup_root(&node.network),
+            ),
+        )?;
+        let kubelet_dir = node.layout.kubelet_dir();
+        let kubelet_args = vec![
+            format!("--config={}", node.layout.kubelet_config().display()),
+            format!(
+                "--kubeconfig={}",
+                node.layout.kubelet_kubeconfig().display()
+            ),
+            format!("--root-dir={}", kubelet_dir.display()),
+            format!("--cert-dir={}", kubelet_dir.join("pki").display()),
+            format!("--hostname-override={NODE_NAME}"),
+            format!("--node-ip={}", node.network.node_ip()),
+            "--v=1".to_owned(),
+        ];
+        node.spawn("kubelet", &tools.kubelet, &kubelet_args, true)?;
+
+        std::fs::write(
+            node.layout.proxy_kubeconfig(),
+            pki::kubeconfig(plane.server, &p.ca_cert, &p.proxy_cert, &p.proxy_key)?,
+        )?;
+        std::fs::write(node.layout.proxy_config(), config::kube_proxy(&node.layout))?;
+        let proxy_args = vec![
+            format!("--config={}", node.layout.proxy_config().display()),
+            "--v=1".to_owned(),
+        ];
+        node.spawn("kube-proxy", &tools.kube_proxy, &proxy_args, true)?;
+
+        let nodes: Api<NodeObject> = Api::all(plane.client.clone());
+        node.wait_async("kubelet", Duration::from_secs(120), || node_ready(&nodes))
+            .await?;
+        Ok(node)
+    }
+
+    /// Starts `program` (inside the node's network namespace when `inside`).
+    fn spawn(
+        &mut self,
+        name: &str,
+        program: &Path,
+        args: &[String],
+        inside: bool,
+    ) -> anyhow::Result<()> {
+        let log = self.logs.join(format!("{name}.log"));
+        let managed = if inside {
+            let mut all = self.network.enter();
+            all.push(program.display().to_string());
+            all.extend(args.iter().cloned());
+            let mut m = process::spawn(name, Path::new("/usr/bin/nsenter"), &all, &log)?;
+            m.name = name.to_owned();
+            m
+        } else {
+            process::spawn(name, program, args, &log)?
+        };
+        self.processes.push(managed);
+        Ok(())
+    }
+
+    /// Pids of the node's processes (for `captf-testenv down` after a supervisor crash).
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        self.processes
+            .iter()
+            .map(|m| (m.name.clone(), m.pid()))
+            .collect()
+    }
+
+    /// The first process that exited unexpectedly, with its status.
+    pub fn crashed(&mut self) -> Option<(String, String)> {
+        self.processes
+            .iter_mut()
+            .find_map(|m| m.exited().map(|status| (m.name.clone(), status)))
+    }
+
+    /// Stops kube-proxy and the kubelet (so nothing restarts a container), kills the
+    /// containers, stops containerd and the registry, and removes every mount and cgroup of
+    /// the node. The network namespace stays until [`Network::delete`]: the API server listens
+    /// on its veth pair.
+    pub fn stop(&mut self) {
+        while let Some(mut m) = self.processes.pop() {
+            if m.name == "containerd" {
+                cleanup::kill_containers(&self.network);
+            }
+            m.stop(Duration::from_secs(10));
+        }
+        cleanup::all(&self.layout, &self.network);
+    }
+
+    async fn wait(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn() -> bool,
+    ) -> anyhow::Result<()> {
+        self.wait_async(what, timeout, || {
+            let ok = check();
+            async move { ok }
+        })
+        .await
+    }
+
+    async fn wait_async<F, Fut>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        check: F,
+    ) -> anyhow::Result<()>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if check().await {
+                return Ok(());
+            }
+            if let Some((name, status)) = self.crashed() {
+                let log = self.logs.join(format!("{name}.log"));
+                anyhow::bail!(
+                    "{name} exited ({status}) while waiting for {what}:\n{}",
+                    crate::control_plane::tail(&log, 30)
+                );
+            }
+            if Instant::now() > deadline {
+                let log = self.logs.join(format!("{what}.log"));
+                anyhow::bail!(
+                    "{what} not ready after {timeout:?}:\n{}",
+                    crate::control_plane::tail(&log, 30)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-
-    fn pod_dir(&self, pod: &Pod) -> PathBuf {
-        self.pods_dir
-            .join(pod.metadata.uid.as_deref().unwrap_or("unknown"))
-    }
 }
 
-type Tasks = Arc<Mutex<HashMap<String, tokio::sync::watch::Sender<Option<Duration>>>>>;
-
-/// Registers the Node and runs until the watch ends (it does not, short of a panic).
-pub async fn run(ctx: Arc<NodeContext>) -> anyhow::Result<()> {
-    register(&ctx.client).await?;
-    let tasks: Tasks = Arc::default();
-    let pods: Api<Pod> = Api::all(ctx.client.clone());
-    let mut stream = watcher(pods, watcher::Config::default()).boxed();
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
-                handle(&ctx, &tasks, pod).await
-            }
-            Ok(watcher::Event::Delete(pod)) => {
-                if let Some(uid) = pod.metadata.uid.as_deref()
-                    && let Some(stop) = tasks.lock().ok().and_then(|mut t| t.remove(uid))
-                {
-                    let _ = stop.send(Some(Duration::ZERO));
-                }
-            }
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "pod watch error; the watcher retries");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
+impl Drop for Node {
+    fn drop(&mut self) {
+        if !self.processes.is_empty() {
+            self.stop();
         }
     }
-    Ok(())
 }
 
-async fn handle(ctx: &Arc<NodeContext>, tasks: &Tasks, pod: Pod) {
-    let Some(uid) = pod.metadata.uid.clone() else {
-        return;
+/// Ready, and schedulable: the node lifecycle controller has lifted the taints the kubelet
+/// registers with.
+async fn node_ready(nodes: &Api<NodeObject>) -> bool {
+    let Ok(Some(node)) = nodes.get_opt(NODE_NAME).await else {
+        return false;
     };
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-    let spec = pod.spec.clone().unwrap_or_default();
-    let deleting = pod.metadata.deletion_timestamp.is_some();
-    let node = spec.node_name.clone().unwrap_or_default();
-    if node.is_empty() {
-        if !deleting && let Err(e) = bind(&ctx.client, &namespace, &name).await {
-            tracing::debug!(%namespace, %name, error = %e, "binding failed (retried on the next event)");
-        }
-        return;
-    }
-    if node != NODE_NAME {
-        return;
-    }
-    let phase = pod
+    let tainted = node.spec.and_then(|s| s.taints).is_some_and(|t| {
+        t.iter()
+            .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+    });
+    let ready = node
         .status
-        .as_ref()
-        .and_then(|s| s.phase.clone())
-        .unwrap_or_default();
-    let terminal = phase == "Succeeded" || phase == "Failed";
-    let existing = tasks.lock().ok().and_then(|t| t.get(&uid).cloned());
-    match (existing, deleting) {
-        (Some(stop), true) => {
-            let grace = pod
-                .metadata
-                .deletion_grace_period_seconds
-                .unwrap_or(30)
-                .max(0);
-            let grace = Duration::from_secs(u64::try_from(grace).unwrap_or(0));
-            if stop.borrow().is_none() {
-                let _ = stop.send(Some(grace));
-            }
-        }
-        (Some(_), false) => {}
-        (None, true) => {
-            // Nothing runs for it: finish the deletion a kubelet would.
-            let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-            let _ = api
-                .delete(
-                    &name,
-                    &DeleteParams {
-                        grace_period_seconds: Some(0),
-                        ..Default::default()
-                    },
-                )
-                .await;
-        }
-        (None, false) if terminal => {}
-        (None, false) => {
-            let (tx, rx) = tokio::sync::watch::channel(None);
-            if let Ok(mut t) = tasks.lock() {
-                t.insert(uid, tx);
-            }
-            tracing::info!(%namespace, %name, "starting pod");
-            tokio::spawn(pod::run(ctx.clone(), pod, rx));
-        }
-    }
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    ready && !tainted
 }
 
-async fn bind(client: &kube::Client, namespace: &str, name: &str) -> anyhow::Result<()> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let binding = Binding {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.to_owned()),
-            ..Default::default()
-        },
-        target: ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(NODE_NAME.into()),
-            ..Default::default()
+fn registry_ready(addr: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream
+        .write_all(format!("GET /v2/ HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .is_err()
+    {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.ends_with(b"200")
+}
+
+/// The sandbox image: the kubelet's pause program (built from the Kubernetes module's
+/// build/pause, static), as the only file of a one-layer image, run as nobody.
+fn push_pause(tools: &NodeTools, registry: &str) -> anyhow::Result<()> {
+    use crate::oci::{Config, Entry, Image, Layer};
+    let mut layer = Layer::new("pause");
+    layer.push(Entry::host_file("/pause", &tools.pause).mode(0o755))?;
+    let image = Image {
+        layers: vec![layer],
+        config: Config {
+            user: Some("65535:65535".to_owned()),
+            entrypoint: vec!["/pause".to_owned()],
+            ..Config::default()
         },
     };
-    let _: serde_json::Value = api
-        .create_subresource("binding", name, &PostParams::default(), &binding)
-        .await?;
-    Ok(())
-}
-
-async fn register(client: &kube::Client) -> anyhow::Result<()> {
-    let api: Api<Node> = Api::all(client.clone());
-    let node = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": NODE_NAME,
-            "labels": {
-                "kubernetes.io/hostname": NODE_NAME,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": std::env::consts::ARCH.replace("x86_64", "amd64").replace("aarch64", "arm64"),
-            },
-        },
-    });
-    let params = PatchParams::apply("captf-testenv").force();
-    api.patch(NODE_NAME, &params, &Patch::Apply(&node)).await?;
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let status = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": { "name": NODE_NAME },
-        "status": {
-            "conditions": [{
-                "type": "Ready", "status": "True", "reason": "ProcessNodeReady",
-                "message": "captf-testenv runs pods as local processes",
-                "lastHeartbeatTime": now, "lastTransitionTime": now,
-            }],
-            "capacity": { "cpu": "2", "memory": "24Gi", "pods": "1000" },
-            "allocatable": { "cpu": "2", "memory": "24Gi", "pods": "1000" },
-            "addresses": [{ "type": "InternalIP", "address": "127.0.0.1" }, { "type": "Hostname", "address": NODE_NAME }],
-            "nodeInfo": {
-                "architecture": std::env::consts::ARCH, "operatingSystem": "linux",
-                "kubeletVersion": "captf-testenv", "kubeProxyVersion": "", "containerRuntimeVersion": "process://",
-                "bootID": "", "kernelVersion": "", "machineID": "", "osImage": "", "systemUUID": "",
-            },
-        },
-    });
-    api.patch_status(NODE_NAME, &params, &Patch::Apply(&status))
-        .await?;
+    let store = crate::images::store()?;
+    let crane = crate::oci::Crane::new(&tools.crane);
+    let reference = format!(
+        "{registry}/{}",
+        PAUSE_IMAGE.trim_start_matches("captf.local/")
+    );
+    crate::oci::push(&store, &crane, &image, &reference)?;
     Ok(())
 }

@@ -145,7 +145,10 @@ impl ManagerProcess {
         let child = Command::new(captf_e2e::captf_binary()?)
             .arg("manager")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--runner-image={}", captf_e2e::RUNNER_IMAGE))
+            .arg(format!(
+                "--runner-image={}",
+                captf_e2e::write_images(env)?.runner
+            ))
             .arg("--diagnostics-address=127.0.0.1:0")
             .arg("--health-addr=127.0.0.1:0")
             .arg("--insecure-diagnostics")

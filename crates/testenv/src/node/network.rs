@@ -1,0 +1,190 @@
+//! The node's network: a network namespace of its own, joined to the host by one veth pair.
+//!
+//! containerd, the kubelet and kube-proxy run inside the namespace (`nsenter --net`, which keeps
+//! the host's mounts and cgroups in view; `ip netns exec` would remount /sys). The CNI bridge,
+//! the pods' veths, kube-proxy's and the bridge plugin's iptables rules all live there and go
+//! with it. The namespace has no default route: a pod reaches the pod network, the service
+//! network, and the host end of the veth, where the API server and the image registry listen,
+//! and nothing else. The host never sees a pod address (the bridge plugin masquerades traffic
+//! that leaves the pod network), so every environment uses the same pod and service ranges.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::Context;
+
+/// Pods' addresses, inside the node's namespace.
+pub const POD_CIDR: &str = "10.244.0.0/24";
+/// ClusterIPs (`--service-cluster-ip-range`); only kube-proxy's rules in the node's namespace
+/// give them meaning.
+pub const SERVICE_CIDR: &str = "10.0.0.0/24";
+/// The `kubernetes` Service's ClusterIP (the first of [`SERVICE_CIDR`]).
+pub const KUBERNETES_SERVICE_IP: [u8; 4] = [10, 0, 0, 1];
+/// Environments on one machine: one /24 of 10.250.0.0/16 each for their veth pair.
+const SLOTS: u8 = 250;
+
+/// One environment's network: slot `n` owns namespace `captf-<n>`, host interface `captf<n>`
+/// (10.250.n.1) and, inside, `eth0` (10.250.n.2).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Network {
+    pub slot: u8,
+}
+
+impl Network {
+    /// Takes the first free slot: `ip netns add` fails when the name exists, so two
+    /// environments starting at once cannot take the same one. A slot whose host interface
+    /// still exists (a namespace deleted while a process of it lived on) is skipped too.
+    pub fn create() -> anyhow::Result<Network> {
+        let mut last_error = None;
+        for slot in 0..SLOTS {
+            let network = Network { slot };
+            if network.netns_path().exists() {
+                continue;
+            }
+            let added = Command::new("ip")
+                .args(["netns", "add", &network.netns()])
+                .stderr(std::process::Stdio::null())
+                .status()
+                .context("running `ip netns add` (iproute2; hack/node-packages.sh installs it)")?;
+            if !added.success() {
+                continue;
+            }
+            match network.configure() {
+                Ok(()) => return Ok(network),
+                Err(e) => {
+                    network.delete();
+                    last_error = Some(e);
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| {
+            anyhow::anyhow!(
+                "no free network slot: {SLOTS} namespaces captf-<n> exist (`ip netns list`); stop old environments with `captf-testenv down`"
+            )
+        }))
+    }
+
+    pub fn netns(&self) -> String {
+        format!("captf-{}", self.slot)
+    }
+
+    pub fn netns_path(&self) -> PathBuf {
+        PathBuf::from("/run/netns").join(self.netns())
+    }
+
+    /// The host end of the veth pair.
+    pub fn host_interface(&self) -> String {
+        format!("captf{}", self.slot)
+    }
+
+    /// Where the API server and the registry listen: the host end of the veth pair.
+    pub fn host_ip(&self) -> std::net::Ipv4Addr {
+        std::net::Ipv4Addr::new(10, 250, self.slot, 1)
+    }
+
+    /// The node's InternalIP: the namespace's end of the veth pair.
+    pub fn node_ip(&self) -> std::net::Ipv4Addr {
+        std::net::Ipv4Addr::new(10, 250, self.slot, 2)
+    }
+
+    /// `nsenter --net=<namespace> --`: the prefix of a command run inside the node's network.
+    pub fn enter(&self) -> Vec<String> {
+        vec![
+            format!("--net={}", self.netns_path().display()),
+            "--".to_owned(),
+        ]
+    }
+
+    fn configure(&self) -> anyhow::Result<()> {
+        let host = self.host_interface();
+        let ns = self.netns();
+        ip(&[
+            "link", "add", &host, "type", "veth", "peer", "name", "eth0", "netns", &ns,
+        ])?;
+        ip(&[
+            "addr",
+            "add",
+            &format!("{}/24", self.host_ip()),
+            "dev",
+            &host,
+        ])?;
+        ip(&["link", "set", &host, "up"])?;
+        for args in [
+            vec!["link", "set", "lo", "up"],
+            vec!["link", "set", "eth0", "up"],
+        ] {
+            ip_in(&ns, &args)?;
+        }
+        ip_in(
+            &ns,
+            &[
+                "addr",
+                "add",
+                &format!("{}/24", self.node_ip()),
+                "dev",
+                "eth0",
+            ],
+        )?;
+        // Pods are routed through the namespace; service traffic between pods on the bridge
+        // must pass kube-proxy's iptables rules (br_netfilter, a per-namespace switch).
+        let _ = Command::new("modprobe").arg("br_netfilter").status();
+        for setting in [
+            "net.ipv4.ip_forward=1",
+            "net.bridge.bridge-nf-call-iptables=1",
+        ] {
+            self.run_inside("sysctl", &["-q", "-w", setting])?;
+        }
+        Ok(())
+    }
+
+    /// Runs a command inside the node's network namespace and fails with its output.
+    pub fn run_inside(&self, program: &str, args: &[&str]) -> anyhow::Result<String> {
+        let mut command = Command::new("nsenter");
+        command.args(self.enter()).arg(program).args(args);
+        output(command)
+    }
+
+    /// Deletes the namespace. Its interfaces (the bridge, the pods' veths, its end of the veth
+    /// pair and with it the host end) and iptables rules go with it once no process is left in
+    /// it. Only the namespace is deleted by name: the host interface of the slot may already
+    /// belong to the next environment that took the slot.
+    pub fn delete(&self) {
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &self.netns()])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+
+    /// Whether the host end of the veth pair is still there (a process kept the namespace).
+    pub fn lingers(&self) -> bool {
+        std::path::Path::new("/sys/class/net")
+            .join(self.host_interface())
+            .exists()
+    }
+}
+
+fn ip(args: &[&str]) -> anyhow::Result<String> {
+    let mut command = Command::new("ip");
+    command.args(args);
+    output(command)
+}
+
+fn ip_in(ns: &str, args: &[&str]) -> anyhow::Result<String> {
+    let mut command = Command::new("ip");
+    command.args(["-n", ns]).args(args);
+    output(command)
+}
+
+fn output(mut command: Command) -> anyhow::Result<String> {
+    let shown = format!("{command:?}");
+    let out = command
+        .output()
+        .with_context(|| format!("running {shown}"))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{shown} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
