@@ -71,15 +71,23 @@ impl Images {
     }
 }
 
-/// Pushes the standard images into the node's registry once per test binary (tests run in
+/// Pushes the standard images into the node's registry once per environment (tests run in
 /// parallel; the push is idempotent but not free). The static `captf` binary must be built
 /// first (`captf_testenv::images::CAPTF_STATIC_BUILD`; `hack/test-all.sh` does).
 pub fn write_images(env: &TestEnv) -> anyhow::Result<Images> {
-    static WRITTEN: std::sync::OnceLock<Result<Images, String>> = std::sync::OnceLock::new();
-    WRITTEN
-        .get_or_init(|| write_images_now(env).map_err(|e| format!("{e:#}")))
-        .clone()
-        .map_err(anyhow::Error::msg)
+    // Per registry: a test binary may run a second environment (a rebuilt management
+    // cluster), whose node pulls from its own registry.
+    static WRITTEN: std::sync::Mutex<std::collections::BTreeMap<String, Images>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let mut written = WRITTEN
+        .lock()
+        .map_err(|_| anyhow::anyhow!("a test panicked while pushing images"))?;
+    if let Some(images) = written.get(env.registry()) {
+        return Ok(images.clone());
+    }
+    let images = write_images_now(env)?;
+    written.insert(env.registry().to_owned(), images.clone());
+    Ok(images)
 }
 
 fn write_images_now(env: &TestEnv) -> anyhow::Result<Images> {

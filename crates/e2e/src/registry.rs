@@ -1,8 +1,7 @@
 //! A real OCI registry (the reference `registry` of distribution, built by
 //! `hack/build-tools.sh registry`), behind htpasswd authentication, and `crane` (built by
-//! `hack/build-tools.sh crane`) to push labelled images into it. With a control plane it
-//! listens where the node's own registry does (the host end of the node's veth pair), so the
-//! manager and the kubelet both reach it, the kubelet with the pull Secret a Job names.
+//! `hack/build-tools.sh crane`) to push labelled images into it, on loopback for the manager;
+//! [`TestRegistry::start_for_node`] lets the kubelet pull from it too.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -22,16 +21,39 @@ const HTPASSWD: &str = "captf:$2b$12$tK/YiNWGUAXjmJR.CjXaL.M4TGePLi/yGBsBQulhFvL
 pub struct TestRegistry {
     child: Child,
     dir: PathBuf,
-    /// `<address>:<port>`, the registry part of image references.
+    /// `127.0.0.1:<port>`, the registry part of image references.
     pub host: String,
+    /// The forwarder of [`TestRegistry::start_for_node`].
+    forwarder: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl TestRegistry {
-    /// Starts an in-memory registry that only serves [`USER`], reachable from the node (which
-    /// is told it speaks plain HTTP), and logs crane into it.
+    /// Starts an in-memory registry on loopback that only serves [`USER`], and logs crane into
+    /// it: for the manager (which speaks plain HTTP to loopback registries only), not the node.
     pub async fn start(env: &TestEnv, name: &str) -> anyhow::Result<Self> {
-        let registry = Self::start_on(&env.dir, name, env.state.network.host_ip().into()).await?;
-        env.trust_registry(&registry.host)?;
+        Self::start_in(&env.dir, name).await
+    }
+
+    /// [`TestRegistry::start`] that the node's kubelet reaches too, under the same references:
+    /// a forwarder on the host end of the node's veth pair passes connections to the loopback
+    /// port, and containerd is told to reach `127.0.0.1:<port>` there over plain HTTP (the
+    /// pull Secret's credentials go through unchanged).
+    pub async fn start_for_node(env: &TestEnv, name: &str) -> anyhow::Result<Self> {
+        let mut registry = Self::start_in(&env.dir, name).await?;
+        let listener = tokio::net::TcpListener::bind((env.state.network.host_ip(), 0)).await?;
+        let forward = listener.local_addr()?.to_string();
+        let target = registry.host.clone();
+        registry.forwarder = Some(tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let target = target.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        }));
+        env.route_registry(&registry.host, &forward)?;
         Ok(registry)
     }
 
@@ -73,7 +95,12 @@ impl TestRegistry {
             .stderr(log)
             .spawn()
             .context("starting the registry")?;
-        let registry = TestRegistry { child, dir, host };
+        let registry = TestRegistry {
+            child,
+            dir,
+            host,
+            forwarder: None,
+        };
         let address = registry.host.clone();
         captf_testenv::wait_for("the registry to listen", Duration::from_secs(30), || {
             let address = address.clone();
@@ -160,6 +187,9 @@ impl TestRegistry {
 
 impl Drop for TestRegistry {
     fn drop(&mut self) {
+        if let Some(forwarder) = self.forwarder.take() {
+            forwarder.abort();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -179,7 +179,9 @@ async fn merged_variables_must_fit_the_schema_the_image_publishes() {
         ns,
         manager,
     } = scene("varschema", &[]).await;
-    let registry = TestRegistry::start(&env, &ns).await.expect("registry");
+    let registry = TestRegistry::start_for_node(&env, &ns)
+        .await
+        .expect("registry");
     // The no-op modules, built as the standard images are, with the schema `captf lint schema`
     // prints as a label: the manager reads the label, the kubelet pulls the image with the
     // Job's pull Secret.

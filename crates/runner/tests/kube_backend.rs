@@ -119,6 +119,9 @@ fn runner_job_with(
         "spec": {"backoffLimit": 0, "template": {"spec": {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 30,
+            // As in the manager's Jobs: the 0440 config files are read through this group by
+            // the image's non-root user.
+            "securityContext": {"fsGroup": 65532},
             "volumes": [config_volume, {"name": "work", "emptyDir": {}}, {"name": "runner", "emptyDir": {}}],
             // The runner reaches the module image as in the manager's Jobs: copied from the
             // manager image by an init container.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::pki::{self, Pki};
-use crate::process::{self, Managed};
+use crate::process::{self, Group};
 use crate::tools::Tools;
 
 /// Controllers the tests need: Jobs and their pods, garbage collection, namespace deletion,
@@ -50,7 +50,7 @@ pub struct ControlPlane {
     pub pki: Pki,
     pub server: String,
     pub apiserver_port: u16,
-    processes: Vec<Managed>,
+    processes: Group,
 }
 
 impl ControlPlane {
@@ -66,7 +66,7 @@ impl ControlPlane {
             pki,
             server: String::new(),
             apiserver_port: 0,
-            processes: Vec::new(),
+            processes: Group::new(&layout.logs()),
         };
         let etcd_port = process::free_port()?;
         let peer_port = process::free_port()?;
@@ -88,7 +88,8 @@ impl ControlPlane {
             ],
         )?;
         plane
-            .wait_until("etcd", Duration::from_secs(60), || etcd_healthy(etcd_port))
+            .processes
+            .wait("etcd", Duration::from_secs(60), || etcd_healthy(etcd_port))
             .await?;
 
         let port = process::free_port_on(address.into())?;
@@ -137,7 +138,8 @@ impl ControlPlane {
         )?;
         let client = crate::client_from_kubeconfig(&layout.kubeconfig()).await?;
         plane
-            .wait_until_async("kube-apiserver", Duration::from_secs(120), || {
+            .processes
+            .wait_async("kube-apiserver", Duration::from_secs(120), || {
                 readyz(&client)
             })
             .await?;
@@ -194,75 +196,22 @@ impl ControlPlane {
     }
 
     fn spawn(&mut self, name: &str, program: &Path, args: Vec<String>) -> anyhow::Result<()> {
-        let log = self.layout.logs().join(format!("{name}.log"));
-        self.processes
-            .push(process::spawn(name, program, &args, &log)?);
-        Ok(())
+        self.processes.spawn(name, program, &args)
     }
 
     /// Pids of every process (for `captf-testenv down` after a supervisor crash).
     pub fn pids(&self) -> Vec<(String, u32)> {
-        self.processes
-            .iter()
-            .map(|m| (m.name.clone(), m.pid()))
-            .collect()
+        self.processes.pids()
     }
 
     /// The first process that exited unexpectedly, with its status.
     pub fn crashed(&mut self) -> Option<(String, String)> {
-        self.processes
-            .iter_mut()
-            .find_map(|m| m.exited().map(|status| (m.name.clone(), status)))
+        self.processes.crashed()
     }
 
     /// Stops everything, newest first.
     pub fn stop(&mut self) {
-        while let Some(mut m) = self.processes.pop() {
-            m.stop(Duration::from_secs(10));
-        }
-    }
-
-    async fn wait_until(
-        &mut self,
-        what: &str,
-        timeout: Duration,
-        check: impl Fn() -> bool,
-    ) -> anyhow::Result<()> {
-        self.wait_until_async(what, timeout, || {
-            let ok = check();
-            async move { ok }
-        })
-        .await
-    }
-
-    async fn wait_until_async<F, Fut>(
-        &mut self,
-        what: &str,
-        timeout: Duration,
-        check: F,
-    ) -> anyhow::Result<()>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = bool>,
-    {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if check().await {
-                return Ok(());
-            }
-            if let Some((name, status)) = self.crashed() {
-                let log = self.layout.logs().join(format!("{name}.log"));
-                anyhow::bail!(
-                    "{name} exited ({status}) while waiting for {what}:\n{}",
-                    tail(&log, 30)
-                );
-            }
-            if Instant::now() > deadline {
-                let log = self.layout.logs().join(format!("{what}.log"));
-                anyhow::bail!("{what} not healthy after {timeout:?}:\n{}", tail(&log, 30));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        self.processes.stop();
     }
 }
 

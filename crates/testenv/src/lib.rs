@@ -195,16 +195,20 @@ impl TestEnv {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// Tells the node's containerd that the registry `host` (`address:port`) speaks plain
-    /// HTTP, as it was told of its own; containerd reads this on every pull.
-    pub fn trust_registry(&self, host: &str) -> anyhow::Result<()> {
+    /// Tells the node's containerd to pull images named `name` (`address:port`) from
+    /// `endpoint` over plain HTTP, as it does for `captf.local`; containerd reads this on every
+    /// pull.
+    pub fn route_registry(&self, name: &str, endpoint: &str) -> anyhow::Result<()> {
         let dir = node::NodeLayout {
             root: self.state.node_dir.clone(),
         }
         .registry_hosts()
-        .join(host);
+        .join(name);
         std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join("hosts.toml"), node::config::registry_host(host))?;
+        std::fs::write(
+            dir.join("hosts.toml"),
+            node::config::registry_host(endpoint),
+        )?;
         Ok(())
     }
 

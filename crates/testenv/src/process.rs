@@ -62,6 +62,111 @@ impl Managed {
     }
 }
 
+/// Processes started together, each logging to `<logs>/<name>.log`: the control plane's, the
+/// node's.
+#[derive(Debug)]
+pub struct Group {
+    pub logs: std::path::PathBuf,
+    processes: Vec<Managed>,
+}
+
+impl Group {
+    pub fn new(logs: &Path) -> Group {
+        Group {
+            logs: logs.to_owned(),
+            processes: Vec::new(),
+        }
+    }
+
+    /// Starts `program args` as `name`.
+    pub fn spawn(&mut self, name: &str, program: &Path, args: &[String]) -> anyhow::Result<()> {
+        let mut managed = spawn(name, program, args, &self.logs.join(format!("{name}.log")))?;
+        managed.name = name.to_owned();
+        self.processes.push(managed);
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.processes.is_empty()
+    }
+
+    /// Names and pids (for `captf-testenv down` after a supervisor crash).
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        self.processes
+            .iter()
+            .map(|m| (m.name.clone(), m.pid()))
+            .collect()
+    }
+
+    /// The first process that exited unexpectedly, with its status.
+    pub fn crashed(&mut self) -> Option<(String, String)> {
+        self.processes
+            .iter_mut()
+            .find_map(|m| m.exited().map(|status| (m.name.clone(), status)))
+    }
+
+    /// Takes the newest process off the group (to stop it).
+    pub fn pop(&mut self) -> Option<Managed> {
+        self.processes.pop()
+    }
+
+    /// Stops everything, newest first.
+    pub fn stop(&mut self) {
+        while let Some(mut m) = self.processes.pop() {
+            m.stop(Duration::from_secs(10));
+        }
+    }
+
+    /// Polls `check` until it holds; fails with the log of a process that exited meanwhile,
+    /// or after `timeout` with the log of `what`.
+    pub async fn wait(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn() -> bool,
+    ) -> anyhow::Result<()> {
+        self.wait_async(what, timeout, || {
+            let ok = check();
+            async move { ok }
+        })
+        .await
+    }
+
+    /// [`Group::wait`] with an async check.
+    pub async fn wait_async<F, Fut>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        check: F,
+    ) -> anyhow::Result<()>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if check().await {
+                return Ok(());
+            }
+            if let Some((name, status)) = self.crashed() {
+                let log = self.logs.join(format!("{name}.log"));
+                anyhow::bail!(
+                    "{name} exited ({status}) while waiting for {what}:\n{}",
+                    crate::control_plane::tail(&log, 30)
+                );
+            }
+            if Instant::now() > deadline {
+                let log = self.logs.join(format!("{what}.log"));
+                anyhow::bail!(
+                    "{what} not healthy after {timeout:?}:\n{}",
+                    crate::control_plane::tail(&log, 30)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
 /// Stops a process group that is not our child (e.g. after a supervisor crash): SIGTERM,
 /// `grace`, SIGKILL. `gone` says whether the leader is gone.
 pub fn stop_group(pgid: u32, grace: Duration, mut gone: impl FnMut() -> bool) {

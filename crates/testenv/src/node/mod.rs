@@ -11,14 +11,14 @@ pub mod config;
 pub mod network;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Node as NodeObject;
 use kube::api::Api;
 
 use crate::pki::{self, Pki};
-use crate::process::{self, Managed};
+use crate::process::{self, Group};
 pub use config::{IMAGE_REGISTRY, NODE_NAME, NodeLayout, PAUSE_IMAGE};
 pub use network::Network;
 
@@ -89,8 +89,7 @@ pub struct Node {
     pub network: Network,
     /// `host:port` of the image registry (on the host end of the veth pair).
     pub registry: String,
-    processes: Vec<Managed>,
-    logs: PathBuf,
+    processes: Group,
 }
 
 impl Node {
@@ -120,8 +119,7 @@ impl Node {
             layout,
             network,
             registry: String::new(),
-            processes: Vec::new(),
-            logs: logs.to_owned(),
+            processes: Group::new(logs),
         };
 
         let port = process::free_port_on(node.network.host_ip().into())?;
@@ -138,10 +136,11 @@ impl Node {
             false,
         )?;
         let registry = node.registry.clone();
-        node.wait("registry", Duration::from_secs(30), || {
-            registry_ready(&registry)
-        })
-        .await?;
+        node.processes
+            .wait("registry", Duration::from_secs(30), || {
+                registry_ready(&registry)
+            })
+            .await?;
         push_pause(tools, &node.registry)?;
 
         let hosts = node.layout.registry_hosts();
@@ -168,10 +167,11 @@ impl Node {
             true,
         )?;
         let socket = node.layout.containerd_socket();
-        node.wait("containerd", Duration::from_secs(30), || {
-            std::os::unix::net::UnixStream::connect(&socket).is_ok()
-        })
-        .await?;
+        node.processes
+            .wait("containerd", Duration::from_secs(30), || {
+                std::os::unix::net::UnixStream::connect(&socket).is_ok()
+            })
+            .await?;
 
         let p = plane.pki;
         std::fs::write(node.layout.resolv_conf(), config::RESOLV_CONF)?;
@@ -215,7 +215,8 @@ impl Node {
         node.spawn("kube-proxy", &tools.kube_proxy, &proxy_args, true)?;
 
         let nodes: Api<NodeObject> = Api::all(plane.client.clone());
-        node.wait_async("kubelet", Duration::from_secs(120), || node_ready(&nodes))
+        node.processes
+            .wait_async("kubelet", Duration::from_secs(120), || node_ready(&nodes))
             .await?;
         Ok(node)
     }
@@ -228,34 +229,25 @@ impl Node {
         args: &[String],
         inside: bool,
     ) -> anyhow::Result<()> {
-        let log = self.logs.join(format!("{name}.log"));
-        let managed = if inside {
+        if inside {
             let mut all = self.network.enter();
             all.push(program.display().to_string());
             all.extend(args.iter().cloned());
-            let mut m = process::spawn(name, Path::new("/usr/bin/nsenter"), &all, &log)?;
-            m.name = name.to_owned();
-            m
+            self.processes
+                .spawn(name, Path::new("/usr/bin/nsenter"), &all)
         } else {
-            process::spawn(name, program, args, &log)?
-        };
-        self.processes.push(managed);
-        Ok(())
+            self.processes.spawn(name, program, args)
+        }
     }
 
     /// Pids of the node's processes (for `captf-testenv down` after a supervisor crash).
     pub fn pids(&self) -> Vec<(String, u32)> {
-        self.processes
-            .iter()
-            .map(|m| (m.name.clone(), m.pid()))
-            .collect()
+        self.processes.pids()
     }
 
     /// The first process that exited unexpectedly, with its status.
     pub fn crashed(&mut self) -> Option<(String, String)> {
-        self.processes
-            .iter_mut()
-            .find_map(|m| m.exited().map(|status| (m.name.clone(), status)))
+        self.processes.crashed()
     }
 
     /// Stops kube-proxy and the kubelet (so nothing restarts a container), kills the
@@ -270,52 +262,6 @@ impl Node {
             m.stop(Duration::from_secs(10));
         }
         cleanup::all(&self.layout, &self.network);
-    }
-
-    async fn wait(
-        &mut self,
-        what: &str,
-        timeout: Duration,
-        check: impl Fn() -> bool,
-    ) -> anyhow::Result<()> {
-        self.wait_async(what, timeout, || {
-            let ok = check();
-            async move { ok }
-        })
-        .await
-    }
-
-    async fn wait_async<F, Fut>(
-        &mut self,
-        what: &str,
-        timeout: Duration,
-        check: F,
-    ) -> anyhow::Result<()>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = bool>,
-    {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if check().await {
-                return Ok(());
-            }
-            if let Some((name, status)) = self.crashed() {
-                let log = self.logs.join(format!("{name}.log"));
-                anyhow::bail!(
-                    "{name} exited ({status}) while waiting for {what}:\n{}",
-                    crate::control_plane::tail(&log, 30)
-                );
-            }
-            if Instant::now() > deadline {
-                let log = self.logs.join(format!("{what}.log"));
-                anyhow::bail!(
-                    "{what} not ready after {timeout:?}:\n{}",
-                    crate::control_plane::tail(&log, 30)
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
     }
 }
 
