@@ -99,6 +99,15 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
                 {
                     break Ok(());
                 }
+                // Without its host interface the node's address routes out of the machine:
+                // stop at once and say so rather than let traffic leave.
+                if !network.lingers() {
+                    break Err(anyhow::anyhow!(
+                        "interface {} of the node's network is gone (was namespace {} deleted?)",
+                        network.host_interface(),
+                        network.netns()
+                    ));
+                }
                 if let Some((name, status)) = plane.crashed().or_else(|| node.crashed()) {
                     let log = layout.logs().join(format!("{name}.log"));
                     break Err(anyhow::anyhow!("{name} exited ({status}):\n{}", control_plane::tail(&log, 30)));

@@ -155,7 +155,8 @@ impl Network {
             .status();
     }
 
-    /// Whether the host end of the veth pair is still there (a process kept the namespace).
+    /// Whether the host end of the veth pair exists (after [`Network::delete`]: whether a
+    /// process kept the namespace alive).
     pub fn lingers(&self) -> bool {
         std::path::Path::new("/sys/class/net")
             .join(self.host_interface())
