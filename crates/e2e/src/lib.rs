@@ -42,7 +42,7 @@ pub fn captf_binary() -> anyhow::Result<PathBuf> {
         .context("the captf binary is not built next to the tests: run `cargo build -p captf` (or set CAPTF_BIN_CAPTF)")
 }
 
-/// The images of a test run, pushed into the node's registry once per test binary by
+/// The images of a test run, pushed into each environment's registry once by
 /// [`write_images`]: the manager image (its `/runner` is what every Job's init container copies)
 /// and the standard module images (`captf.local/modules/noop-<role>:e2e` with OpenTofu,
 /// `...:e2e-terraform` with Terraform, `captf.local/modules/time-cluster:...` with a real
@@ -91,13 +91,7 @@ pub fn write_images(env: &TestEnv) -> anyhow::Result<Images> {
 }
 
 fn write_images_now(env: &TestEnv) -> anyhow::Result<Images> {
-    let captf = captf_testenv::images::captf_static_path();
-    anyhow::ensure!(
-        captf.is_file(),
-        "{} is missing: build it with `{}` (hack/test-all.sh does)",
-        captf.display(),
-        captf_testenv::images::CAPTF_STATIC_BUILD
-    );
+    let captf = captf_testenv::images::require_captf_static()?;
     let tools = Tools::locate()?;
     let pushed = captf_testenv::images::push_standard(&tools, env.registry(), &captf, "e2e")?;
     let mut images = Images {

@@ -13,7 +13,8 @@ use crate::TestEnv;
 use crate::oci::{Entry, Image, Layer};
 
 /// The shell image of the tests: a static busybox as `/bin/sh` and every other applet,
-/// pushed once per environment as `captf.local/testenv/shell:v1`; returns that reference.
+/// pushed once per test binary (its one environment) as `captf.local/testenv/shell:v1`;
+/// returns that reference.
 pub fn shell_image(env: &TestEnv) -> anyhow::Result<&'static str> {
     static PUSHED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     const REFERENCE: &str = "captf.local/testenv/shell:v1";
@@ -86,15 +87,8 @@ pub fn runner_image(env: &TestEnv) -> anyhow::Result<String> {
 }
 
 fn push_runner(env: &TestEnv) -> anyhow::Result<String> {
-    use crate::images;
-    let captf = images::captf_static_path();
-    anyhow::ensure!(
-        captf.is_file(),
-        "{} is missing: build it with `{}` (hack/test-all.sh does)",
-        captf.display(),
-        images::CAPTF_STATIC_BUILD
-    );
-    push(env, &images::manager_image(&captf)?, "captf:test")
+    let captf = crate::images::require_captf_static()?;
+    push(env, &crate::images::manager_image(&captf)?, "captf:test")
 }
 
 /// Pushes a module image of `role` with the module in `module_dir` and `engine` as its
@@ -124,7 +118,7 @@ pub fn push_module_image(
         revision: &images::revision(),
     })?;
     if shell {
-        image.layers.insert(1, busybox_layer()?);
+        image.layers.insert(2, busybox_layer()?);
     }
     push(env, &image, name)
 }

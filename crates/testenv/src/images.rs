@@ -170,6 +170,17 @@ pub fn captf_static_path() -> PathBuf {
     target.join(MUSL_TARGET).join("dist/captf")
 }
 
+/// [`captf_static_path`], or an error naming the command that builds it.
+pub fn require_captf_static() -> anyhow::Result<PathBuf> {
+    let captf = captf_static_path();
+    anyhow::ensure!(
+        captf.is_file(),
+        "{} is missing: build it with `{CAPTF_STATIC_BUILD}` (hack/test-all.sh does)",
+        captf.display()
+    );
+    Ok(captf)
+}
+
 /// The command that builds [`captf_static_path`] (the Dockerfile's build stage).
 pub const CAPTF_STATIC_BUILD: &str =
     "cargo build --profile dist --locked -p captf --bin captf --target x86_64-unknown-linux-musl";
@@ -548,7 +559,7 @@ pub fn standard_images(
                 revision: &revision,
             })?;
             if name.starts_with("noop-") {
-                image.layers.insert(1, sleep_layer()?);
+                image.layers.insert(2, sleep_layer()?);
             }
             images.push((format!("modules/{name}:{}", engine.engine.tag()), image));
         }

@@ -474,13 +474,7 @@ fn lint(root: &Path, config: &serde_json::Value, role: &str) -> captf_lint::Repo
 #[test]
 fn standard_images_run_from_a_registry() {
     let tools = Tools::locate().unwrap_or_else(|e| panic!("{e:#}"));
-    let captf_static = images::captf_static_path();
-    assert!(
-        captf_static.is_file(),
-        "{} is missing: build it with `{}` (with the same CARGO_TARGET_DIR), or point CAPTF_STATIC_BIN at it",
-        captf_static.display(),
-        images::CAPTF_STATIC_BUILD
-    );
+    let captf_static = images::require_captf_static().unwrap_or_else(|e| panic!("{e:#}"));
     let registry = Registry::start(&tools).expect("registry");
     let crane = Crane::new(&tools.crane);
 
