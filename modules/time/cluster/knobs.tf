@@ -9,3 +9,9 @@ variable "sleep_seconds" {
     error_message = "sleep_seconds must be >= 0."
   }
 }
+
+variable "output_token" {
+  description = "Copied to the extra output time_token only: changing it is an output-only change (the provider still runs in the plan)."
+  type        = string
+  default     = ""
+}

@@ -31,3 +31,8 @@ output "health" {
     reasons = []
   }
 }
+
+output "time_token" {
+  description = "The output_token knob; never read by the controller."
+  value       = var.output_token
+}

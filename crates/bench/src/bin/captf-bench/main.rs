@@ -2,9 +2,11 @@
 //! local control plane (`captf_testenv`), with a JSON report and a Markdown table.
 //!
 //! 1. One operation against the bare engine: a TerraformCluster on the no-op cluster module
-//!    (the template, with a TerraformMachine on the no-op machine module, see `template`) is
-//!    applied by a manager, then its spec changes `--op-runs` times, each timed to Ready, side
-//!    by side with `tofu init && tofu apply` of the same root by hand.
+//!    (the template, with a TerraformMachine on the no-op machine module, see `template`) and
+//!    one on the time module (a real provider) are applied by a manager, then each one's spec
+//!    changes `--op-runs` times, each timed to Ready and taken apart, side by side with `tofu
+//!    init && tofu apply` of the same root by hand and in a plain pod of the same image (`op`).
+//!    `--objects 0` stops there.
 //! 2. The fleet at rest: `--objects` clones of the template, each with
 //!    `--machines-per-cluster` clones of a TerraformMachine of the template, seeded up to date
 //!    (see `seed` and `seed_machines`), then a fresh manager over all namespaces: time until
@@ -17,7 +19,9 @@
 //! `cargo build --release -p captf -p captf-testenv -p captf-bench --bins &&
 //!  target/release/captf-bench --objects 1000`.
 
+mod moments;
 mod op;
+mod pod;
 mod probe;
 mod report;
 mod seed;
@@ -35,12 +39,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use captf_api::names::{ObjectKey, WorkloadKind};
 use captf_api::{TerraformCluster, TerraformMachine, labels};
-use captf_contract::{Role, RoleInputs};
 use captf_testenv::TestEnv;
 use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
@@ -50,8 +53,8 @@ use crate::probe::TICKS_PER_SECOND;
 const REACTION_TAIL: Duration = Duration::from_secs(10);
 
 /// The image the reaction's spec changes set: new inputs, so an apply is due, and an image the
-/// process node does not have, so the Jobs wait in `ErrImagePull` instead of running a hundred
-/// engines on the machine while the later changes are timed.
+/// node's registry does not have, so the Jobs wait in `ErrImagePull` instead of running a
+/// hundred engines on the machine while the later changes are timed.
 const REACTION_IMAGE: &str = "captf.local/modules/noop-cluster:bench-reaction-not-pulled";
 
 const TEMPLATE_NS: &str = "bench-tpl";
@@ -64,7 +67,8 @@ const IDENTITY: &str = "bench";
     about = "The manager at fleet scale and one operation against the bare engine, on the local control plane"
 )]
 struct Args {
-    /// TerraformClusters seeded up to date (1000 and 10000 are the sizes issue #9 asks for).
+    /// TerraformClusters seeded up to date (1000 and 10000 are the sizes issue #9 asks for;
+    /// 0: only the one operation, `--op-runs`).
     #[arg(long, default_value_t = 1000)]
     objects: usize,
     /// TerraformMachines seeded up to date for each of those clusters (0: clusters only).
@@ -113,7 +117,10 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    anyhow::ensure!(args.objects >= 1, "--objects must be at least 1");
+    anyhow::ensure!(
+        args.objects >= 1 || args.op_runs >= 1,
+        "--objects 0 measures only the one operation: give --op-runs 1 or more"
+    );
     let dir = std::env::temp_dir().join(format!("captf-bench-{}", std::process::id()));
     let started = Instant::now();
     let env = TestEnv::start(&dir, Some(std::process::id()), !args.keep)?;
@@ -234,7 +241,7 @@ spec:
         &[],
     )?;
     let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), TEMPLATE_NS);
-    template::create_cluster(&client).await?;
+    template::create_cluster(&client, TEMPLATE, captf_e2e::fixture::CLUSTER_IMAGE).await?;
     let template_started = Instant::now();
     template::wait_applied(&tcs, TEMPLATE, Duration::from_secs(300))
         .await
@@ -244,7 +251,14 @@ spec:
         "template Ready in {:.1}s (first apply)",
         first_apply.as_secs_f64()
     );
-    if args.machines_per_cluster > 0 {
+    if args.op_runs > 0 {
+        let [_, time] = op::modules(TEMPLATE);
+        template::create_cluster(&client, &time.cluster, &time.image).await?;
+        template::wait_applied(&tcs, &time.cluster, Duration::from_secs(300))
+            .await
+            .with_context(|| manager.tail())?;
+    }
+    if args.objects > 0 && args.machines_per_cluster > 0 {
         let tms: Api<TerraformMachine> = Api::namespaced(client.clone(), TEMPLATE_NS);
         template::create_machine(&client).await?;
         template::wait_applied(&tms, &template::machine(), Duration::from_secs(300))
@@ -262,7 +276,7 @@ spec:
         template.own.secrets.len(),
         template.own.names()
     );
-    let machine_template = if args.machines_per_cluster > 0 {
+    let machine_template = if args.objects > 0 && args.machines_per_cluster > 0 {
         let m = seed_machines::MachineTemplate::read(&client, TEMPLATE_NS, &template::machine())
             .await?;
         eprintln!(
@@ -277,7 +291,7 @@ spec:
 
     // One operation against the bare engine, alternating.
     let op = if args.op_runs > 0 {
-        Some(one_operation(&args, &env, &tcs, &template).await?)
+        Some(op::measure(&client, &env.dir, TEMPLATE, args.op_runs).await?)
     } else {
         None
     };
@@ -287,6 +301,17 @@ spec:
         .await
         .with_context(|| manager.tail())?;
     manager.stop();
+    if let (0, Some(op)) = (args.objects, &op) {
+        let (json, table) = op.render();
+        let json = json!({"benchmark": "one-operation", "machine": captf_bench::machine(),
+            "template_first_apply_ms": first_apply.as_secs_f64() * 1e3, "one_operation": json});
+        let table = format!(
+            "### One operation\n\nOn {}; {} runs of each.\n\n{table}",
+            captf_bench::machine(),
+            args.op_runs
+        );
+        return write_report("one-operation", &json, &table);
+    }
 
     // The fleet, seeded up to date.
     let seeding = Instant::now();
@@ -448,13 +473,17 @@ spec:
         total_secs: run_started.elapsed().as_secs_f64(),
     };
     let (json, table) = report.render();
+    write_report(&format!("fleet-{}", args.objects), &json, &table)
+}
+
+/// Writes `<name>.json` and `<name>.md` to the report folder and prints the table.
+fn write_report(name: &str, json: &serde_json::Value, table: &str) -> anyhow::Result<()> {
     let dir = captf_bench::report_dir();
     std::fs::create_dir_all(&dir)?;
-    let name = format!("fleet-{}", args.objects);
     let json_path = dir.join(format!("{name}.json"));
-    std::fs::write(&json_path, serde_json::to_vec_pretty(&json)?)?;
+    std::fs::write(&json_path, serde_json::to_vec_pretty(json)?)?;
     let md_path = dir.join(format!("{name}.md"));
-    std::fs::write(&md_path, &table)?;
+    std::fs::write(&md_path, table)?;
     println!("{table}");
     println!(
         "report: {}\ntable: {}",
@@ -497,66 +526,6 @@ spec:
     nonResourceRules: [{{verbs: ["*"], nonResourceURLs: ["*"]}}]
 "#
     )
-}
-
-/// The bare engine and CAPTF, alternating, `--op-runs` times each.
-async fn one_operation(
-    args: &Args,
-    env: &TestEnv,
-    tcs: &Api<TerraformCluster>,
-    template: &seed::Template,
-) -> anyhow::Result<OpReport> {
-    let tools = captf_testenv::tools::Tools::locate()?;
-    let module = captf_e2e::workspace().join("modules/noop/cluster");
-    // The root CAPTF renders for the template, for the bare runs.
-    let clusters: Api<DynamicObject> = Api::namespaced_with(
-        tcs.clone().into_client(),
-        TEMPLATE_NS,
-        &captf_e2e::fixture::capi_cluster_resource(),
-    );
-    let cluster: captf_controller::capi::Cluster =
-        serde_json::from_value(serde_json::to_value(clusters.get(TEMPLATE).await?)?)?;
-    let variables = captf_controller::variables::merge(
-        Role::Cluster,
-        TEMPLATE_NS,
-        &template.tc.spec.workspace,
-        &[],
-    )
-    .map_err(|gate| anyhow::anyhow!("variables: {gate:?}"))?
-    .variables;
-    let rendered = captf_contract::render(
-        Role::Cluster,
-        &template.tc.spec.workspace.source.image,
-        &RoleInputs::Cluster(captf_controller::inputs::cluster_inputs(
-            &template.tc,
-            &cluster,
-            &captf_controller::inputs::ClusterHistory {
-                control_plane_initialized: template.control_plane_initialized,
-                endpoint_from_module: true,
-            },
-        )),
-        &variables,
-    )?;
-    let mut bare = Vec::new();
-    let mut captf = Vec::new();
-    for i in 0..args.op_runs {
-        let work = env.dir.join(format!("bare-{i}"));
-        let b = tokio::task::block_in_place(|| op::bare(&tools.tofu, &module, &rendered, &work))?;
-        let c =
-            op::through_captf(tcs, TEMPLATE, &format!("op-{i}"), Duration::from_secs(300)).await?;
-        eprintln!(
-            "one operation {i}: bare {:.0} ms, CAPTF {:.0} ms",
-            b.wall_ms, c.wall_ms
-        );
-        bare.push(b);
-        captf.push(c);
-    }
-    Ok(OpReport { bare, captf })
-}
-
-struct OpReport {
-    bare: Vec<op::Run>,
-    captf: Vec<op::Run>,
 }
 
 /// Samples the manager's RSS every 5 s until `until`.

@@ -6,17 +6,15 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::op::OpReport;
 use crate::probe::{self, Counters, ProcSample, Requests};
-use crate::{
-    Args, MANAGER_READS, MANAGER_WRITES, OpReport, REACTION_TAIL, ReactionReport, median, mib,
-};
+use crate::{Args, MANAGER_READS, MANAGER_WRITES, REACTION_TAIL, ReactionReport, mib};
 
 /// The goals of issue #9.
 const RSS_GOAL_1K_MIB: f64 = 48.0;
 const RSS_GOAL_10K_MIB: f64 = 128.0;
 const CPU_GOAL_CORE_PERCENT: f64 = 1.0;
 const REACTION_P99_GOAL_MS: f64 = 250.0;
-const OP_RATIO_GOAL: f64 = 1.3;
 
 pub struct Report<'a> {
     pub args: &'a Args,
@@ -61,7 +59,7 @@ fn writes(r: &Requests) -> BTreeMap<String, f64> {
         .collect()
 }
 
-fn goal(met: bool) -> &'static str {
+pub fn goal(met: bool) -> &'static str {
     if met { "met" } else { "not met" }
 }
 
@@ -193,29 +191,9 @@ impl Report<'_> {
                    "goal": {"what": format!("p99 <= {REACTION_P99_GOAL_MS} ms"), "met": p99.is_some_and(|p| p <= REACTION_P99_GOAL_MS)}})
         });
         let op = self.op.as_ref().map(|o| {
-            let bare_ms = median(&o.bare.iter().map(|r| r.wall_ms).collect::<Vec<_>>());
-            let captf_ms = median(&o.captf.iter().map(|r| r.wall_ms).collect::<Vec<_>>());
-            let bare_peak = o.bare.iter().map(|r| r.peak.max_kib).max().unwrap_or(0);
-            let captf_peak = o.captf.iter().map(|r| r.peak.max_kib).max().unwrap_or(0);
-            let captf_sum = o.captf.iter().map(|r| r.peak.sum_kib).max().unwrap_or(0);
-            let ratio = captf_ms / bare_ms.max(1e-3);
-            md.push_str(&format!(
-                "| one apply, bare `tofu init && tofu apply` (median of {}) | {bare_ms:.0} ms, peak {:.1} MiB | |\n",
-                o.bare.len(),
-                mib(bare_peak)
-            ));
-            md.push_str(&format!(
-                "| one apply through CAPTF, spec change → Ready (median of {}) | {captf_ms:.0} ms, peak {:.1} MiB per process ({:.1} MiB runner and engine together) | |\n",
-                o.captf.len(),
-                mib(captf_peak),
-                mib(captf_sum)
-            ));
-            md.push_str(&format!(
-                "| CAPTF / bare engine, wall time | {ratio:.2}x | ≤ {OP_RATIO_GOAL}x: {} |\n",
-                goal(ratio <= OP_RATIO_GOAL)
-            ));
-            json!({"bare": o.bare, "captf": o.captf, "bare_median_ms": bare_ms, "captf_median_ms": captf_ms,
-                   "ratio": ratio, "goal": {"what": format!("CAPTF <= {OP_RATIO_GOAL}x the bare engine"), "met": ratio <= OP_RATIO_GOAL}})
+            let (json, table) = o.render();
+            md.push_str(&format!("\n#### One operation\n\n{table}"));
+            json
         });
         let json = json!({
             "benchmark": "fleet",

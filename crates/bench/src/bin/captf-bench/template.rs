@@ -20,17 +20,17 @@ pub fn machine() -> String {
     crate::seed_machines::machine_name(TEMPLATE, 0)
 }
 
-/// The template's CAPI Cluster and its TerraformCluster.
-pub async fn create_cluster(client: &kube::Client) -> anyhow::Result<()> {
+/// A CAPI Cluster `name` of the template namespace and its TerraformCluster on `image`.
+pub async fn create_cluster(client: &kube::Client, name: &str, image: &str) -> anyhow::Result<()> {
     captf_e2e::apply_yaml(
         client,
         &format!(
             r#"
 apiVersion: cluster.x-k8s.io/v1beta2
 kind: Cluster
-metadata: {{name: {TEMPLATE}, namespace: {TEMPLATE_NS}}}
+metadata: {{name: {name}, namespace: {TEMPLATE_NS}}}
 spec:
-  infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: TerraformCluster, name: {TEMPLATE}}}
+  infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: TerraformCluster, name: {name}}}
 "#
         ),
     )
@@ -41,7 +41,7 @@ spec:
         &captf_e2e::fixture::capi_cluster_resource(),
     );
     let uid = clusters
-        .get(TEMPLATE)
+        .get(name)
         .await?
         .metadata
         .uid
@@ -53,16 +53,15 @@ spec:
 apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
 kind: TerraformCluster
 metadata:
-  name: {TEMPLATE}
+  name: {name}
   namespace: {TEMPLATE_NS}
-  labels: {{cluster.x-k8s.io/cluster-name: {TEMPLATE}}}
+  labels: {{cluster.x-k8s.io/cluster-name: {name}}}
   ownerReferences:
-  - {{apiVersion: cluster.x-k8s.io/v1beta2, kind: Cluster, name: {TEMPLATE}, uid: {uid}}}
+  - {{apiVersion: cluster.x-k8s.io/v1beta2, kind: Cluster, name: {name}, uid: {uid}}}
 spec:
-  source: {{image: "{}"}}
+  source: {{image: "{image}"}}
   identityRef: {{name: {IDENTITY}}}
-"#,
-            captf_e2e::fixture::CLUSTER_IMAGE
+"#
         ),
     )
     .await
