@@ -1,0 +1,22 @@
+//! The suites whose tests each run in a namespace of their own, with a manager scoped to it
+//! (`captf_e2e::fixture::scene`): one test binary, so they share one control plane and node,
+//! started once, and run two at a time whatever their file. Suites that change something
+//! cluster-wide (webhook configurations, the CAPI controllers, leader election, the orphan
+//! sweep, a second control plane) keep a binary, and so an environment, of their own.
+
+mod approvals;
+mod cluster_changes;
+mod cluster_deletion;
+mod cluster_lifecycle;
+mod drift;
+mod locks;
+mod machines;
+mod metrics_auth;
+mod owners;
+mod pod_security;
+mod pools;
+mod restore;
+mod runner_accounts;
+mod state_identity;
+mod templates;
+mod variables;
