@@ -10,9 +10,14 @@ if [ "${1:-up}" = down ]; then
 	exit 0
 fi
 bash hack/node-packages.sh
+# The manager image's binary, static as the Dockerfile builds it (the node runs real images), in
+# the background beside the tools and the other builds (hack/lib/static-build.sh).
+source hack/lib/static-build.sh
+trap static_build_stop EXIT
+static_build_start
 bash hack/build-tools.sh
 cargo build -q -p captf -p captf-testenv -p captf-e2e
-# The manager image's binary, static as the Dockerfile builds it: the node runs real images.
-cargo build -q --profile dist --locked -p captf --bin captf --target x86_64-unknown-linux-musl
+echo "waiting for the static build of captf (the manager image's binary)"
+static_build_wait
 cargo run -q -p captf-testenv -- up
 cargo run -q -p captf-e2e --bin captf-demo -- up
