@@ -258,14 +258,10 @@ fn by_hand(
             )?;
         }
     }
-    let mut main: serde_json::Value = serde_json::from_slice(&rendered.main_tf_json)?;
-    if let Some(t) = main.get_mut("terraform").and_then(|t| t.as_object_mut()) {
-        t.remove("backend");
-    }
     // The rendered root calls the module at `../../module`.
     std::fs::write(
         root.join(captf_contract::render::MAIN_TF_FILE),
-        serde_json::to_vec(&main)?,
+        serde_json::to_vec(&root_without_backend(rendered)?)?,
     )?;
     std::fs::write(
         root.join(captf_contract::render::TFVARS_FILE),
@@ -301,6 +297,18 @@ fn by_hand(
         wall_ms: wall.as_secs_f64() * 1e3,
         peak,
     })
+}
+
+/// The rendered `main.tf.json` without its backend block: the state stays where the engine
+/// runs, as it would for anyone running the module by hand.
+pub fn root_without_backend(
+    rendered: &captf_contract::Rendered,
+) -> anyhow::Result<serde_json::Value> {
+    let mut main: serde_json::Value = serde_json::from_slice(&rendered.main_tf_json)?;
+    if let Some(t) = main.get_mut("terraform").and_then(|t| t.as_object_mut()) {
+        t.remove("backend");
+    }
+    Ok(main)
 }
 
 fn ms(from: Instant, to: Option<Instant>, what: &str) -> anyhow::Result<f64> {

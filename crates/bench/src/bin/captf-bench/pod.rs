@@ -37,10 +37,7 @@ impl BareRoot {
         rendered: &captf_contract::Rendered,
         providers_mirror: bool,
     ) -> anyhow::Result<Self> {
-        let mut main: serde_json::Value = serde_json::from_slice(&rendered.main_tf_json)?;
-        if let Some(t) = main.get_mut("terraform").and_then(|t| t.as_object_mut()) {
-            t.remove("backend");
-        }
+        let mut main = crate::op::root_without_backend(rendered)?;
         let calls = main
             .get_mut("module")
             .and_then(|m| m.as_object_mut())
