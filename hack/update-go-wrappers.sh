@@ -2,12 +2,14 @@
 # Regenerate the Go wrapper modules hack/go/<component>/{go.mod,go.sum}
 # from the pins in hack/versions.env. Needs the Go module proxy.
 #
-#   hack/update-go-wrappers.sh            # all: kube etcd tofu capi registry crane kustomize promtool provider-time
+#   hack/update-go-wrappers.sh            # all: kube etcd tofu capi cert-manager registry crane kustomize promtool provider-time
 #   hack/update-go-wrappers.sh kube       # just one
 #
 # Each wrapper requires one upstream module, copies the upstream go.mod's
 # main-module-only directives (replace, godebug; see hack/lib/gowrapper.py)
 # and lists the binaries in a `tool` block so `go mod tidy` keeps their deps.
+# cert-manager is the exception: the proxy serves none of its cmd/ modules, so
+# its wrapper has its own main packages (hack/go/cert-manager/*/main.go).
 # Commit the resulting go.mod and go.sum; hack/build-tools.sh builds with
 # -mod=readonly and refuses a go.mod that disagrees with versions.env.
 set -euo pipefail
@@ -25,14 +27,16 @@ upstream_gomod() { # MODULE VERSION -> path of the upstream go.mod in the module
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])'
 }
 
-regen() { # COMPONENT UPSTREAM_MODULE VERSION TOOL_PKG...
+# The wrapper's module path is captf.local/hack/go/<component> unless the caller sets
+# WRAPPER_MODULE (cert-manager: a path inside the upstream module's, see below).
+regen() { # COMPONENT UPSTREAM_MODULE VERSION PKG...
 	local comp=$1 mod=$2 ver=$3
 	shift 3
 	local dir="$HACK/go/$comp" start=$SECONDS gomod
 	mkdir -p "$dir"
 	log "$comp: $mod@$ver"
 	gomod="$(upstream_gomod "$mod" "$ver")"
-	python3 "$HACK/lib/gowrapper.py" "captf.local/hack/go/$comp" "$gomod" "$mod" "$ver" "$@" >"$dir/go.mod"
+	python3 "$HACK/lib/gowrapper.py" "${WRAPPER_MODULE:-captf.local/hack/go/$comp}" "$gomod" "$mod" "$ver" "$@" >"$dir/go.mod"
 	rm -f "$dir/go.sum"
 	(cd "$dir" && go mod tidy)
 	# tidy may only add requirements; the pinned version must stay as written.
@@ -42,7 +46,7 @@ regen() { # COMPONENT UPSTREAM_MODULE VERSION TOOL_PKG...
 }
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(kube etcd tofu capi registry crane kustomize promtool provider-time)
+[ ${#components[@]} -gt 0 ] || components=(kube etcd tofu capi cert-manager registry crane kustomize promtool provider-time)
 for c in "${components[@]}"; do
 	case "$c" in
 	kube) regen kube k8s.io/kubernetes "$KUBERNETES_VERSION" \
@@ -52,7 +56,17 @@ for c in "${components[@]}"; do
 	etcd) regen etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 ;;
 	tofu) regen tofu github.com/opentofu/opentofu "$OPENTOFU_VERSION" github.com/opentofu/opentofu/cmd/tofu ;;
 	capi) regen capi sigs.k8s.io/cluster-api "$CLUSTER_API_VERSION" \
-		sigs.k8s.io/cluster-api/core sigs.k8s.io/cluster-api/bootstrap/kubeadm ;;
+		sigs.k8s.io/cluster-api/core sigs.k8s.io/cluster-api/bootstrap/kubeadm \
+		sigs.k8s.io/cluster-api/cmd/clusterctl ;;
+	# cert-manager's binaries are nested modules (cmd/controller/go.mod, ...) that the proxy
+	# does not serve, so the wrapper holds small main packages of our own. Its module path is
+	# inside github.com/cert-manager/cert-manager/ so that they may import the root module's
+	# internal/ packages (as upstream's cmd/ modules do).
+	cert-manager) WRAPPER_MODULE=github.com/cert-manager/cert-manager/captf-testbins \
+		regen cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION" \
+		github.com/cert-manager/cert-manager/captf-testbins/controller \
+		github.com/cert-manager/cert-manager/captf-testbins/webhook \
+		github.com/cert-manager/cert-manager/captf-testbins/cainjector ;;
 	registry) regen registry github.com/distribution/distribution/v3 "$DISTRIBUTION_VERSION" \
 		github.com/distribution/distribution/v3/cmd/registry ;;
 	crane) regen crane github.com/google/go-containerregistry "$GGCR_VERSION" \
@@ -64,6 +78,6 @@ for c in "${components[@]}"; do
 	# The repository root is the provider's main package.
 	provider-time) regen provider-time github.com/hashicorp/terraform-provider-time "$PROVIDER_TIME_VERSION" \
 		github.com/hashicorp/terraform-provider-time ;;
-	*) log "unknown component: $c (kube|etcd|tofu|capi|registry|crane|kustomize|promtool|provider-time)"; exit 2 ;;
+	*) log "unknown component: $c (kube|etcd|tofu|capi|cert-manager|registry|crane|kustomize|promtool|provider-time)"; exit 2 ;;
 	esac
 done
