@@ -1,19 +1,22 @@
 //! etcd, kube-apiserver and kube-controller-manager as local processes.
 
-use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::node::Network;
 use crate::pki::{self, Pki};
 use crate::process::{self, Group};
 use crate::tools::Tools;
 
-/// Controllers the tests need: Jobs and their pods, garbage collection, namespace deletion,
-/// ServiceAccounts and their tokens, the root CA ConfigMap, TTL-after-finished, and the node's
-/// lifecycle (it lifts the `not-ready` taint the kubelet registers with).
-pub const CONTROLLERS: &str = "job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,ttl-after-finished-controller,node-lifecycle-controller";
+/// Controllers the tests need: Jobs and their pods, Deployments and their ReplicaSets (the
+/// installed providers), Services' endpoints (kube-proxy routes by EndpointSlices), disruption
+/// budgets, aggregated ClusterRoles (Cluster API's manager role is one), garbage collection,
+/// namespace deletion, ServiceAccounts and their tokens, the root CA ConfigMap,
+/// TTL-after-finished, and the node's lifecycle (it lifts the `not-ready` taint the kubelet
+/// registers with).
+pub const CONTROLLERS: &str = "job-controller,deployment-controller,clusterrole-aggregation-controller,replicaset-controller,endpoints-controller,endpointslice-controller,disruption-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,ttl-after-finished-controller,node-lifecycle-controller";
 
 /// The files of one control plane under its directory.
 #[derive(Clone, Debug)]
@@ -56,11 +59,17 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// Starts etcd, then kube-apiserver, then kube-controller-manager and kube-scheduler,
     /// waiting for each to be healthy, and writes the admin kubeconfig. The API server listens
-    /// on `address` (the host end of the node's veth pair: reachable from the host and, through
-    /// the `kubernetes` Service, from pods), etcd on loopback.
-    pub async fn start(layout: Layout, tools: &Tools, address: Ipv4Addr) -> anyhow::Result<Self> {
+    /// on the host end of the node's veth pair (reachable from the host and, through the
+    /// `kubernetes` Service, from pods), etcd on loopback.
+    pub async fn start(layout: Layout, tools: &Tools, network: &Network) -> anyhow::Result<Self> {
         std::fs::create_dir_all(layout.logs())?;
-        let pki = pki::write(&layout.pki(), address, crate::node::NODE_NAME)?;
+        let address = network.host_ip();
+        let pki = pki::write(
+            &layout.pki(),
+            address,
+            network.kubernetes_service_ip(),
+            crate::node::NODE_NAME,
+        )?;
         let mut plane = ControlPlane {
             layout: layout.clone(),
             pki,
@@ -108,10 +117,7 @@ impl ControlPlane {
                 format!("--tls-cert-file={}", p.serving_cert.display()),
                 format!("--tls-private-key-file={}", p.serving_key.display()),
                 format!("--client-ca-file={}", p.ca_cert.display()),
-                format!(
-                    "--service-cluster-ip-range={}",
-                    crate::node::network::SERVICE_CIDR
-                ),
+                format!("--service-cluster-ip-range={}", network.service_cidr()),
                 // Node: the kubelet gets exactly its pods' Secrets and tokens, as on a cluster.
                 "--authorization-mode=Node,RBAC".into(),
                 format!("--kubelet-client-certificate={}", p.admin_cert.display()),

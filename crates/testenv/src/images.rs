@@ -567,6 +567,94 @@ pub fn standard_images(
     Ok(images)
 }
 
+/// A released image of one of the Go components `clusterctl init` installs besides CAPTF,
+/// rebuilt from the binary `hack/build-tools.sh` made: the binary at the path its project's
+/// image has it, as the entrypoint, on distroless/static:nonroot, run as 65532.
+#[derive(Clone, Copy, Debug)]
+pub struct ReleasedImage {
+    /// Under the registry, with the tag: `jetstack/cert-manager-webhook:v1.21.2`.
+    pub name: &'static str,
+    /// `<bin>/<binary>` from `hack/build-tools.sh`.
+    pub binary: &'static str,
+    /// Where the project's image has it.
+    pub path: &'static str,
+    /// The `hack/versions.env` pin of its tag.
+    pub version_pin: &'static str,
+}
+
+/// cert-manager's three images (their names in hack/cert-manager/cert-manager.yaml) and the
+/// Cluster API core manager's (its release's name, which `clusterctl init` is told to pull from
+/// `captf.local`).
+pub const RELEASED_IMAGES: [ReleasedImage; 4] = [
+    ReleasedImage {
+        name: "jetstack/cert-manager-controller",
+        binary: "cert-manager-controller",
+        path: "/app/cmd/controller/controller",
+        version_pin: "CERT_MANAGER_VERSION",
+    },
+    ReleasedImage {
+        name: "jetstack/cert-manager-webhook",
+        binary: "cert-manager-webhook",
+        path: "/app/cmd/webhook/webhook",
+        version_pin: "CERT_MANAGER_VERSION",
+    },
+    ReleasedImage {
+        name: "jetstack/cert-manager-cainjector",
+        binary: "cert-manager-cainjector",
+        path: "/app/cmd/cainjector/cainjector",
+        version_pin: "CERT_MANAGER_VERSION",
+    },
+    ReleasedImage {
+        name: "cluster-api/cluster-api-controller",
+        binary: "capi-manager",
+        path: "/manager",
+        version_pin: "CLUSTER_API_VERSION",
+    },
+];
+
+impl ReleasedImage {
+    /// `<name>:<version>`.
+    pub fn reference(&self) -> String {
+        format!("{}:{}", self.name, pin(self.version_pin))
+    }
+
+    /// The image, from the binary in `bin`.
+    pub fn image(&self, bin: &Path) -> anyhow::Result<Image> {
+        let binary = bin.join(self.binary);
+        anyhow::ensure!(
+            binary.is_file(),
+            "{} is missing: run hack/build-tools.sh",
+            binary.display()
+        );
+        let mut layer = Layer::new(&format!("COPY {} {}", self.binary, self.path));
+        layer.push(Entry::host_file(self.path, &binary).mode(0o755))?;
+        Ok(Image {
+            layers: vec![distroless_static_nonroot()?, layer],
+            config: Config {
+                user: Some(format!("{NONROOT}:{NONROOT}")),
+                env: vec![PATH_ENV.to_owned()],
+                entrypoint: vec![self.path.to_owned()],
+                cmd: Vec::new(),
+                working_dir: Some("/".to_owned()),
+                labels: BTreeMap::new(),
+            },
+        })
+    }
+}
+
+/// Pushes the [`RELEASED_IMAGES`] to `registry` (`host:port`); returns them by reference.
+pub fn push_released(
+    tools: &Tools,
+    registry: &str,
+) -> anyhow::Result<BTreeMap<String, PushedImage>> {
+    let bin = crate::tools::bin_dir();
+    let images = RELEASED_IMAGES
+        .iter()
+        .map(|r| Ok((r.reference(), r.image(&bin)?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    push_all(tools, registry, images)
+}
+
 /// Pushes every [`standard_images`] image to `registry` (`host:port`); returns them by name
 /// (`captf:<tag>`, `modules/noop-cluster:e2e`, ..., `modules/time-cluster:e2e` and
 /// `modules/time-cluster:e2e-terraform`). Layers come from the cache when their inputs are
@@ -577,10 +665,19 @@ pub fn push_standard(
     captf_static: &Path,
     tag: &str,
 ) -> anyhow::Result<BTreeMap<String, PushedImage>> {
+    push_all(tools, registry, standard_images(tools, captf_static, tag)?)
+}
+
+/// Pushes `images` (by name under the registry) to `registry`, sending only what it lacks.
+fn push_all(
+    tools: &Tools,
+    registry: &str,
+    images: Vec<(String, Image)>,
+) -> anyhow::Result<BTreeMap<String, PushedImage>> {
     let store = store()?;
     let crane = Crane::new(&tools.crane);
     let mut pushed = BTreeMap::new();
-    for (name, image) in standard_images(tools, captf_static, tag)? {
+    for (name, image) in images {
         let reference = format!("{registry}/{name}");
         let written = oci::push(&store, &crane, &image, &reference)?;
         pushed.insert(

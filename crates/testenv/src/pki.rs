@@ -41,7 +41,12 @@ struct Client<'a> {
 /// `kubernetes` Service's ClusterIP and the in-cluster `kubernetes.default` names), a client
 /// certificate for the admin and each control-plane and node component, and the
 /// service-account signing key, all under `dir`.
-pub fn write(dir: &Path, address: Ipv4Addr, node_name: &str) -> anyhow::Result<Pki> {
+pub fn write(
+    dir: &Path,
+    address: Ipv4Addr,
+    kubernetes_service_ip: Ipv4Addr,
+    node_name: &str,
+) -> anyhow::Result<Pki> {
     std::fs::create_dir_all(dir)?;
     let pki = Pki {
         ca_cert: dir.join("ca.crt"),
@@ -89,9 +94,7 @@ pub fn write(dir: &Path, address: Ipv4Addr, node_name: &str) -> anyhow::Result<P
     // The first address of --service-cluster-ip-range: the `kubernetes` Service's ClusterIP.
     serving
         .subject_alt_names
-        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::from(
-            crate::node::network::KUBERNETES_SERVICE_IP,
-        ))));
+        .push(SanType::IpAddress(IpAddr::V4(kubernetes_service_ip)));
     serving.distinguished_name = name("kube-apiserver", &[]);
     serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let key = KeyPair::generate()?;

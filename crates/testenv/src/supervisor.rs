@@ -49,7 +49,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     let network = Network::create()?;
     // Whatever fails from here on, the network goes with the supervisor.
     let _network = NetworkGuard(network.clone());
-    let mut plane = ControlPlane::start(layout.clone(), &tools, network.host_ip()).await?;
+    let mut plane = ControlPlane::start(layout.clone(), &tools, &network).await?;
     let client = crate::client_from_kubeconfig(&layout.kubeconfig()).await?;
     control_plane::install_crds(&client, &captf_api::crds::all_yaml()?)
         .await

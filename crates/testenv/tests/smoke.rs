@@ -93,7 +93,7 @@ test -s /var/run/secrets/kubernetes.io/serviceaccount/token
 test -s /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
 test "$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)" = "$EXPECT_NS"
 echo scratch > /scratch/file
-test "$KUBERNETES_SERVICE_HOST" = 10.0.0.1
+test "$KUBERNETES_SERVICE_HOST" = "$EXPECT_SERVICE_HOST"
 test "$(id -u)" = 65532
 test "$(stat -L -c %g /secret/token)" = 65532
 echo ok > /dev/termination-log
@@ -115,6 +115,7 @@ echo ok > /dev/termination-log
                     {"name": "FROM_KEY", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "TOKEN"}}},
                     {"name": "POD_NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                     {"name": "EXPECT_NS", "value": ns},
+                    {"name": "EXPECT_SERVICE_HOST", "value": TestEnv::shared().state.network.kubernetes_service_ip().to_string()},
                 ],
                 "volumeMounts": [
                     {"name": "creds", "mountPath": "/secret", "readOnly": true},

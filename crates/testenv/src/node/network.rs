@@ -6,7 +6,12 @@
 //! with it. The namespace has no default route: a pod reaches the pod network, the service
 //! network, and the host end of the veth, where the API server and the image registry listen,
 //! and nothing else. The host never sees a pod address (the bridge plugin masquerades traffic
-//! that leaves the pod network), so every environment uses the same pod and service ranges.
+//! that leaves the pod network), so every environment uses the same pod range.
+//!
+//! The service range is the slot's own, routed from the host into the namespace, because the
+//! API server (a host process) calls webhooks through their Services as it does on a cluster:
+//! it dials the ClusterIP, and kube-proxy's rules in the namespace forward the connection to a
+//! pod. The route goes with the host end of the veth pair.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -15,16 +20,12 @@ use anyhow::Context;
 
 /// Pods' addresses, inside the node's namespace.
 pub const POD_CIDR: &str = "10.244.0.0/24";
-/// ClusterIPs (`--service-cluster-ip-range`); only kube-proxy's rules in the node's namespace
-/// give them meaning.
-pub const SERVICE_CIDR: &str = "10.0.0.0/24";
-/// The `kubernetes` Service's ClusterIP (the first of [`SERVICE_CIDR`]).
-pub const KUBERNETES_SERVICE_IP: [u8; 4] = [10, 0, 0, 1];
-/// Environments on one machine: one /24 of 10.250.0.0/16 each for their veth pair.
+/// Environments on one machine: one /24 of 10.250.0.0/16 each for their veth pair, and one of
+/// 10.251.0.0/16 for their ClusterIPs.
 const SLOTS: u8 = 250;
 
 /// One environment's network: slot `n` owns namespace `captf-<n>`, host interface `captf<n>`
-/// (10.250.n.1) and, inside, `eth0` (10.250.n.2).
+/// (10.250.n.1), inside it `eth0` (10.250.n.2), and the ClusterIPs 10.251.n.0/24.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Network {
     pub slot: u8,
@@ -87,6 +88,17 @@ impl Network {
         std::net::Ipv4Addr::new(10, 250, self.slot, 2)
     }
 
+    /// ClusterIPs (`--service-cluster-ip-range`): kube-proxy's rules in the node's namespace
+    /// give them meaning, and the host routes them there.
+    pub fn service_cidr(&self) -> String {
+        format!("10.251.{}.0/24", self.slot)
+    }
+
+    /// The `kubernetes` Service's ClusterIP: the first of [`Network::service_cidr`].
+    pub fn kubernetes_service_ip(&self) -> std::net::Ipv4Addr {
+        std::net::Ipv4Addr::new(10, 251, self.slot, 1)
+    }
+
     /// `nsenter --net=<namespace> --`: the prefix of a command run inside the node's network.
     pub fn enter(&self) -> Vec<String> {
         vec![
@@ -109,6 +121,15 @@ impl Network {
             &host,
         ])?;
         ip(&["link", "set", &host, "up"])?;
+        ip(&[
+            "route",
+            "add",
+            &self.service_cidr(),
+            "via",
+            &self.node_ip().to_string(),
+            "dev",
+            &host,
+        ])?;
         for args in [
             vec!["link", "set", "lo", "up"],
             vec!["link", "set", "eth0", "up"],
