@@ -158,7 +158,10 @@ async fn lead(
     start: Start,
     stop: Stop,
 ) -> Result<(), Error> {
-    let namespace = namespace.unwrap_or("default");
+    // Without POD_NAMESPACE: the namespace the client was configured with, which in a pod is
+    // the ServiceAccount's (its token's namespace file), as controller-runtime does. The
+    // shipped Role lets the manager write the Lease there; "default" it could not.
+    let namespace = namespace.unwrap_or(client.default_namespace());
     let identity = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| format!("captf-{}", std::process::id()));
