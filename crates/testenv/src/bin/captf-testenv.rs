@@ -90,6 +90,12 @@ fn up(dir: &std::path::Path) -> anyhow::Result<()> {
         println!("export KUBECONFIG={}", env.kubeconfig().display());
         return Ok(());
     }
+    // A fresh control plane each time: the folder of a run before (its etcd data, node and
+    // certificates) would bring back its objects, made for other addresses and versions.
+    if dir.join("etcd").exists() || dir.join("state.json").exists() {
+        std::fs::remove_dir_all(dir)
+            .with_context(|| format!("removing the previous run's folder {}", dir.display()))?;
+    }
     let env = TestEnv::start(dir, None, false)?;
     println!("control plane ready: {}", env.state.server);
     println!("export KUBECONFIG={}", env.kubeconfig().display());
