@@ -4,7 +4,9 @@
 
 pub mod capi;
 pub mod fixture;
+pub mod install;
 pub mod registry;
+pub mod stand_in;
 pub mod webhooks;
 
 use std::path::{Path, PathBuf};
@@ -432,6 +434,11 @@ impl Drop for Manager {
 
 /// The certificate (DER) a TLS server on loopback `port` presents.
 pub fn served_certificate(port: u16) -> anyhow::Result<Vec<u8>> {
+    served_certificate_at((std::net::Ipv4Addr::LOCALHOST, port).into())
+}
+
+/// The DER certificate a TLS server at `address` presents.
+pub fn served_certificate_at(address: std::net::SocketAddr) -> anyhow::Result<Vec<u8>> {
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let verifier = std::sync::Arc::new(AnyCertificate::new(provider.clone()));
     let config = rustls::ClientConfig::builder_with_provider(provider)
@@ -441,7 +448,7 @@ pub fn served_certificate(port: u16) -> anyhow::Result<Vec<u8>> {
         .with_no_client_auth();
     let name = rustls::pki_types::ServerName::try_from("localhost")?;
     let mut connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name)?;
-    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    let mut tcp = std::net::TcpStream::connect_timeout(&address, Duration::from_secs(10))?;
     tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
     while connection.is_handshaking() {
         connection.complete_io(&mut tcp)?;

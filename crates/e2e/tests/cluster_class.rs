@@ -32,55 +32,6 @@ const CLONED_FROM: &str = "cluster.x-k8s.io/cloned-from-name";
 /// Applies run one after the other through the test node.
 const LONG: std::time::Duration = std::time::Duration::from_secs(420);
 
-/// A kind of the stand-in providers: it keeps whatever the topology controller writes, and
-/// carries the contract label CAPI looks for. A template kind has no status.
-fn stand_in_crd(group: &str, kind: &str, status: bool) -> serde_json::Value {
-    let plural = format!("{}s", kind.to_lowercase());
-    let open = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
-    let mut properties = json!({"spec": open});
-    let mut version = json!({"name": "v1alpha1", "served": true, "storage": true});
-    if status {
-        properties["status"] = open.clone();
-        version["subresources"] = json!({"status": {}});
-    }
-    version["schema"] = json!({"openAPIV3Schema": {"type": "object", "properties": properties}});
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": format!("{plural}.{group}"),
-            "labels": {"cluster.x-k8s.io/v1beta2": "v1alpha1"}
-        },
-        "spec": {
-            "group": group,
-            "names": {
-                "kind": kind, "listKind": format!("{kind}List"),
-                "plural": plural, "singular": kind.to_lowercase()
-            },
-            "scope": "Namespaced",
-            "versions": [version]
-        }
-    })
-}
-
-/// The stand-in control plane and bootstrap config kinds, with their templates.
-async fn install_stand_ins(client: &kube::Client) {
-    for (group, kind, status) in [
-        ("controlplane.e2e.captf.io", "TestControlPlane", true),
-        (
-            "controlplane.e2e.captf.io",
-            "TestControlPlaneTemplate",
-            false,
-        ),
-        ("bootstrap.e2e.captf.io", "TestConfig", true),
-        ("bootstrap.e2e.captf.io", "TestConfigTemplate", false),
-    ] {
-        let crd = stand_in_crd(group, kind, status).to_string();
-        captf_e2e::apply_yaml(client, &crd)
-            .await
-            .expect("a stand-in CRD");
-    }
-}
-
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
@@ -226,7 +177,9 @@ async fn a_cluster_class_clones_applies_and_rebases_captf_templates() {
     let (env, client, ns) = namespace_with_identity("class").await;
     let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
     let (manager, _registered) = manager_with_webhooks(&env, &client, &kubeconfig, &ns, &[]).await;
-    install_stand_ins(&client).await;
+    captf_e2e::stand_in::install(&client)
+        .await
+        .expect("the stand-in CRDs");
     let capi = CapiManager::start_with(
         &env,
         &client,
