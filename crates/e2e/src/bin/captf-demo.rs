@@ -1,20 +1,26 @@
-//! The demo: on a running local control plane (`captf-testenv up`), installs what CAPTF needs,
-//! starts `captf manager`, creates an identity, a CAPI Cluster and a TerraformCluster on the
-//! no-op module, waits until it is Ready and shows what was made. `down` stops the manager.
-//! `hack/demo.sh` wraps both with the control plane's start and stop.
+//! The demo: on a running local control plane and node (`captf-testenv up`), installs CAPTF as a
+//! Cluster API user does (cert-manager, then `clusterctl init` from a local repository:
+//! `captf_e2e::install`), applies `hack/demo/cluster.yaml` (a Cluster with a MachineDeployment
+//! of two TerraformMachines and a MachinePool, on the no-op modules), waits until CAPTF has
+//! provisioned all of it and shows it the way a Cluster API user looks: `clusterctl describe
+//! cluster` and `kubectl get`. `hack/demo.sh` wraps it with the control plane's start and stop.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use captf_e2e::{
-    apply_file, apply_yaml, captf_binary, manager_kubeconfig, workspace, write_images,
-};
+use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
+use captf_e2e::fixture::ready;
+use captf_e2e::install::{self, Installed};
+use captf_e2e::{apply_yaml, stand_in, workspace};
 use captf_testenv::{TestEnv, wait_for};
-use kube::api::Api;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
 
 const NAMESPACE: &str = "default";
+const MANIFEST: &str = "hack/demo/cluster.yaml";
+/// The first run pulls every image; applies run through the node one after the other.
+const TIMEOUT: Duration = Duration::from_secs(600);
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -23,216 +29,162 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|| captf_testenv::tools::cache_dir().join("testenv"));
     match std::env::args().nth(1).as_deref() {
         Some("up") => up(&dir).await,
-        Some("down") => down(&dir),
-        _ => anyhow::bail!(
-            "usage: captf-demo up|down (start the control plane first: captf-testenv up)"
-        ),
+        _ => {
+            anyhow::bail!("usage: captf-demo up (start the control plane first: captf-testenv up)")
+        }
     }
 }
 
-async fn up(dir: &std::path::Path) -> anyhow::Result<()> {
+async fn up(dir: &Path) -> anyhow::Result<()> {
     let env = TestEnv::attach(dir)?;
     let client = env.client().await?;
     println!(
-        "== images: the manager/runner and the no-op modules, built here and pushed to the node's registry ({})",
+        "== cert-manager, then clusterctl init --infrastructure terraform (images built here, in the node's registry {})",
         env.registry()
     );
-    let images = write_images(&env)?;
-    println!("   runner: {}", images.runner);
-    println!("== the runner ClusterRole (config/rbac/runner_clusterrole.yaml)");
-    apply_file(
-        &client,
-        &workspace().join("config/rbac/runner_clusterrole.yaml"),
+    let installed = install::install(&env, &client).await?;
+    println!("   manager image: {}", installed.images.runner);
+    print_command(
+        &env,
+        &installed,
+        &[
+            "kubectl",
+            "get",
+            "providers.clusterctl.cluster.x-k8s.io",
+            "-A",
+        ],
+    )?;
+
+    println!("== the stand-in control-plane kind (no machine runs kubeadm here)");
+    stand_in::install(&client).await?;
+    println!("$ kubectl apply -f {MANIFEST}");
+    let manifest = std::fs::read_to_string(workspace().join(MANIFEST))?;
+    wait_for(
+        "the stand-in kinds to be served",
+        Duration::from_secs(30),
+        || async { Ok(apply_yaml(&client, &manifest).await.ok()) },
     )
     .await?;
-    println!("== the manager's ServiceAccount and RBAC (config/rbac)");
-    let kubeconfig = manager_kubeconfig(&env, &client).await?;
-    start_manager(&kubeconfig, dir, &images.runner)?;
-    println!("== an identity, a Cluster and a TerraformCluster on the no-op module");
-    apply_yaml(&client, DEMO).await?;
-    let clusters: Api<kube::api::DynamicObject> =
-        Api::namespaced_with(client.clone(), NAMESPACE, &cluster_resource());
-    let uid = clusters
-        .get("demo")
-        .await?
-        .metadata
-        .uid
-        .context("Cluster without uid")?;
-    // CAPI's core controller would set this owner reference; the demo runs without it.
-    apply_yaml(&client, &TERRAFORM_CLUSTER.replace("CLUSTER_UID", &uid)).await?;
-    println!("== waiting until TerraformCluster demo is Ready");
-    let api: Api<captf_api::TerraformCluster> = Api::namespaced(client.clone(), NAMESPACE);
-    wait_for(
-        "TerraformCluster demo to be Ready",
-        Duration::from_secs(300),
-        || async {
-            let tc = api.get("demo").await?;
-            let ready = tc
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-                .map(|c| c.status == "True");
-            Ok(ready.filter(|r| *r))
-        },
-    )
+    // What a control-plane provider reports once its control plane is up.
+    let control_planes: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        NAMESPACE,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(
+                stand_in::CONTROL_PLANE_GROUP,
+                "v1alpha1",
+                "TestControlPlane",
+            ),
+            "testcontrolplanes",
+        ),
+    );
+    control_planes
+        .patch_status(
+            "demo",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {
+                "version": "v1.34.4",
+                "initialization": {"controlPlaneInitialized": true}
+            }})),
+        )
+        .await?;
+
+    println!("== waiting until CAPTF has provisioned the cluster, two machines and the pool");
+    let clusters: Api<TerraformCluster> = Api::namespaced(client.clone(), NAMESPACE);
+    let machines: Api<TerraformMachine> = Api::namespaced(client.clone(), NAMESPACE);
+    let pools: Api<TerraformMachinePool> = Api::namespaced(client.clone(), NAMESPACE);
+    wait_for("the demo to be Ready", TIMEOUT, || async {
+        let cluster = clusters.get_opt("demo").await?.is_some_and(|c| ready(&c));
+        let machines = machines.list(&ListParams::default()).await?.items;
+        let pool = pools.get_opt("demo-pool").await?.is_some_and(|p| ready(&p));
+        Ok((cluster && pool && machines.len() == 2 && machines.iter().all(ready)).then_some(()))
+    })
     .await
     .with_context(|| {
         format!(
-            "see the manager's log: {}",
-            dir.join("demo-manager.log").display()
+            "see: kubectl -n {} logs deployment/{} (KUBECONFIG={})",
+            install::NAMESPACE,
+            install::DEPLOYMENT,
+            env.kubeconfig().display()
         )
     })?;
     println!("Ready.\n");
-    let kubectl = captf_testenv::tools::cache_dir().join("bin/kubectl");
-    let kubeconfig = env.kubeconfig().display().to_string();
-    if kubectl.exists() {
-        for args in [
-            vec![
-                "get",
-                "terraformclusters,clusters.cluster.x-k8s.io",
-                "-n",
-                NAMESPACE,
-                "-o",
-                "wide",
-            ],
-            vec![
-                "get",
-                "jobs,secrets,leases",
-                "-n",
-                NAMESPACE,
-                "-l",
-                "captf.io/managed=true",
-            ],
-        ] {
-            println!("$ kubectl {}", args.join(" "));
-            let status = Command::new(&kubectl)
-                .args(&args)
-                .env("KUBECONFIG", &kubeconfig)
-                .status()?;
-            anyhow::ensure!(status.success(), "kubectl failed");
-            println!();
-        }
-    }
+    print_command(
+        &env,
+        &installed,
+        &["clusterctl", "describe", "cluster", "demo", "-n", NAMESPACE],
+    )?;
+    print_command(
+        &env,
+        &installed,
+        &[
+            "kubectl",
+            "get",
+            "clusters,machinedeployments,machines,machinepools",
+            "-n",
+            NAMESPACE,
+        ],
+    )?;
+    print_command(
+        &env,
+        &installed,
+        &[
+            "kubectl",
+            "get",
+            "terraformclusters,terraformmachines,terraformmachinepools",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "wide",
+        ],
+    )?;
+    print_command(
+        &env,
+        &installed,
+        &[
+            "kubectl",
+            "get",
+            "jobs,secrets,leases",
+            "-n",
+            NAMESPACE,
+            "-l",
+            "captf.io/managed=true",
+        ],
+    )?;
+
+    let bin = captf_testenv::tools::bin_dir();
     println!("Look further:");
     println!(
-        "  export KUBECONFIG={kubeconfig} PATH={}:$PATH",
-        kubectl
-            .parent()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()
+        "  export KUBECONFIG={} PATH={}:$PATH",
+        env.kubeconfig().display(),
+        bin.display()
     );
-    println!("  kubectl get terraformcluster demo -o yaml        # status, conditions, lastRun");
-    println!("  kubectl get secret -l tfstate=true                # the state the engine wrote");
-    println!("  kubectl get events --field-selector involvedObject.name=demo");
     println!(
-        "  less {}                # the manager's log",
-        dir.join("demo-manager.log").display()
+        "  kubectl get terraformcluster demo -o yaml                      # status, conditions, lastRun"
+    );
+    println!(
+        "  kubectl get secrets -l tfstate=true                            # the state the engine wrote"
+    );
+    println!(
+        "  kubectl -n {} logs deployment/{}   # the manager",
+        install::NAMESPACE,
+        install::DEPLOYMENT
+    );
+    println!(
+        "  kubectl scale machinedeployment demo-workers --replicas=3      # CAPTF provisions a third"
     );
     println!("Tear down: hack/demo.sh down");
     Ok(())
 }
 
-fn start_manager(
-    kubeconfig: &std::path::Path,
-    dir: &std::path::Path,
-    runner_image: &str,
-) -> anyhow::Result<()> {
-    let pid_file = dir.join("demo-manager.pid");
-    if let Some(pid) = std::fs::read_to_string(&pid_file)
-        .ok()
-        .and_then(|p| p.trim().parse::<u32>().ok())
-        && captf_testenv::process::alive(pid)
-    {
-        println!("== captf manager already running (pid {pid})");
-        return Ok(());
-    }
-    let log_path = dir.join("demo-manager.log");
-    let log = std::fs::File::create(&log_path)?;
-    let mut child = std::os::unix::process::CommandExt::process_group(
-        Command::new(captf_binary()?)
-            .arg("manager")
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--runner-image={runner_image}"))
-            .arg("--diagnostics-address=127.0.0.1:0")
-            .arg("--health-addr=127.0.0.1:0")
-            .arg("--insecure-diagnostics")
-            // A local manager has no webhook configuration pointing at it.
-            .arg("--webhook-port=0")
-            .env("POD_NAMESPACE", "captf-system")
-            .env("SERVICE_ACCOUNT_NAME", "captf-controller-manager")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log),
-        0,
-    )
-    .spawn()
-    .context("starting captf manager")?;
-    std::fs::write(&pid_file, child.id().to_string())?;
-    let [metrics] = captf_testenv::process::served(&mut child, &log_path, &["metrics"])?;
-    println!(
-        "== captf manager started (pid {}), metrics on http://{metrics}/metrics",
-        child.id()
-    );
+/// Prints and runs `clusterctl ...` or `kubectl ...` against the demo's control plane.
+fn print_command(env: &TestEnv, installed: &Installed, command: &[&str]) -> anyhow::Result<()> {
+    println!("$ {}", command.join(" "));
+    let output = match command {
+        ["clusterctl", args @ ..] => install::clusterctl(env, installed, args)?,
+        ["kubectl", args @ ..] => install::kubectl(env, args)?,
+        _ => anyhow::bail!("not a command of the demo: {command:?}"),
+    };
+    println!("{output}");
     Ok(())
 }
-
-fn down(dir: &std::path::Path) -> anyhow::Result<()> {
-    let pid_file = dir.join("demo-manager.pid");
-    if let Some(pid) = std::fs::read_to_string(&pid_file)
-        .ok()
-        .and_then(|p| p.trim().parse::<u32>().ok())
-    {
-        captf_testenv::process::stop_group(pid, Duration::from_secs(10), || {
-            !captf_testenv::process::alive(pid)
-        });
-        println!("captf manager stopped");
-    }
-    let _ = std::fs::remove_file(pid_file);
-    Ok(())
-}
-
-fn cluster_resource() -> kube::core::ApiResource {
-    kube::core::ApiResource::from_gvk_with_plural(
-        &kube::core::GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "Cluster"),
-        "clusters",
-    )
-}
-
-const DEMO: &str = r#"
-apiVersion: v1
-kind: Namespace
-metadata: {name: captf-system}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: noop-credentials, namespace: captf-system}
-stringData: {NOOP_TOKEN: not-a-real-credential}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
-kind: TerraformClusterIdentity
-metadata: {name: noop}
-spec:
-  secretRef: {name: noop-credentials, namespace: captf-system}
-  allowedNamespaces: {selector: {}}
----
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: Cluster
-metadata: {name: demo, namespace: default}
-spec:
-  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: TerraformCluster, name: demo}
-"#;
-
-const TERRAFORM_CLUSTER: &str = r#"
-apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
-kind: TerraformCluster
-metadata:
-  name: demo
-  namespace: default
-  labels: {cluster.x-k8s.io/cluster-name: demo}
-  ownerReferences:
-  - {apiVersion: cluster.x-k8s.io/v1beta2, kind: Cluster, name: demo, uid: CLUSTER_UID}
-spec:
-  source: {image: "captf.local/modules/noop-cluster:e2e"}
-  identityRef: {name: noop}
-"#;
