@@ -26,8 +26,15 @@ pub async fn namespace_with_identity(prefix: &str) -> (TestEnv, kube::Client, St
     .await
     .expect("runner ClusterRole");
     let ns = env.namespace(&client, prefix).await.expect("namespace");
+    identity(&client, &ns).await;
+    (env, client, ns)
+}
+
+/// The identity `noop-<ns>`, allowed in `ns` only, with its credentials in `captf-system`
+/// (where an installed manager runs).
+pub async fn identity(client: &kube::Client, ns: &str) {
     apply_yaml(
-        &client,
+        client,
         &format!(
             r#"
 apiVersion: v1
@@ -50,7 +57,6 @@ spec:
     )
     .await
     .expect("identity");
-    (env, client, ns)
 }
 
 /// The CAPI Cluster resource (v1beta2).

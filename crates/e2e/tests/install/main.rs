@@ -10,7 +10,6 @@ mod provisioning;
 
 use std::time::Duration;
 
-use captf_e2e::apply_yaml;
 use captf_e2e::install::{self, Installed};
 use captf_testenv::{TestEnv, wait_for};
 use tokio::sync::{OnceCell, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -98,31 +97,10 @@ pub fn logs(env: &TestEnv) -> String {
     out
 }
 
-/// A fresh namespace with the identity `noop-<ns>` allowed in it, its credentials in
-/// `captf-system` beside the manager.
+/// A fresh namespace with the identity `noop-<ns>` allowed in it.
 pub async fn namespace(env: &TestEnv, client: &kube::Client, prefix: &str) -> String {
     let ns = env.namespace(client, prefix).await.expect("namespace");
-    apply_yaml(
-        client,
-        &format!(
-            r#"
-apiVersion: v1
-kind: Secret
-metadata: {{name: noop-credentials, namespace: {captf}}}
-stringData: {{NOOP_TOKEN: not-a-real-credential}}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
-kind: TerraformClusterIdentity
-metadata: {{name: noop-{ns}}}
-spec:
-  secretRef: {{name: noop-credentials, namespace: {captf}}}
-  allowedNamespaces: {{list: [{ns}]}}
-"#,
-            captf = install::NAMESPACE
-        ),
-    )
-    .await
-    .expect("identity");
+    captf_e2e::fixture::identity(client, &ns).await;
     ns
 }
 

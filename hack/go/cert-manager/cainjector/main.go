@@ -26,10 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/cert-manager/cert-manager/captf-testbins/internal/command"
 	config "github.com/cert-manager/cert-manager/internal/apis/config/cainjector"
 	configscheme "github.com/cert-manager/cert-manager/internal/apis/config/cainjector/scheme"
 	"github.com/cert-manager/cert-manager/internal/apis/config/cainjector/validation"
-	cmdutil "github.com/cert-manager/cert-manager/internal/cmd/util"
 	"github.com/cert-manager/cert-manager/internal/kube"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	configv1alpha1 "github.com/cert-manager/cert-manager/pkg/apis/config/cainjector/v1alpha1"
@@ -39,16 +39,7 @@ import (
 )
 
 func main() {
-	// SIGTERM/SIGINT cancel ctx and end in exit code 0 once all stopped; a
-	// second signal exits at once (cert-manager's own exit handler).
-	ctx, exit := cmdutil.SetupExitHandler(context.Background(), cmdutil.GracefulShutdown)
-	defer exit() // deferred first, so it runs last: after FlushLogs
-	logf.InitLogs()
-	defer logf.FlushLogs()
-	if err := run(ctx); err != nil {
-		logf.Log.Error(err, "cert-manager cainjector failed")
-		cmdutil.SetExitCode(err)
-	}
+	command.Main("cainjector", run)
 }
 
 func run(ctx context.Context) error {

@@ -44,7 +44,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
-	cmdutil "github.com/cert-manager/cert-manager/internal/cmd/util"
+	"github.com/cert-manager/cert-manager/captf-testbins/internal/command"
 	"github.com/cert-manager/cert-manager/pkg/controller"
 	"github.com/cert-manager/cert-manager/pkg/healthz"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
@@ -74,16 +74,7 @@ import (
 )
 
 func main() {
-	// SIGTERM/SIGINT cancel ctx and end in exit code 0 once all stopped; a
-	// second signal exits at once (cert-manager's own exit handler).
-	ctx, exit := cmdutil.SetupExitHandler(context.Background(), cmdutil.GracefulShutdown)
-	defer exit() // deferred first, so it runs last: after FlushLogs
-	logf.InitLogs()
-	defer logf.FlushLogs()
-	if err := run(ctx); err != nil {
-		logf.Log.Error(err, "cert-manager controller failed")
-		cmdutil.SetExitCode(err)
-	}
+	command.Main("controller", run)
 }
 
 func run(ctx context.Context) error {

@@ -19,8 +19,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/cert-manager/cert-manager/captf-testbins/internal/command"
 	"github.com/cert-manager/cert-manager/internal/apis/config/webhook/validation"
-	cmdutil "github.com/cert-manager/cert-manager/internal/cmd/util"
 	"github.com/cert-manager/cert-manager/internal/webhook"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
 	"github.com/cert-manager/cert-manager/pkg/util"
@@ -29,16 +29,7 @@ import (
 )
 
 func main() {
-	// SIGTERM/SIGINT cancel ctx and end in exit code 0 once all stopped; a
-	// second signal exits at once (cert-manager's own exit handler).
-	ctx, exit := cmdutil.SetupExitHandler(context.Background(), cmdutil.GracefulShutdown)
-	defer exit() // deferred first, so it runs last: after FlushLogs
-	logf.InitLogs()
-	defer logf.FlushLogs()
-	if err := run(ctx); err != nil {
-		logf.Log.Error(err, "cert-manager webhook failed")
-		cmdutil.SetExitCode(err)
-	}
+	command.Main("webhook", run)
 }
 
 func run(ctx context.Context) error {
