@@ -6,7 +6,8 @@
 #   CAPTF_BIN        etcd, kube-apiserver, kube-controller-manager, tofu, terraform
 #   CAPTF_CAPI_CRDS  Cluster API CRD YAMLs (v1beta2 served)
 #   CAPTF_CAPI_MANIFESTS  webhook configurations + kubeadm bootstrap CRDs for
-#                    bin/capi-manager and bin/capi-kubeadm-bootstrap-manager (build-tools.sh capi)
+#                    bin/capi-manager and bin/capi-kubeadm-bootstrap-manager, and the core
+#                    provider's metadata.yaml and core-config/ for clusterctl (build-tools.sh capi)
 #   CAPTF_MANIFEST_CRDS  cert-manager and Prometheus Operator CRDs for the install-manifest
 #                    test (build-tools.sh manifest-crds; kustomize and promtool are in CAPTF_BIN)
 export CAPTF_CACHE="${CAPTF_CACHE:-$HOME/.cache/captf}"
