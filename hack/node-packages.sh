@@ -6,10 +6,11 @@
 #   iproute2, util-linux       ip netns / veth for the node's network namespace, nsenter
 #   musl-tools                 musl-gcc: the image's static musl build of captf (ring has C)
 #   busybox-static             the shell of the test images (a static busybox, nothing else)
+#   jq                         the recovery drill runs the runbook's kubectl + jq backup as written
 # and the Rust musl target for that build. Needs root (the node runs as root anyway).
 set -euo pipefail
 
-PKGS=(containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux musl-tools busybox-static)
+PKGS=(containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux musl-tools busybox-static jq)
 log() { printf '[node-packages %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 missing=()

@@ -19,7 +19,8 @@ use captf_testenv::images::{RELEASED_IMAGES, pin, push_released};
 use captf_testenv::tools::{Tools, bin_dir, cache_dir};
 use captf_testenv::{TestEnv, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::Api;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
 
 use crate::{Images, workspace, write_images};
 
@@ -148,9 +149,11 @@ fn run(mut command: Command) -> anyhow::Result<String> {
     Ok(text)
 }
 
-/// Waits until Deployment `ns/name` has all its replicas updated and available.
+/// Waits until Deployment `ns/name` has settled: all its replicas updated and available, and
+/// no pod of an earlier rollout still terminating (the Deployment's counts leave those out).
 pub async fn available(client: &kube::Client, ns: &str, name: &str) -> anyhow::Result<()> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     wait_for(
         &format!("Deployment {ns}/{name} available"),
         INSTALL_TIMEOUT,
@@ -164,7 +167,19 @@ pub async fn available(client: &kube::Client, ns: &str, name: &str) -> anyhow::R
                 && status.updated_replicas == Some(wanted)
                 && status.available_replicas == Some(wanted)
                 && status.replicas == Some(wanted);
-            Ok(done.then_some(()))
+            if !done {
+                return Ok(None);
+            }
+            let selector = d
+                .spec
+                .and_then(|s| s.selector.match_labels)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            let listed = pods.list(&ListParams::default().labels(&selector)).await?;
+            Ok((listed.items.len() == wanted as usize).then_some(()))
         },
     )
     .await

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod capi;
+pub mod demo;
 pub mod fixture;
 pub mod install;
 pub mod registry;

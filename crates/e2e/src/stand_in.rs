@@ -72,3 +72,80 @@ pub async fn install(client: &kube::Client) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// What the stand-in control plane's provider does once its control plane is up: marks the
+/// `TestControlPlane` initialized, as Cluster API reads it, and writes the workload cluster's
+/// kubeconfig Secret `<cluster>-kubeconfig`. The workload cluster is the test's own control
+/// plane (`workload`'s admin kubeconfig): its API is reachable from every test node, and the
+/// Nodes [`join_nodes`] registers there are the workload cluster's nodes.
+pub async fn initialize_control_plane(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    workload: &captf_testenv::TestEnv,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    let kubeconfig = std::fs::read_to_string(workload.kubeconfig())
+        .with_context(|| workload.kubeconfig().display().to_string())?;
+    apply_yaml(
+        client,
+        &json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {
+                "name": format!("{name}-kubeconfig"), "namespace": ns,
+                "labels": {"cluster.x-k8s.io/cluster-name": name}
+            },
+            "type": "cluster.x-k8s.io/secret",
+            "stringData": {"value": kubeconfig}
+        })
+        .to_string(),
+    )
+    .await?;
+    let control_planes: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(CONTROL_PLANE_GROUP, "v1alpha1", "TestControlPlane"),
+            "testcontrolplanes",
+        ),
+    );
+    let version = control_planes.get(name).await?.data["spec"]["version"].clone();
+    control_planes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "version": version,
+                "initialization": {"controlPlaneInitialized": true}
+            }})),
+        )
+        .await
+        .with_context(|| format!("marking TestControlPlane {ns}/{name} initialized"))?;
+    Ok(())
+}
+
+/// What a machine joining the workload cluster does: a Node whose `spec.providerID` is the
+/// machine's, so Cluster API sets the Machine's `status.nodeRef` (and a MachinePool's
+/// `status.nodeRefs`). The Node is unschedulable: no kubelet runs behind it.
+pub async fn join_nodes(workload: &kube::Client, provider_ids: &[String]) -> anyhow::Result<()> {
+    for id in provider_ids {
+        let (_, path) = id
+            .split_once(":///")
+            .ok_or_else(|| anyhow::anyhow!("a providerID of the form <scheme>:///<path>: {id}"))?;
+        let name = format!("stand-in.{}", path.replace('/', "."));
+        apply_yaml(
+            workload,
+            &json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": {"captf.io/stand-in": "true"}},
+                "spec": {"providerID": id, "unschedulable": true}
+            })
+            .to_string(),
+        )
+        .await?;
+    }
+    Ok(())
+}

@@ -261,6 +261,28 @@ fn mutable(kind: WorkloadKind) -> bool {
     !matches!(kind, WorkloadKind::Machine)
 }
 
+/// What says the apply that wrote the state succeeded when no Job is left to say it: status
+/// does not move with `clusterctl move` and the Jobs stay behind, so a moved object's
+/// `ApplyJobSucceeded` would read "no apply yet" for good, and a pool's `Ready`, which takes it
+/// in, would never be True. When nothing is due and the state was written from the inputs
+/// rendered now (a provisioned machine renders none), the state is that word: the message for
+/// `ApplyJobSucceeded=True`, which the pass writes only where no apply was ever reported.
+pub fn applied_per_state(s: &Snapshot, d: &Decision) -> Option<String> {
+    let StateView::Found {
+        inputs_hash: Some(applied),
+    } = &s.state
+    else {
+        return None;
+    };
+    let current = s.inputs_hash.as_ref().is_none_or(|now| now == applied);
+    let settled = d.action == Action::Wait && d.reason == Reason::UpToDate;
+    (current && settled && s.history.newest_apply.is_none()).then(|| {
+        format!(
+            "the state was written by an apply of inputs {applied}, which are current; no Job of that apply is left here (status and Jobs do not move with clusterctl move)"
+        )
+    })
+}
+
 /// Decides the next step for `s` at `now`.
 pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
     if s.job_active {

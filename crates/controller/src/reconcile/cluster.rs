@@ -270,6 +270,7 @@ pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<A
     });
     let decision = decide::decide(&snapshot, now);
     pass.count_decision(&decision);
+    pass.applied_per_state(&snapshot, &decision, &mut conds);
 
     let acted = match &decision.action {
         Decided::Wait if decision.reason == decide::Reason::DeletionHeld => {

@@ -252,6 +252,7 @@ pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<A
         .unwrap_or(0);
     let decision = decide::decide(&snapshot, now);
     pass.count_decision(&decision);
+    pass.applied_per_state(&snapshot, &decision, &mut conds);
     let acted = match &decision.action {
         Decided::Wait if decision.reason == decide::Reason::DeletionHeld => {
             pass.hold_deletion(&mut conds, &state_view);

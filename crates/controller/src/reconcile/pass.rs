@@ -51,6 +51,30 @@ impl<K> Pass<'_, K>
 where
     K: super::object::Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
+    /// The pass's part of [`decide::applied_per_state`]: writes it only where no apply was ever
+    /// reported, so a Job's own word is never overwritten.
+    pub fn applied_per_state(
+        &self,
+        snapshot: &decide::Snapshot,
+        decision: &decide::Decision,
+        conds: &mut Conditions,
+    ) {
+        let unreported = conds
+            .get(types::APPLY_JOB_SUCCEEDED)
+            .is_some_and(|c| c.reason == reasons::NO_APPLY_YET);
+        if let Some(message) = decide::applied_per_state(snapshot, decision).filter(|_| unreported)
+        {
+            conds.set(
+                types::APPLY_JOB_SUCCEEDED,
+                Status::True,
+                reasons::APPLY_SUCCEEDED,
+                &message,
+                self.generation,
+                self.now,
+            );
+        }
+    }
+
     /// What every pass reads first, at once since none depends on another: the object's Jobs,
     /// its verified owner `O` (or why it has none; `others` as in [`verify_owner::owner`]) and
     /// what its last apply rendered.

@@ -335,6 +335,7 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
         }
     }
     pass.count_decision(&decision);
+    pass.applied_per_state(&snapshot, &decision, &mut conds);
     let acted = match &decision.action {
         Decided::Wait if decision.reason == decide::Reason::DeletionHeld => {
             pass.hold_deletion(&mut conds, &state_view);

@@ -14,8 +14,7 @@ use captf_e2e::fixture::ready;
 use captf_e2e::install::{self, Installed};
 use captf_e2e::{apply_yaml, stand_in, workspace};
 use captf_testenv::{TestEnv, wait_for};
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, DynamicObject, ListParams};
 
 const NAMESPACE: &str = "default";
 const MANIFEST: &str = "hack/demo/cluster.yaml";
@@ -65,29 +64,9 @@ async fn up(dir: &Path) -> anyhow::Result<()> {
         || async { Ok(apply_yaml(&client, &manifest).await.ok()) },
     )
     .await?;
-    // What a control-plane provider reports once its control plane is up.
-    let control_planes: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        NAMESPACE,
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(
-                stand_in::CONTROL_PLANE_GROUP,
-                "v1alpha1",
-                "TestControlPlane",
-            ),
-            "testcontrolplanes",
-        ),
-    );
-    control_planes
-        .patch_status(
-            "demo",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"status": {
-                "version": "v1.34.4",
-                "initialization": {"controlPlaneInitialized": true}
-            }})),
-        )
-        .await?;
+    // What a control-plane provider does once its control plane is up: reports it initialized
+    // and writes the workload cluster's kubeconfig (the workload cluster is this control plane).
+    stand_in::initialize_control_plane(&client, NAMESPACE, "demo", &env).await?;
 
     println!("== waiting until CAPTF has provisioned the cluster, two machines and the pool");
     let clusters: Api<TerraformCluster> = Api::namespaced(client.clone(), NAMESPACE);
@@ -108,6 +87,38 @@ async fn up(dir: &Path) -> anyhow::Result<()> {
             env.kubeconfig().display()
         )
     })?;
+    // What the machines do once they boot: join the workload cluster as Nodes with their
+    // providerIDs, so Cluster API links each Machine to its Node.
+    let mut provider_ids: Vec<String> = machines
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|m| m.spec.provider_id)
+        .collect();
+    provider_ids.extend(
+        pools
+            .get("demo-pool")
+            .await?
+            .spec
+            .provider_id_list
+            .into_iter()
+            .flatten(),
+    );
+    stand_in::join_nodes(&client, &provider_ids).await?;
+    let capi_machines: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        NAMESPACE,
+        &captf_e2e::fixture::capi_machine_resource(),
+    );
+    wait_for("the Machines linked to their Nodes", TIMEOUT, || async {
+        let items = capi_machines.list(&ListParams::default()).await?.items;
+        Ok(items
+            .iter()
+            .all(|m| m.data["status"]["nodeRef"]["name"].is_string())
+            .then_some(()))
+    })
+    .await?;
     println!("Ready.\n");
     print_command(
         &env,

@@ -6,7 +6,9 @@
 mod certificate;
 mod environment;
 mod fail_closed;
+mod moving;
 mod provisioning;
+mod recovery;
 
 use std::time::Duration;
 
@@ -18,6 +20,7 @@ use tokio::sync::{OnceCell, RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub const LONG: Duration = Duration::from_secs(300);
 
 static INSTALLED: OnceCell<Installed> = OnceCell::const_new();
+static TARGET: OnceCell<(TestEnv, Installed)> = OnceCell::const_new();
 static MANAGER: RwLock<()> = RwLock::const_new(());
 
 /// The installation and a client; the first caller installs.
@@ -28,6 +31,29 @@ pub async fn installed() -> (&'static TestEnv, kube::Client, &'static Installed)
         .get_or_try_init(|| install::install(env, &client))
         .await
         .unwrap_or_else(|e| panic!("installing with clusterctl: {e:#}\n{}", logs(env)));
+    (env, client, installed)
+}
+
+/// A second management cluster with CAPTF installed the same way: where `clusterctl move` and
+/// the recovery drill take what the first one made. Started by the first caller, stopped when
+/// the test binary exits.
+pub async fn target() -> (&'static TestEnv, kube::Client, &'static Installed) {
+    let (env, installed) = TARGET
+        .get_or_try_init(|| async {
+            let dir =
+                std::env::temp_dir().join(format!("captf-testenv-{}-target", std::process::id()));
+            let cleanup = std::env::var_os("CAPTF_TESTENV_KEEP").is_none();
+            let env = tokio::task::spawn_blocking(move || {
+                TestEnv::start(&dir, Some(std::process::id()), cleanup)
+            })
+            .await??;
+            let client = env.client().await?;
+            let installed = install::install(&env, &client).await?;
+            anyhow::Ok((env, installed))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("the second management cluster: {e:#}"));
+    let client = env.client().await.expect("client");
     (env, client, installed)
 }
 

@@ -4,8 +4,10 @@
 //! the host's mounts and cgroups in view; `ip netns exec` would remount /sys). The CNI bridge,
 //! the pods' veths, kube-proxy's and the bridge plugin's iptables rules all live there and go
 //! with it. The namespace has no default route: a pod reaches the pod network, the service
-//! network, and the host end of the veth, where the API server and the image registry listen,
-//! and nothing else. The host never sees a pod address (the bridge plugin masquerades traffic
+//! network, and the host ends of the veth pairs (its own and every other environment's,
+//! 10.250.0.0/16), where the API servers and the image registries listen, and nothing else. A
+//! controller on one environment's node so reaches another environment's API server, as
+//! Cluster API on a management cluster reaches a workload cluster (`clusterctl move`). The host never sees a pod address (the bridge plugin masquerades traffic
 //! that leaves the pod network), so every environment uses the same pod range.
 //!
 //! The service range is the slot's own, routed from the host into the namespace, because the
@@ -23,6 +25,8 @@ pub const POD_CIDR: &str = "10.244.0.0/24";
 /// Environments on one machine: one /24 of 10.250.0.0/16 each for their veth pair, and one of
 /// 10.251.0.0/16 for their ClusterIPs.
 const SLOTS: u8 = 250;
+/// The host ends of every environment's veth pair, routed from each node to the host.
+const HOST_ENDS: &str = "10.250.0.0/16";
 
 /// One environment's network: slot `n` owns namespace `captf-<n>`, host interface `captf<n>`
 /// (10.250.n.1), inside it `eth0` (10.250.n.2), and the ClusterIPs 10.251.n.0/24.
@@ -142,6 +146,18 @@ impl Network {
                 "addr",
                 "add",
                 &format!("{}/24", self.node_ip()),
+                "dev",
+                "eth0",
+            ],
+        )?;
+        ip_in(
+            &ns,
+            &[
+                "route",
+                "add",
+                HOST_ENDS,
+                "via",
+                &self.host_ip().to_string(),
                 "dev",
                 "eth0",
             ],

@@ -233,3 +233,69 @@ fn decisions_are_deterministic() {
     let s = cluster().with(|s| s.observed.last_drift_check = Some(t(NOW - 60)));
     assert_eq!(decide(&s, t(NOW)), decide(&s.clone(), t(NOW)));
 }
+
+#[test]
+fn the_state_speaks_for_an_apply_no_job_reports() {
+    let moved = |s: &mut Snapshot| {
+        s.history = History::default();
+        s.observed.last_refresh = Some(t(NOW - 1));
+        s.observed.last_drift_check = Some(t(NOW - 1));
+    };
+    let rows: Vec<(&str, Snapshot, bool)> = vec![
+        ("moved, current inputs", cluster().with(moved), true),
+        (
+            "moved pool, current inputs",
+            base(WorkloadKind::MachinePool).with(moved),
+            true,
+        ),
+        (
+            "moved machine, provisioned (renders no inputs)",
+            base(WorkloadKind::Machine).with(|s| {
+                moved(s);
+                s.inputs_hash = None;
+            }),
+            true,
+        ),
+        (
+            "an apply reported here",
+            cluster().with(|s| s.observed.last_drift_check = Some(t(NOW - 1))),
+            false,
+        ),
+        (
+            "inputs changed since the state",
+            cluster().with(|s| {
+                moved(s);
+                s.inputs_hash = Some("h2:b".into());
+            }),
+            false,
+        ),
+        (
+            "a state without its inputs hash",
+            cluster().with(|s| {
+                moved(s);
+                s.state = StateView::Found { inputs_hash: None };
+            }),
+            false,
+        ),
+        (
+            "state lost",
+            cluster().with(|s| {
+                moved(s);
+                s.state = StateView::Lost;
+            }),
+            false,
+        ),
+        (
+            "a drift check due",
+            cluster().with(|s| {
+                moved(s);
+                s.observed.last_drift_check = None;
+            }),
+            false,
+        ),
+    ];
+    for (name, s, want) in rows {
+        let d = decide(&s, t(NOW));
+        assert_eq!(applied_per_state(&s, &d).is_some(), want, "{name}: {d:?}");
+    }
+}
