@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 
 use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
 use captf_e2e::fixture::{capi_machine_resource, ready};
-use captf_e2e::install::{self, NAMESPACE};
+use captf_e2e::install::{self, Installed, NAMESPACE};
 use captf_e2e::{apply_yaml, demo, stand_in};
 use captf_testenv::TestEnv;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use tokio::sync::Mutex;
 
@@ -158,18 +158,20 @@ async fn jobs(client: &kube::Client, ns: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-#[tokio::test]
-async fn clusterctl_move_carries_the_state_and_runs_nothing_on_either_side() {
-    let (env, client, installed) = installed().await;
-    let _shared = shared(&client).await;
-    let (target_env, target_client, _) = target().await;
-    let _alone = MOVES.lock().await;
-    let ns = env.namespace(&client, "move").await.expect("namespace");
+/// A namespace on `env` with the demo's objects Ready and their Machines linked to Nodes, on
+/// an identity of its own whose credentials, like the TerraformCluster's `variablesFrom`
+/// source, carry clusterctl's move label; `tweak` changes the demo's objects first.
+async fn moving_scene(
+    env: &TestEnv,
+    client: &kube::Client,
+    target_client: &kube::Client,
+    prefix: &str,
+    tweak: impl Fn(&mut serde_json::Value),
+) -> (String, String, Provisioned) {
+    let ns = env.namespace(client, prefix).await.expect("namespace");
     let identity = format!("move-{ns}");
-    // The identity's credentials in the provider's namespace and a variablesFrom source, both
-    // labelled so that clusterctl moves them.
     apply_yaml(
-        &client,
+        client,
         &format!(
             r#"
 apiVersion: v1
@@ -199,7 +201,7 @@ data: {{health_message: moved with its cluster}}
     )
     .await
     .expect("the identity and the variables");
-    for c in [&client, &target_client] {
+    for c in [client, target_client] {
         stand_in::install(c).await.expect("stand-in kinds");
     }
     let mut objects = demo::cluster_in(&ns, &identity).expect("the demo's objects");
@@ -207,20 +209,38 @@ data: {{health_message: moved with its cluster}}
         if o["kind"] == "TerraformCluster" {
             o["spec"]["variablesFrom"] = serde_json::json!([{"configMapRef": {"name": "knobs"}}]);
         }
+        tweak(o);
     }
     let manifest = demo::yaml(&objects);
     wait(env, "the demo's objects applied", || async {
-        Ok(apply_yaml(&client, &manifest).await.ok())
+        Ok(apply_yaml(client, &manifest).await.ok())
     })
     .await;
-    stand_in::initialize_control_plane(&client, &ns, demo::CLUSTER, env)
+    stand_in::initialize_control_plane(client, &ns, demo::CLUSTER, env)
         .await
         .expect("the control plane initialized");
-    let before = provisioned(env, &client, &ns).await;
-    stand_in::join_nodes(&client, &before.provider_ids())
+    let provisioned = provisioned(env, client, &ns).await;
+    stand_in::join_nodes(client, &provisioned.provider_ids())
         .await
         .expect("nodes");
-    nodes_referenced(env, &client, &ns).await;
+    nodes_referenced(env, client, &ns).await;
+    (ns, identity, provisioned)
+}
+
+/// `clusterctl move -n ns` from `env` to `target`.
+fn clusterctl_move(env: &TestEnv, installed: &Installed, ns: &str, target: &TestEnv) -> String {
+    let to = target.kubeconfig().display().to_string();
+    install::clusterctl(env, installed, &["move", "-n", ns, "--to-kubeconfig", &to])
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", crate::logs(env)))
+}
+
+#[tokio::test]
+async fn clusterctl_move_carries_the_state_and_runs_nothing_on_either_side() {
+    let (env, client, installed) = installed().await;
+    let _shared = shared(&client).await;
+    let (target_env, target_client, _) = target().await;
+    let _alone = MOVES.lock().await;
+    let (ns, identity, before) = moving_scene(env, &client, &target_client, "move", |_| {}).await;
     let secrets_before = kept_secrets(&client, &ns).await;
     assert!(
         secrets_before.len() >= 8,
@@ -229,13 +249,7 @@ data: {{health_message: moved with its cluster}}
     );
     let jobs_before = jobs(&client, &ns).await;
 
-    let target_kubeconfig = target_env.kubeconfig().display().to_string();
-    let moved = install::clusterctl(
-        env,
-        installed,
-        &["move", "-n", &ns, "--to-kubeconfig", &target_kubeconfig],
-    )
-    .unwrap_or_else(|e| panic!("{e:#}\n{}", crate::logs(env)));
+    let moved = clusterctl_move(env, installed, &ns, target_env);
 
     // The target: the stand-in control plane's provider reports it up again (status does not
     // move), and the objects come back Ready from their moved state.
@@ -345,4 +359,107 @@ data: {{health_message: moved with its cluster}}
         .filter(|j| !jobs_before.contains(j))
         .collect();
     assert!(jobs_after.is_empty(), "Jobs on the source: {jobs_after:?}");
+}
+
+/// A pool held at a destructive change of its cluster's exports (docs/pools.md) keeps holding
+/// it on the target: the pending change and the record of the applied exports move with the
+/// durable inputs, so the pool renders its held exports there too and nothing is replaced; the
+/// blocked plan is not run again, and the change still waits for its approval.
+#[tokio::test]
+async fn a_pool_holding_a_blocked_exports_change_still_holds_it_after_the_move() {
+    let (env, client, installed) = installed().await;
+    let _shared = shared(&client).await;
+    let (target_env, target_client, _) = target().await;
+    let _alone = MOVES.lock().await;
+    let (ns, _, before) = moving_scene(env, &client, &target_client, "move-held", |o| {
+        if o["kind"] == "TerraformMachinePool" {
+            o["spec"]["variables"] = serde_json::json!({"replace_on_exports": true});
+        }
+    })
+    .await;
+    let inputs = |c: &kube::Client| {
+        let secrets: Api<Secret> = Api::namespaced(c.clone(), &ns);
+        async move {
+            secrets
+                .get(&format!("captf-inputs-mp-{}", demo::POOL))
+                .await
+                .expect("the pool's durable inputs")
+        }
+    };
+    wait(env, "the applied exports recorded", || async {
+        Ok(inputs(&client)
+            .await
+            .annotations()
+            .get(APPLIED_EXPORTS)
+            .map(|_| ()))
+    })
+    .await;
+    // The cluster's exports change in a way that would replace the pool's instances.
+    let clusters: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    clusters
+        .patch(
+            demo::CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"spec": {"variables": {"extra_exports": {"tier": "gold"}}}}),
+            ),
+        )
+        .await
+        .expect("change the exports");
+    let pools: Api<TerraformMachinePool> = Api::namespaced(client.clone(), &ns);
+    wait(env, "the change held, nothing running", || async {
+        let pool = pools.get(demo::POOL).await?;
+        let settled = !pool.annotations().contains_key(BLOCK_MOVE)
+            && !clusters
+                .get(demo::CLUSTER)
+                .await?
+                .annotations()
+                .contains_key(BLOCK_MOVE);
+        Ok((held(&pool) && settled).then_some(()))
+    })
+    .await;
+    let recorded = inputs(&client).await;
+    let applied = recorded.annotations().get(APPLIED_EXPORTS).cloned();
+    let pending = recorded.annotations().get(PENDING_EXPORTS).cloned();
+    assert!(
+        pending.is_some(),
+        "a pending change: {:?}",
+        recorded.annotations()
+    );
+
+    let moved = clusterctl_move(env, installed, &ns, target_env);
+    stand_in::initialize_control_plane(&target_client, &ns, demo::CLUSTER, env)
+        .await
+        .expect("the control plane initialized on the target");
+    let target_pools: Api<TerraformMachinePool> = Api::namespaced(target_client.clone(), &ns);
+    let pool = wait(target_env, "the change held on the target", || async {
+        let pool = target_pools.get(demo::POOL).await?;
+        let settled = !pool.annotations().contains_key(BLOCK_MOVE);
+        Ok((held(&pool) && settled).then_some(pool))
+    })
+    .await;
+    assert_eq!(
+        pool.spec.provider_id_list, before.pool.spec.provider_id_list,
+        "the members were not replaced"
+    );
+    let now = inputs(&target_client).await;
+    assert_eq!(now.annotations().get(APPLIED_EXPORTS).cloned(), applied);
+    assert_eq!(now.annotations().get(PENDING_EXPORTS).cloned(), pending);
+    let target_jobs = jobs(&target_client, &ns).await;
+    assert!(
+        target_jobs.iter().all(|(_, op)| op != "apply"),
+        "the blocked plan ran again: {target_jobs:?}\n{moved}\n{}",
+        conditions(target_env, &ns)
+    );
+}
+
+const APPLIED_EXPORTS: &str = "captf.io/applied-cluster-outputs-hash";
+const PENDING_EXPORTS: &str = "captf.io/pending-cluster-outputs";
+const BLOCK_MOVE: &str = "clusterctl.cluster.x-k8s.io/block-move";
+
+/// The pool reports its exports change blocked and held.
+fn held(pool: &TerraformMachinePool) -> bool {
+    captf_e2e::fixture::condition(pool, "ApplyJobSucceeded").is_some_and(|(s, r, m)| {
+        s == "False" && r == "DestructivePlanBlocked" && m.contains("the change is held")
+    })
 }

@@ -98,6 +98,69 @@ fn dr(env: &TestEnv, args: &[&str]) -> String {
     stderr
 }
 
+/// `captf dr export` of `ns` into `file`, checked: readable by its owner only (a file left
+/// readable by others is narrowed), and holding the state, the backups and the durable inputs
+/// without owner references or server fields, the identity and its Secret, the Cluster API
+/// objects and CAPTF's.
+fn export(env: &TestEnv, ns: &str, file: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(file, b"old").expect("an old file");
+    std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    dr(env, &["export", "--namespace", ns, "--output", file]);
+    let mode = std::fs::metadata(file)
+        .expect("export")
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o777,
+        0o600,
+        "the export is readable by its owner only"
+    );
+    let export: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(file).expect("export")).expect("JSON");
+    let names = |group: &str| -> Vec<String> {
+        let mut names: Vec<String> = export[group]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned))
+            .collect();
+        names.sort();
+        names
+    };
+    let secrets = names("secrets");
+    for prefix in [
+        "tfstate-default-",
+        "captf-state-backup-",
+        "captf-inputs-c-",
+        "captf-inputs-m-",
+    ] {
+        assert!(
+            secrets.iter().any(|s| s.starts_with(prefix)),
+            "{prefix}: {secrets:?}"
+        );
+    }
+    for secret in export["secrets"].as_array().expect("secrets") {
+        for field in [
+            "ownerReferences",
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "managedFields",
+        ] {
+            assert!(
+                secret["metadata"].get(field).is_none(),
+                "{field} exported: {}",
+                secret["metadata"]
+            );
+        }
+    }
+    assert_eq!(names("identities"), [format!("noop-{ns}")]);
+    assert_eq!(names("identitySecrets"), ["noop-credentials"]);
+    assert_eq!(names("clusterApi"), [CLUSTER, MACHINE]);
+    assert_eq!(names("objects"), [CLUSTER, MACHINE]);
+}
+
 /// The copy with kubectl and jq of docs/runbooks/disaster-recovery.md ("Without captf"): the
 /// seed's commands, with one fix (its file name `backup-$sel.json` holds the selector's `/`, so
 /// the second selector's file cannot be written), and what the seed leaves to "Do the same": the
@@ -135,31 +198,36 @@ kubectl get -n "$ns" clusters.cluster.x-k8s.io,machines.cluster.x-k8s.io,terrafo
     );
 }
 
-/// Loses `ns` on `env` as a lost management cluster would: nothing is destroyed (the objects
-/// are paused first, and their finalizers dropped, which nothing there will ever run).
+/// Loses `ns` on `env` as a lost management cluster would: nothing is destroyed (every Cluster
+/// is paused first, and the finalizers dropped, which nothing there will ever run).
 async fn lose(env: &TestEnv, client: &kube::Client, ns: &str) {
     let clusters: Api<kube::api::DynamicObject> = Api::namespaced_with(
         client.clone(),
         ns,
         &captf_e2e::fixture::capi_cluster_resource(),
     );
-    clusters
-        .patch(
-            CLUSTER,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"paused": true}})),
-        )
+    for c in clusters
+        .list(&ListParams::default())
         .await
-        .expect("pause");
+        .expect("Clusters")
+    {
+        clusters
+            .patch(
+                &c.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"paused": true}})),
+            )
+            .await
+            .expect("pause");
+    }
     let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
     let tms: Api<TerraformMachine> = Api::namespaced(client.clone(), ns);
     wait(env, "the objects paused", || async {
-        let tc = tcs.get(CLUSTER).await?;
-        let tm = tms.get(MACHINE).await?;
-        Ok(
-            (has(&tc, "Paused", "True", "Paused") && has(&tm, "Paused", "True", "Paused"))
-                .then_some(()),
-        )
+        let tcs = tcs.list(&ListParams::default()).await?.items;
+        let tms = tms.list(&ListParams::default()).await?.items;
+        let all = tcs.iter().all(|t| has(t, "Paused", "True", "Paused"))
+            && tms.iter().all(|t| has(t, "Paused", "True", "Paused"));
+        Ok(all.then_some(()))
     })
     .await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -264,7 +332,7 @@ async fn the_recovery_drill_restores_both_copies_without_an_apply() {
     std::fs::create_dir_all(&dir).expect("backup folder");
     let file = dir.join("dr.json");
     let file = file.to_str().expect("path");
-    dr(env, &["export", "--namespace", &ns, "--output", file]);
+    export(env, &ns, file);
     kubectl_backup(env, &ns, &dir);
 
     // Step 3: the namespace goes.
@@ -275,6 +343,18 @@ async fn the_recovery_drill_restores_both_copies_without_an_apply() {
     assert!(
         report.contains(&format!("paused TerraformCluster/{CLUSTER}")),
         "{report}"
+    );
+    // Importing twice never writes over what the first import restored.
+    let again = std::process::Command::new(captf_e2e::captf_binary().expect("captf"))
+        .args(["dr", "import", "--file", file])
+        .env("KUBECONFIG", target_env.kubeconfig())
+        .output()
+        .expect("run");
+    let again_err = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success(), "a second import must refuse");
+    assert!(
+        again_err.contains("Secret/tfstate-default-") && again_err.contains("never writes over"),
+        "{again_err}"
     );
     dr(target_env, &["unpause", "--file", file]);
     verify(target_env, &target_client, &ns, (&uids.0, &uids.1)).await;
@@ -315,5 +395,180 @@ kubectl get -n {ns} secret -l tfstate=true -o name
         ),
     );
     verify(env, &client, &ns, (&uids.0, &uids.1)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The drill's step 6, on the second management cluster with CAPTF running: Secrets restored
+/// with their original owner references are collected; objects restored without their state
+/// are held where any sign of an earlier apply survived (the durable inputs, or the status the
+/// import writes back) and apply a second time where none did.
+#[tokio::test]
+async fn breaking_the_restore_on_purpose_fails_safely() {
+    let (env, client, _) = installed().await;
+    let _shared = shared(&client).await;
+    let (target_env, target_client, _) = target().await;
+    let ns = namespace(env, &client, "drill-break").await;
+    // owners: restored with the original owner references; inputs: no state but the durable
+    // inputs; bare: nothing but the object, without its status, as `kubectl apply` would;
+    // status: nothing but the object, with the status `captf dr import` restores.
+    let cases = ["owners", "inputs", "bare", "status"];
+    for name in cases {
+        captf_e2e::fixture::create_cluster(&client, &ns, name, CLUSTER_IMAGE, "").await;
+    }
+    let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    for name in cases {
+        wait(env, "the clusters Ready", || async {
+            Ok(ready(&tcs.get(name).await?).then_some(()))
+        })
+        .await;
+    }
+    let dir: PathBuf = std::env::temp_dir().join(format!("captf-drill-{ns}"));
+    std::fs::create_dir_all(&dir).expect("backup folder");
+    let file = dir.join("dr.json");
+    dr(
+        env,
+        &[
+            "export",
+            "--namespace",
+            &ns,
+            "--output",
+            file.to_str().expect("path"),
+        ],
+    );
+    let export: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).expect("export")).expect("JSON");
+    // What a copy that keeps owner references (a plain `kubectl get -o json`) holds.
+    let owners_key = |n: &str| {
+        let key = captf_api::names::ObjectKey::new(
+            &ns,
+            captf_api::names::WorkloadKind::Cluster,
+            "owners",
+        )
+        .expect("key");
+        n.starts_with(&key.state_secret())
+            || n.starts_with(&format!("captf-state-backup-{}-", key.state_suffix()))
+            || n == key.durable_inputs_secret()
+    };
+    let raw: Vec<Secret> = Api::<Secret>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("Secrets")
+        .items
+        .into_iter()
+        .filter(|s| owners_key(&s.name_any()))
+        .collect();
+    assert!(raw.len() >= 3, "state, backup and inputs of `owners`");
+    lose(env, &client, &ns).await;
+
+    // One import per case, each with its object and only the Secrets the case keeps; all
+    // paused until the collector has had its go at the `owners` Secrets.
+    let mut parts = Vec::new();
+    for name in cases {
+        let keep = |items: &serde_json::Value, f: &dyn Fn(&str) -> bool| {
+            serde_json::Value::Array(
+                items
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|i| f(i["metadata"]["name"].as_str().unwrap_or_default()))
+                    .cloned()
+                    .collect(),
+            )
+        };
+        let mut part = export.clone();
+        part["clusterApi"] = keep(&export["clusterApi"], &|n| n == name);
+        part["objects"] = keep(&export["objects"], &|n| n == name);
+        let inputs = format!("captf-inputs-c-{name}");
+        part["secrets"] = keep(&export["secrets"], &|n| name == "inputs" && n == inputs);
+        if name == "bare"
+            && let Some(o) = part["objects"][0].as_object_mut()
+        {
+            o.remove("status");
+        }
+        let path = dir.join(format!("{name}.json"));
+        std::fs::write(&path, serde_json::to_vec(&part).expect("JSON")).expect("write");
+        dr(
+            target_env,
+            &["import", "--file", path.to_str().expect("path")],
+        );
+        parts.push(path);
+    }
+    let secrets: Api<Secret> = Api::namespaced(target_client.clone(), &ns);
+    for mut secret in raw.clone() {
+        let meta = &mut secret.metadata;
+        (
+            meta.uid,
+            meta.resource_version,
+            meta.creation_timestamp,
+            meta.managed_fields,
+        ) = (None, None, None, None);
+        assert!(
+            meta.owner_references.is_some(),
+            "the original owner reference"
+        );
+        secrets
+            .create(&Default::default(), &secret)
+            .await
+            .expect("restore a Secret as it was");
+    }
+    wait(
+        target_env,
+        "the Secrets with old owner references collected",
+        || async {
+            let mut left = Vec::new();
+            for s in &raw {
+                if secrets.get_opt(&s.name_any()).await?.is_some() {
+                    left.push(s.name_any());
+                }
+            }
+            Ok(left.is_empty().then_some(()))
+        },
+    )
+    .await;
+    for path in &parts {
+        dr(
+            target_env,
+            &["unpause", "--file", path.to_str().expect("path")],
+        );
+    }
+
+    // Without state: held where any sign of an earlier apply survived, a second apply where
+    // none did; `owners` lost its state to the collector and is held by its status.
+    let tcs: Api<TerraformCluster> = Api::namespaced(target_client.clone(), &ns);
+    for name in ["owners", "inputs", "status"] {
+        wait(target_env, &format!("{name} StateLost"), || async {
+            let t = tcs.get(name).await?;
+            Ok((has(&t, "Paused", "False", "NotPaused")
+                && has(&t, "StateReadable", "False", "StateLost"))
+            .then_some(()))
+        })
+        .await;
+    }
+    wait(
+        target_env,
+        "bare applied a second time, to Ready",
+        || async {
+            let t = tcs.get("bare").await?;
+            Ok((has(&t, "Paused", "False", "NotPaused") && ready(&t)).then_some(()))
+        },
+    )
+    .await;
+    // A StateLost object runs nothing at all, not even a drift check.
+    let ran: Vec<String> = Api::<Job>::namespaced(target_client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("Jobs")
+        .items
+        .iter()
+        .filter_map(|j| {
+            j.labels()
+                .get("captf.infrastructure.cluster.x-k8s.io/owner-name")
+                .cloned()
+        })
+        .collect();
+    assert!(
+        !ran.is_empty() && ran.iter().all(|o| o == "bare"),
+        "only `bare` runs (and applies again): {ran:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
