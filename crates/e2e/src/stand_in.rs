@@ -3,6 +3,9 @@
 //! these kinds and answer for them: the Cluster API controllers only clone them, read their
 //! status and follow their references, which is all CAPTF's kinds meet of them.
 
+use anyhow::Context;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
 use crate::apply_yaml;
@@ -84,10 +87,6 @@ pub async fn initialize_control_plane(
     name: &str,
     workload: &captf_testenv::TestEnv,
 ) -> anyhow::Result<()> {
-    use anyhow::Context;
-    use kube::api::{Api, DynamicObject, Patch, PatchParams};
-    use kube::core::{ApiResource, GroupVersionKind};
-
     let kubeconfig = std::fs::read_to_string(workload.kubeconfig())
         .with_context(|| workload.kubeconfig().display().to_string())?;
     apply_yaml(
