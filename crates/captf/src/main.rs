@@ -36,7 +36,7 @@ enum Command {
         out_dir: Option<std::path::PathBuf>,
     },
     /// Run the manager: controllers, metrics, probes and leader election.
-    Manager(Box<captf_controller::manager::ManagerArgs>),
+    Manager(Box<captf_controller::settings::ManagerArgs>),
     /// Check a module against the v1alpha1 module contract, or print its variables schema.
     Lint {
         #[command(subcommand)]

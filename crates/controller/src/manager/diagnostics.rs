@@ -27,8 +27,8 @@ use kube::api::{Api, PostParams};
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 
-use super::tls::{CertFiles, WhenMissing, server_config, tls_listener, watch_certificate};
 use crate::Error;
+use crate::tls::{CertFiles, WhenMissing, server_config, tls_listener, watch_certificate};
 
 /// Where a serving certificate is read from (`tls.crt`, `tls.key`), as in controller-runtime.
 pub const CERT_DIR: &str = "/tmp/k8s-metrics-server/serving-certs";
@@ -53,7 +53,7 @@ pub async fn serve(
     let files = CertFiles::in_dir(CERT_DIR);
     let (config, cert) =
         server_config(&files, WhenMissing::SelfSign, tls_min_version).map_err(startup)?;
-    let addr = super::args::bind_address(address).map_err(Error::Startup)?;
+    let addr = crate::settings::bind_address(address).map_err(Error::Startup)?;
     let tcp = TcpListener::bind(addr)
         .await
         .map_err(|e| startup(format!("{addr}: {e}")))?;
@@ -335,9 +335,9 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;
 
-    use super::super::tls::testing::{temp_dir, write_cert};
-    use super::super::tls::{FROM_TLS12, FROM_TLS13};
     use super::*;
+    use crate::tls::testing::{temp_dir, write_cert};
+    use crate::tls::{FROM_TLS12, FROM_TLS13};
 
     fn provider() -> Arc<rustls::crypto::CryptoProvider> {
         Arc::new(rustls::crypto::ring::default_provider())

@@ -12,7 +12,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::ManagerArgs;
+use crate::settings::ManagerArgs;
 
 /// How long running passes get to finish after SIGTERM (controller-runtime's
 /// `GracefulShutdownTimeout`), before the manager stops anyway.

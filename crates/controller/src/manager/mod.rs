@@ -1,11 +1,10 @@
 //! `captf manager`: wiring of the controllers, the health and metrics endpoints and leader
-//! election. The reconcile logic lives in [`crate::reconcile`].
+//! election. The reconcile logic lives in [`crate::reconcile`]; the settings it is started with
+//! ([`crate::settings`]), the metrics ([`crate::metrics`]) and the serving certificates
+//! ([`crate::tls`]) are modules of their own, which the reconcile and the webhook use too.
 
-pub mod args;
 pub mod diagnostics;
 pub mod election;
-pub mod metrics;
-pub mod tls;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -18,12 +17,11 @@ use kube::runtime::controller::{self, Controller};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
-pub use args::ManagerArgs;
-pub use metrics::Metrics;
-
 use crate::Error;
 use crate::cache::Caches;
+use crate::metrics::Metrics;
 use crate::reconcile::{self, Context};
+use crate::settings::ManagerArgs;
 
 /// Runs the manager until SIGTERM/SIGINT.
 pub async fn run(args: ManagerArgs) -> Result<(), Error> {
@@ -655,7 +653,7 @@ fn metrics_router(metrics: Arc<Metrics>, caches: Arc<OnceLock<Caches>>) -> Route
 }
 
 async fn serve(what: &str, address: &str, router: Router) -> Result<(), Error> {
-    let addr = args::bind_address(address).map_err(Error::Startup)?;
+    let addr = crate::settings::bind_address(address).map_err(Error::Startup)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::Startup(format!("{what} server on {addr}: {e}")))?;

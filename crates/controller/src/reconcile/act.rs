@@ -155,7 +155,7 @@ where
         self.ctx
             .metrics
             .inputs_bytes
-            .get_or_create(&crate::manager::metrics::Object {
+            .get_or_create(&crate::metrics::Object {
                 kind: self.kind,
                 namespace: self.key.namespace().to_owned(),
                 name: self.key.name().to_owned(),
@@ -172,7 +172,7 @@ where
         self.ctx
             .metrics
             .decisions_total
-            .get_or_create(&crate::manager::metrics::Decision {
+            .get_or_create(&crate::metrics::Decision {
                 kind: self.kind,
                 op,
                 reason: decision.reason.as_str(),
@@ -360,7 +360,7 @@ where
             "False" => 0,
             _ => -1,
         });
-        let object = crate::manager::metrics::Object {
+        let object = crate::metrics::Object {
             kind: self.kind,
             namespace: key.namespace().to_owned(),
             name: key.name().to_owned(),
@@ -385,7 +385,7 @@ where
         {
             ctx.metrics
                 .outputs_invalid_total
-                .get_or_create(&crate::manager::metrics::KindReason {
+                .get_or_create(&crate::metrics::KindReason {
                     kind: self.kind,
                     reason,
                 })

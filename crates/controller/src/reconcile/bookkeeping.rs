@@ -15,8 +15,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 use super::jobs::{ObservedJob, Phase};
 use crate::error::{KubeContext, Result};
-use crate::manager::Metrics;
-use crate::manager::metrics::{
+use crate::metrics::Metrics;
+use crate::metrics::{
     JobError, KindAction, KindOp, KindOpAction, KindOpResult, KindOpStep, ObjectOp,
 };
 

@@ -519,7 +519,7 @@ async fn record_plan(
 fn count_approval(ctx: &Context, result: &'static str) {
     ctx.metrics
         .plan_approvals_total
-        .get_or_create(&crate::manager::metrics::KindResult { kind: KIND, result })
+        .get_or_create(&crate::metrics::KindResult { kind: KIND, result })
         .inc();
 }
 

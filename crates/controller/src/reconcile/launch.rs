@@ -118,7 +118,7 @@ where
             }
             ctx.metrics
                 .lease_waits_total
-                .get_or_create(&crate::manager::metrics::KindReason {
+                .get_or_create(&crate::metrics::KindReason {
                     kind: self.kind,
                     reason: "job_slot",
                 })
@@ -271,7 +271,7 @@ where
             }
             ctx.metrics
                 .lease_waits_total
-                .get_or_create(&crate::manager::metrics::KindReason {
+                .get_or_create(&crate::metrics::KindReason {
                     kind: self.kind,
                     reason: "run_lease",
                 })
@@ -358,7 +358,7 @@ where
         if let Some((id, pod)) = force_unlock {
             ctx.metrics
                 .lock_force_unlocks_total
-                .get_or_create(&crate::manager::metrics::Kind { kind: self.kind })
+                .get_or_create(&crate::metrics::Kind { kind: self.kind })
                 .inc();
             self.publish(
                 EventType::Warning,
@@ -477,7 +477,7 @@ where
         self.ctx
             .metrics
             .lease_waits_total
-            .get_or_create(&crate::manager::metrics::KindReason {
+            .get_or_create(&crate::metrics::KindReason {
                 kind: self.kind,
                 reason: metric,
             })

@@ -303,7 +303,7 @@ where
                         generation,
                         now,
                     );
-                    let object = crate::manager::metrics::Object {
+                    let object = crate::metrics::Object {
                         kind: self.kind,
                         namespace: self.key.namespace().to_owned(),
                         name: self.key.name().to_owned(),
@@ -331,7 +331,7 @@ where
         self.ctx
             .metrics
             .state_read_errors_total
-            .get_or_create(&crate::manager::metrics::KindReason {
+            .get_or_create(&crate::metrics::KindReason {
                 kind: self.kind,
                 reason,
             })

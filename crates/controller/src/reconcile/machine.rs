@@ -555,7 +555,7 @@ async fn remediate(
     pass.ctx
         .metrics
         .remediation_requests_total
-        .get_or_create(&crate::manager::metrics::Action { action })
+        .get_or_create(&crate::metrics::Action { action })
         .inc();
     pass.publish(type_, event, &note).await;
     Ok(())

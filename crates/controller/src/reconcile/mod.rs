@@ -42,7 +42,8 @@ use kube::runtime::events::{Recorder, Reporter};
 
 use crate::Error;
 use crate::cache::Caches;
-use crate::manager::{ManagerArgs, Metrics};
+use crate::metrics::Metrics;
+use crate::settings::ManagerArgs;
 
 /// What every pass shares, built once by `captf manager`.
 pub struct Context {
@@ -135,7 +136,7 @@ pub fn error_policy<K: kube::Resource<DynamicType = ()>>(
     };
     ctx.metrics
         .reconcile_errors_total
-        .get_or_create(&crate::manager::metrics::Controller { controller })
+        .get_or_create(&crate::metrics::Controller { controller })
         .inc();
     if let Error::Panicked(_) = error {
         tracing::error!(error = %error, category = error.category(), "reconcile panicked");

@@ -221,7 +221,7 @@ where
                 self.ctx
                     .metrics
                     .state_backups_total
-                    .get_or_create(&crate::manager::metrics::KindResult {
+                    .get_or_create(&crate::metrics::KindResult {
                         kind: self.kind,
                         result,
                     })
@@ -329,7 +329,7 @@ where
                     self.ctx
                         .metrics
                         .state_read_errors_total
-                        .get_or_create(&crate::manager::metrics::KindReason {
+                        .get_or_create(&crate::metrics::KindReason {
                             kind: self.kind,
                             reason: "locked",
                         })

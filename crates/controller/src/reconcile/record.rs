@@ -285,7 +285,7 @@ where
                 );
                 ctx.metrics
                     .state_restores_total
-                    .get_or_create(&crate::manager::metrics::KindResult {
+                    .get_or_create(&crate::metrics::KindResult {
                         kind: self.kind,
                         result: if ok { "succeeded" } else { "failed" },
                     })

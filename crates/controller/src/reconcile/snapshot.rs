@@ -66,7 +66,7 @@ where
             self.ctx
                 .metrics
                 .state_restores_total
-                .get_or_create(&crate::manager::metrics::KindResult {
+                .get_or_create(&crate::metrics::KindResult {
                     kind: self.kind,
                     result: "not_found",
                 })

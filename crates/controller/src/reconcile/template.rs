@@ -20,7 +20,7 @@ use super::pass::publish;
 use crate::capacity::{self, Read, Resolved};
 use crate::conditions::Conditions;
 use crate::error::{Error, KubeContext, Result};
-use crate::manager::metrics::KindReason;
+use crate::metrics::KindReason;
 use crate::registry::{self, KeyringError};
 
 const KIND: &str = "TerraformMachineTemplate";

@@ -21,8 +21,8 @@ use axum::routing::post;
 pub use review::Webhook;
 
 use crate::Error;
-use crate::manager::ManagerArgs;
-use crate::manager::tls::{
+use crate::settings::ManagerArgs;
+use crate::tls::{
     CERT_CHECK_INTERVAL, CertFiles, WhenMissing, server_config, tls_listener, watch_certificate,
 };
 

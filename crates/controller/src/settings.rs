@@ -178,7 +178,7 @@ impl ManagerArgs {
                 self.logging_format
             ));
         }
-        if let Err(e) = super::tls::protocol_versions(&self.tls_min_version) {
+        if let Err(e) = crate::tls::protocol_versions(&self.tls_min_version) {
             problems.push(e);
         }
         if self.leader_elect && self.leader_elect_renew_deadline >= self.leader_elect_lease_duration
