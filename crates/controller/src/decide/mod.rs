@@ -261,7 +261,7 @@ fn mutable(kind: WorkloadKind) -> bool {
     !matches!(kind, WorkloadKind::Machine)
 }
 
-/// What says the apply that wrote the state succeeded when no Job is left to say it: status
+/// The state's word for the apply that wrote it, when no Job is left to give it: status
 /// does not move with `clusterctl move` and the Jobs stay behind, so a moved object's
 /// `ApplyJobSucceeded` would read "no apply yet" for good, and a pool's `Ready`, which takes it
 /// in, would never be True. When nothing is due and the state was written from the inputs
