@@ -31,13 +31,12 @@ fn prometheus_rule() -> Value {
     documents(&text).remove(0)
 }
 
-/// The families `Metrics::new` registers in crates/controller/src/manager/metrics.rs, with
+/// The families `Metrics::new` registers in crates/controller/src/metrics.rs, with
 /// their types: `r.register("<name>", "<help>", m.<field>.clone())` (or a local), the type
 /// from the field's declaration (`Family<_, Counter>`, `Family<_, Gauge>`, `Histograms<_>`).
 fn registered_families() -> BTreeMap<String, &'static str> {
-    let source =
-        std::fs::read_to_string(workspace().join("crates/controller/src/manager/metrics.rs"))
-            .expect("metrics.rs");
+    let source = std::fs::read_to_string(workspace().join("crates/controller/src/metrics.rs"))
+        .expect("metrics.rs");
     let type_of = |declaration: &str| -> Option<&'static str> {
         let d = declaration.trim_end_matches([',', ';', ' ']);
         if d.starts_with("Histograms<") {
