@@ -315,7 +315,7 @@ async fn run_controllers(start: Start, stop: Stop) {
         .with_config(controller::Config::default().concurrency(args.terraformcluster_concurrency))
         .graceful_shutdown_on(stop.clone())
         .run(
-            reconcile::guarded(reconcile::cluster::reconcile),
+            reconcile::guarded(reconcile::flow::run::<captf_api::TerraformCluster>),
             reconcile::error_policy,
             ctx.clone(),
         )
@@ -327,7 +327,7 @@ async fn run_controllers(start: Start, stop: Stop) {
         filtered.clone(),
         machine_events,
         args.terraformmachine_concurrency,
-        reconcile::machine::reconcile,
+        reconcile::flow::run::<captf_api::TerraformMachine>,
         stop.clone(),
     );
     let pools = run_members::<captf_api::TerraformMachinePool, _, _, _, _>(
@@ -336,7 +336,7 @@ async fn run_controllers(start: Start, stop: Stop) {
         filtered.clone(),
         pool_events,
         args.terraformmachinepool_concurrency,
-        reconcile::pool::reconcile,
+        reconcile::flow::run::<captf_api::TerraformMachinePool>,
         stop.clone(),
     );
     // Templates run no Job: only their own changes (and a retry after a failed read) wake them.

@@ -1,368 +1,222 @@
-//! The TerraformCluster pass: preamble (externally managed, owner, finalizer, pause),
-//! bookkeeping, credentials, state, inputs, [`decide`], act, and one status patch.
+//! The TerraformCluster as an [`Adapter`] of the one flow: its owner is the CAPI Cluster, its
+//! inputs render every pass, and what is its own: the Manual apply policy and the approvals of
+//! plans, its outputs written to status and spec (endpoint, failure domains, exports), and a
+//! deletion that waits for its machines and pools.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use captf_api::conditions::{Status, reasons, types};
-use captf_api::names::{ObjectKey, WorkloadKind};
+use captf_api::names::WorkloadKind;
 use captf_api::{
-    Initialization, Operation, TerraformCluster, TerraformClusterStatus, annotations, labels,
+    Condition, Initialization, Operation, TerraformCluster, TerraformClusterStatus, WorkspaceSpec,
+    WorkspaceStatus, annotations, labels,
 };
 use captf_contract::{Role, RoleInputs};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::{Resource, ResourceExt};
 
 use super::act::Acted;
-use super::bookkeeping::{self, Finished};
+use super::bookkeeping::Finished;
 use super::dependents::Dependents;
-use super::jobs::Phase;
-use super::launch::Launch;
-use super::object::{add_finalizer, set_block_move};
-use super::pass::{Pass, first_visit};
-use super::snapshot::Observation;
-use super::state::{self, StateRead};
+use super::flow::{Adapter, Found, Rendering, Work, provisioned};
+use super::outputs::Reading;
+use super::pass::Pass;
 use super::{Context, approvals, outputs};
 use crate::capi;
 use crate::conditions::Conditions;
-use crate::decide::{self, Action as Decided, Approvals, Policy};
-use crate::error::{Error, KubeContext, Result};
+use crate::decide::{self, Approvals, Policy, Snapshot, StateView};
+use crate::error::{KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
 
 const KIND: &str = "TerraformCluster";
 
-/// One pass over a TerraformCluster.
-pub async fn reconcile(tc: Arc<TerraformCluster>, ctx: Arc<Context>) -> Result<Action> {
-    let namespace = tc
-        .namespace()
-        .ok_or_else(|| Error::InvalidObject("TerraformCluster without a namespace".into()))?;
-    let key = ObjectKey::new(&namespace, WorkloadKind::Cluster, tc.name_any())
-        .map_err(|e| Error::InvalidObject(e.to_string()))?;
-    let client = ctx.client.clone();
-    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &namespace);
-    let now = Timestamp::now();
-    let generation = tc.metadata.generation;
-    let deleting = tc.metadata.deletion_timestamp.is_some();
-    let has_finalizer = tc
-        .finalizers()
-        .iter()
-        .any(|f| f == WorkloadKind::Cluster.finalizer());
-    let annotations_of = tc.annotations().clone();
-    let pass = Pass {
-        ctx: &ctx,
-        object: tc.as_ref(),
-        key: &key,
-        kind: KIND,
-        generation,
-        now,
-    };
+/// What a cluster carries between its own steps.
+#[derive(Default)]
+pub struct Own {
+    /// Deleting with machines or pools left: the destroy waits for them.
+    dependents: bool,
+}
 
-    if let Some(done) = pass.externally_managed(deleting).await? {
-        return Ok(done);
+/// A cluster: its owner is the CAPI Cluster; it renders every pass from that Cluster and its
+/// variables; Manual apply policy and the approvals of plans are its own, and so is holding
+/// its deletion while machines or pools remain.
+impl Adapter for TerraformCluster {
+    const WORKLOAD: WorkloadKind = WorkloadKind::Cluster;
+    const WITHOUT_OWNER: (Status, &'static str) = (Status::Unknown, reasons::WAITING_FOR_OWNER);
+    type Owner = capi::Cluster;
+    type Status = TerraformClusterStatus;
+    type Deps = capi::Cluster;
+    type Inputs = captf_contract::Variables;
+    type Own = Own;
+
+    fn status(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+    fn conditions(status: &Self::Status) -> Option<&Vec<Condition>> {
+        status.conditions.as_ref()
+    }
+    fn workspace(status: &Self::Status) -> &WorkspaceStatus {
+        &status.workspace
+    }
+    fn workspace_mut(status: &mut Self::Status) -> &mut WorkspaceStatus {
+        &mut status.workspace
+    }
+    fn spec(&self) -> &WorkspaceSpec {
+        &self.spec.workspace
     }
 
-    let mut conds = Conditions::from(tc.status.as_ref().and_then(|s| s.conditions.as_ref()));
-    let mut status = tc.status.clone().unwrap_or_default();
-    first_visit(&mut conds, generation, now);
-    // The Jobs, the owner (the CAPI Cluster that references this object back) and what the
-    // last apply rendered, in one round trip.
-    let (jobs, owner, mut durable) = pass
-        .first_reads::<capi::Cluster>((Status::Unknown, reasons::WAITING_FOR_OWNER))
-        .await?;
-    let active = jobs.iter().find(|j| j.phase == Phase::Active).cloned();
-    // Then the variables sources (not needed to destroy: that runs from the durable inputs).
-    let found = match owner {
-        Ok(cluster) if !deleting => {
-            let workspace = &tc.spec.workspace;
-            let layers = PolicyLayers::for_cluster(&tc);
-            super::variables::resolve(&ctx, &namespace, Role::Cluster, workspace, layers)
+    /// The variables sources are not needed to destroy: that runs from the durable inputs.
+    async fn dependencies(
+        pass: &Pass<'_, Self>,
+        cluster: capi::Cluster,
+        _provisioned: bool,
+        deleting: bool,
+    ) -> Result<Found<Self>> {
+        if deleting {
+            return Ok(Ok((cluster, None)));
+        }
+        let (tc, workspace) = (pass.object, &pass.object.spec.workspace);
+        let layers = PolicyLayers::for_cluster(tc);
+        let ns = pass.key.namespace();
+        Ok(
+            super::variables::resolve(pass.ctx, ns, Role::Cluster, workspace, layers)
                 .await?
-                .map(|variables| (cluster, Some(variables)))
-        }
-        Ok(cluster) => Ok((cluster, None)),
-        Err(gate) => Err(gate),
-    };
-    let (cluster, variables) = match pass.dependencies(found, &mut conds) {
-        Some((cluster, variables)) => (Some(cluster), variables),
-        None if !deleting => {
-            return pass
-                .gate(tc.status.as_ref(), &status, conds, provisioned(&status))
-                .await;
-        }
-        // Deleting without a valid owner: destroy from the durable inputs.
-        None => (None, None),
-    };
-    if !deleting && !has_finalizer {
-        add_finalizer(&api, &tc, WorkloadKind::Cluster).await?;
-        return Ok(Action::requeue(Duration::from_millis(100)));
-    }
-    let paused = annotations_of.contains_key(annotations::PAUSED)
-        || cluster.as_ref().is_some_and(capi::Cluster::paused);
-    pass.lifecycle(&mut conds, deleting, paused);
-
-    // Bookkeeping: every finished Job's result, read once.
-    let finished = bookkeeping::collect(&client, &namespace, &jobs).await?;
-    if pass
-        .interrupted_applies(&jobs, &finished, &mut conds)
-        .await?
-    {
-        durable = state::durable_inputs(&client, &key).await?;
-    }
-    for f in &finished {
-        pass.record(
-            f,
-            &mut conds,
-            &mut status.workspace,
-            &owner_reference(&tc)?,
-            &tc.spec.workspace.source.image,
+                .map(|variables| (cluster, Some(variables))),
         )
-        .await?;
-        record_plan(&ctx, &tc, &key, f, &mut conds, &mut status, generation, now).await?;
     }
-
-    if paused || active.is_some() {
-        return pass
-            .hold(
-                tc.status.as_ref(),
-                &status,
-                conds,
-                provisioned(&status),
-                active.as_ref(),
-                &finished,
-                paused,
-                deleting,
-            )
-            .await;
+    fn paused_by(cluster: &capi::Cluster) -> bool {
+        cluster.paused()
     }
-    set_block_move(&api, &tc, false).await?;
-    let dependents = if deleting {
-        let name = tc
-            .labels()
-            .get(labels::CLUSTER_NAME)
-            .cloned()
-            .or_else(|| cluster.as_ref().and_then(|c| c.metadata.name.clone()))
-            .unwrap_or_default();
-        let dependents = Dependents::of(&client, &namespace, &name).await?;
-        dependents.note(&mut conds, generation, now);
-        dependents
-    } else {
-        Dependents::default()
-    };
-
-    // Credentials and runner RBAC, every pass of a live object.
-    let owner_ref = owner_reference(&tc)?;
-    let identity = tc
-        .spec
-        .workspace
-        .identity_ref
-        .as_ref()
-        .map(|r| r.name.as_str());
-    let observed = pass.observe(identity, &owner_ref).await?;
-    let creds = pass.note_credentials(observed.credentials, observed.runner_rbac, &mut conds);
-    let mut state = observed.state;
-    let state_view = pass
-        .state_view(
-            &mut state,
-            &durable,
-            provisioned(&status),
-            &finished,
-            &mut status.workspace,
-            &mut conds,
-        )
-        .await?;
-    pass.keep_state(
-        &state,
-        &jobs,
-        &mut status.workspace,
-        &owner_ref,
-        &cluster_name(&tc, cluster.as_ref()),
-        annotations_of
-            .get(annotations::RESTORE_STATE)
-            .and_then(|v| v.parse().ok()),
-        deleting,
-    )
-    .await?;
-    let previous = Conditions::from(tc.status.as_ref().and_then(|s| s.conditions.as_ref()));
-    let force_unlock = pass
-        .inspect_lock(&state, &observed.lock, &previous, &mut conds)
-        .await;
-    if let StateRead::Found(s, _) = &state {
-        apply_outputs(
-            &ctx,
-            &api,
-            &tc,
-            cluster.as_ref(),
-            s,
-            &mut conds,
-            &mut status,
-            generation,
-            now,
-        )
-        .await?;
+    fn cluster_name(&self, cluster: Option<&capi::Cluster>) -> String {
+        cluster
+            .and_then(|c| c.metadata.name.clone())
+            .or_else(|| self.labels().get(labels::CLUSTER_NAME).cloned())
+            .unwrap_or_default()
     }
-
-    // Inputs as they would render now.
-    let rendered = match (&cluster, &variables) {
-        (Some(cluster), Some(variables)) => {
-            let history = crate::inputs::ClusterHistory {
-                control_plane_initialized: durable.rendered_bool("control_plane_initialized"),
-                endpoint_from_module: annotations_of
-                    .get(annotations::ENDPOINT_SOURCE)
-                    .is_some_and(|v| v == annotations::ENDPOINT_SOURCE_MODULE),
-            };
-            let inputs = RoleInputs::Cluster(crate::inputs::cluster_inputs(&tc, cluster, &history));
-            Some(captf_contract::render(
-                Role::Cluster,
-                &tc.spec.workspace.source.image,
-                &inputs,
-                variables,
-            )?)
-        }
-        _ => None,
-    };
-
-    pass.measure_inputs(rendered.as_ref());
-    if tc.spec.apply_policy.unwrap_or_default() == captf_api::ApplyPolicy::Automatic {
-        // Back to Automatic: the apply that waited runs (guarded); the plan is moot.
-        status.plan = None;
+    fn identity(&self, _: Option<&capi::Cluster>, _: &Context) -> Option<String> {
+        let identity = self.spec.workspace.identity_ref.as_ref();
+        identity.map(|r| r.name.clone())
     }
-    let job_policy = EffectivePolicy::resolve(&PolicyLayers::for_cluster(&tc));
-    let restore = pass.restore_request(&status.workspace, &mut conds).await?;
-    let mut snapshot = pass.snapshot(Observation {
-        jobs: &jobs,
-        state: state_view.clone(),
-        inputs_hash: rendered.as_ref().map(|r| r.inputs_hash.clone()),
-        durable: &durable,
-        restore: restore.as_ref(),
-        deleting,
-        workspace: &status.workspace,
-        conds: &conds,
-        policy: Policy {
-            apply_policy: tc.spec.apply_policy.unwrap_or_default(),
-            drift_interval: drift_interval(&tc, &ctx),
-            drift_action: tc
+    fn max_active_jobs(&self, _: Option<&capi::Cluster>) -> Option<i32> {
+        self.spec.max_active_jobs
+    }
+    fn job_policy(&self, _: Option<&capi::Cluster>) -> EffectivePolicy {
+        EffectivePolicy::resolve(&PolicyLayers::for_cluster(self))
+    }
+    fn policy(&self, _: Option<&capi::Cluster>, ctx: &Context, jobs: &EffectivePolicy) -> Policy {
+        Policy {
+            apply_policy: self.spec.apply_policy.unwrap_or_default(),
+            drift_interval: drift_interval(self, ctx),
+            drift_action: self
                 .spec
                 .drift
                 .as_ref()
                 .and_then(|d| d.action)
                 .unwrap_or_default(),
-            failed_history_limit: job_policy.failed_jobs_history_limit,
+            failed_history_limit: jobs.failed_jobs_history_limit,
             refresh_after_apply: false,
             membership_interval: None,
             health_check_interval: None,
-        },
-    });
-    snapshot.dependents = !dependents.is_empty();
-    snapshot.approvals = Approvals {
-        destructive: annotations_of
-            .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
-            .cloned(),
-        plan: annotations_of.get(annotations::APPROVE_PLAN).cloned(),
-    };
-    snapshot.plan = status.plan.as_ref().map(|p| decide::PendingPlan {
-        inputs_hash: p.inputs_hash.clone(),
-        plan_hash: p.plan_hash.clone(),
-        empty: approvals::is_empty(&p.plan_hash),
-    });
-    let decision = decide::decide(&snapshot, now);
-    pass.count_decision(&decision);
-    pass.applied_per_state(&snapshot, &decision, &mut conds);
+        }
+    }
 
-    let acted = match &decision.action {
-        Decided::Wait if decision.reason == decide::Reason::DeletionHeld => {
-            pass.hold_deletion(&mut conds, &state_view);
-            Acted::default()
-        }
-        Decided::Wait if decision.reason == decide::Reason::PlanAwaitingApproval => {
-            if let Some(plan) = &status.plan {
-                await_approval(&mut conds, &key, &tc, plan, generation, now);
-            }
-            Acted::default()
-        }
-        Decided::Wait => Acted::default(),
-        Decided::RemoveFinalizer => {
-            return pass
-                .release(decision.reason, &conds, &state_view, &finished)
-                .await;
-        }
-        Decided::Start(start) => {
-            let launch = Launch {
-                cluster_name: cluster_name(&tc, cluster.as_ref()),
-                max_active_jobs: tc.spec.max_active_jobs,
-                policy: job_policy.clone(),
-                image: &tc.spec.workspace.source.image,
-                pull_policy: tc.spec.workspace.source.image_pull_policy,
-                owner_ref: &owner_ref,
-                last_active: tc
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.workspace.active_job.as_ref()),
-                provisioned: tc.status.as_ref().is_some_and(provisioned),
-                approval_hash: None,
-                exports: None,
-                expect_state: super::lineage::expected(&state),
-            };
-            let acted = pass
-                .launch(
-                    decision.requeue,
-                    &creds,
-                    &launch,
-                    &jobs,
-                    start,
-                    rendered.as_ref(),
-                    durable.interrupted_apply(),
-                    restore.as_ref(),
-                    force_unlock.as_ref(),
-                    &mut conds,
-                )
-                .await?;
-            if acted.active.is_some() && start.expect_plan.is_some() {
-                count_approval(&ctx, "approved");
-            }
-            acted
-        }
-    };
-    let acted = Acted {
-        requeue: acted.requeue.or(decision.requeue),
-        ..acted
-    };
-    status.workspace.state_secret_suffix = Some(key.state_suffix());
-    pass.finish(
-        tc.status.as_ref(),
-        &status,
-        conds,
-        provisioned(&status),
-        acted,
-        &finished,
-        &jobs,
-        &job_policy,
-    )
-    .await
-}
+    async fn record(pass: &Pass<'_, Self>, f: &Finished, work: &mut Work<Self>) -> Result<bool> {
+        record_plan(pass, f, &mut work.conds, &mut work.status).await?;
+        Ok(false)
+    }
 
-/// The CAPI Cluster's name: the owner's, else the `cluster.x-k8s.io/cluster-name` label.
-fn cluster_name(tc: &TerraformCluster, cluster: Option<&capi::Cluster>) -> String {
-    cluster
-        .and_then(|c| c.metadata.name.clone())
-        .or_else(|| tc.labels().get(labels::CLUSTER_NAME).cloned())
-        .unwrap_or_default()
+    async fn observe(pass: &Pass<'_, Self>, work: &mut Work<Self>) -> Result<()> {
+        if !work.deleting {
+            return Ok(());
+        }
+        let name = pass.object.cluster_name(work.deps.as_ref());
+        let dependents = Dependents::of(&pass.ctx.client, pass.key.namespace(), &name).await?;
+        dependents.note(&mut work.conds, pass.generation, pass.now);
+        work.own.dependents = !dependents.is_empty();
+        Ok(())
+    }
+
+    async fn outputs(
+        pass: &Pass<'_, Self>,
+        state: &captf_state::DecodedState,
+        work: &mut Work<Self>,
+    ) -> Result<Reading> {
+        let cluster = work.deps.as_ref();
+        apply_outputs(pass, cluster, state, &mut work.conds, &mut work.status).await?;
+        Ok(Reading::default())
+    }
+
+    async fn render(
+        pass: &Pass<'_, Self>,
+        variables: Option<&captf_contract::Variables>,
+        _: &StateView,
+        work: &mut Work<Self>,
+    ) -> Result<Option<Rendering>> {
+        let (Some(cluster), Some(variables)) = (&work.deps, variables) else {
+            return Ok(None);
+        };
+        let tc = pass.object;
+        let history = crate::inputs::ClusterHistory {
+            control_plane_initialized: work.durable.rendered_bool("control_plane_initialized"),
+            endpoint_from_module: tc
+                .annotations()
+                .get(annotations::ENDPOINT_SOURCE)
+                .is_some_and(|v| v == annotations::ENDPOINT_SOURCE_MODULE),
+        };
+        let inputs = RoleInputs::Cluster(crate::inputs::cluster_inputs(tc, cluster, &history));
+        let image = &tc.spec.workspace.source.image;
+        Ok(Some(Rendering {
+            rendered: captf_contract::render(Role::Cluster, image, &inputs, variables)?,
+            exports: None,
+            approval_hash: None,
+        }))
+    }
+
+    fn complete(&self, snapshot: &mut Snapshot, work: &mut Work<Self>) {
+        if self.spec.apply_policy.unwrap_or_default() == captf_api::ApplyPolicy::Automatic {
+            // Back to Automatic: the apply that waited runs (guarded); the plan is moot.
+            work.status.plan = None;
+        }
+        snapshot.dependents = work.own.dependents;
+        let annotations = self.annotations();
+        snapshot.approvals = Approvals {
+            destructive: annotations
+                .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
+                .cloned(),
+            plan: annotations.get(annotations::APPROVE_PLAN).cloned(),
+        };
+        snapshot.plan = work.status.plan.as_ref().map(|p| decide::PendingPlan {
+            inputs_hash: p.inputs_hash.clone(),
+            plan_hash: p.plan_hash.clone(),
+            empty: approvals::is_empty(&p.plan_hash),
+        });
+    }
+
+    fn wait(pass: &Pass<'_, Self>, reason: decide::Reason, work: &mut Work<Self>) {
+        if reason == decide::Reason::PlanAwaitingApproval
+            && let Some(plan) = &work.status.plan
+        {
+            await_approval(pass, &mut work.conds, plan);
+        }
+    }
+
+    fn launched(pass: &Pass<'_, Self>, start: &decide::Start, acted: &Acted) {
+        if acted.active.is_some() && start.expect_plan.is_some() {
+            count_approval(pass.ctx, "approved");
+        }
+    }
 }
 
 /// `ApplyJobSucceeded=Unknown/PlanAwaitingApproval` for `plan`, naming an approval of another
 /// plan if one is set; returns the message.
 fn await_approval(
+    pass: &Pass<'_, TerraformCluster>,
     conds: &mut Conditions,
-    key: &ObjectKey,
-    tc: &TerraformCluster,
     plan: &captf_api::PlanStatus,
-    generation: Option<i64>,
-    now: Timestamp,
 ) -> String {
-    let approval = tc.annotations().get(annotations::APPROVE_PLAN);
+    let (key, generation, now) = (pass.key, pass.generation, pass.now);
+    let approval = pass.object.annotations().get(annotations::APPROVE_PLAN);
     let message = approvals::awaiting_message(
         key.namespace(),
         key.name(),
@@ -380,15 +234,6 @@ fn await_approval(
     message
 }
 
-fn provisioned(status: &TerraformClusterStatus) -> bool {
-    status
-        .workspace
-        .initialization
-        .as_ref()
-        .and_then(|i| i.provisioned)
-        .unwrap_or(false)
-}
-
 fn drift_interval(tc: &TerraformCluster, ctx: &Context) -> Option<Duration> {
     match tc.spec.drift.as_ref().and_then(|d| d.interval_seconds) {
         Some(0) => None,
@@ -397,24 +242,16 @@ fn drift_interval(tc: &TerraformCluster, ctx: &Context) -> Option<Duration> {
     }
 }
 
-fn owner_reference(tc: &TerraformCluster) -> Result<OwnerReference> {
-    tc.controller_owner_ref(&())
-        .ok_or_else(|| Error::InvalidObject("TerraformCluster without a UID".into()))
-}
-
 /// The Manual plan side of a finished Job (clusters only): a plan to approve, an approved plan
 /// applied or superseded, and `captf_plan_approvals_total`.
-#[allow(clippy::too_many_arguments)]
 async fn record_plan(
-    ctx: &Context,
-    tc: &TerraformCluster,
-    key: &ObjectKey,
+    pass: &Pass<'_, TerraformCluster>,
     f: &Finished,
     conds: &mut Conditions,
     status: &mut TerraformClusterStatus,
-    generation: Option<i64>,
-    now: Timestamp,
 ) -> Result<()> {
+    let (ctx, tc, key) = (pass.ctx, pass.object, pass.key);
+    let (generation, now) = (pass.generation, pass.now);
     match (f.op, f.succeeded) {
         (Operation::Apply, true) => {
             let api: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), key.namespace());
@@ -426,9 +263,7 @@ async fn record_plan(
                     && approvals::consume(&api, key.name(), annotations::APPROVE_PLAN, approved)
                         .await?
                 {
-                    publish(
-                        ctx,
-                        tc,
+                    pass.publish(
                         EventType::Normal,
                         captf_api::events::PLAN_APPLIED,
                         &format!("Job {} applied the approved plan {approved}", f.name),
@@ -449,15 +284,9 @@ async fn record_plan(
                             count_approval(ctx, "superseded");
                         }
                         count_approval(ctx, "created");
-                        let message = await_approval(conds, key, tc, &shown, generation, now);
-                        publish(
-                            ctx,
-                            tc,
-                            EventType::Normal,
-                            captf_api::events::PLAN_READY,
-                            &message,
-                        )
-                        .await;
+                        let message = await_approval(pass, conds, &shown);
+                        pass.publish(EventType::Normal, captf_api::events::PLAN_READY, &message)
+                            .await;
                     }
                     status.plan = Some(shown);
                 }
@@ -498,9 +327,7 @@ async fn record_plan(
                 generation,
                 now,
             );
-            publish(
-                ctx,
-                tc,
+            pass.publish(
                 EventType::Warning,
                 captf_api::events::PLAN_CHANGED,
                 &message,
@@ -524,18 +351,15 @@ fn count_approval(ctx: &Context, result: &'static str) {
 }
 
 /// Outputs from state into status: provisioned latch, health, endpoint write-back, exports.
-#[allow(clippy::too_many_arguments)]
 async fn apply_outputs(
-    ctx: &Context,
-    api: &Api<TerraformCluster>,
-    tc: &TerraformCluster,
+    pass: &Pass<'_, TerraformCluster>,
     cluster: Option<&capi::Cluster>,
     state: &captf_state::DecodedState,
     conds: &mut Conditions,
     status: &mut TerraformClusterStatus,
-    generation: Option<i64>,
-    now: Timestamp,
 ) -> Result<()> {
+    let (tc, generation, now) = (pass.object, pass.generation, pass.now);
+    let api: Api<TerraformCluster> = Api::namespaced(pass.ctx.client.clone(), pass.key.namespace());
     status.workspace.observed_state_serial = i64::try_from(state.serial).ok().filter(|s| *s >= 1);
     let cluster_outputs = match outputs::decode(Role::Cluster, state, conds, generation, now) {
         Some(captf_contract::RoleOutputs::Cluster(c)) => Some(c),
@@ -546,7 +370,10 @@ async fn apply_outputs(
     let pending = health
         .as_ref()
         .is_some_and(|h| h.state == captf_contract::HealthState::Pending);
-    if state.inputs_hash.is_some() && cluster_outputs.is_some() && !pending && !provisioned(status)
+    if state.inputs_hash.is_some()
+        && cluster_outputs.is_some()
+        && !pending
+        && !provisioned(&status.workspace)
     {
         status.workspace.initialization = Some(Initialization {
             provisioned: Some(true),
@@ -572,9 +399,7 @@ async fn apply_outputs(
         status.exports = Some(outputs.exports.clone());
     } else {
         status.exports = None;
-        publish(
-            ctx,
-            tc,
+        pass.publish(
             EventType::Warning,
             captf_api::events::EXPORTS_NOT_PUBLISHED,
             "exports are over 65536 bytes and were not published in status.exports",
@@ -602,7 +427,7 @@ async fn apply_outputs(
         .await
         .during(|| "writing spec.controlPlaneEndpoint".to_owned())?;
     }
-    if provisioned(status) {
+    if provisioned(&status.workspace) {
         let cluster_endpoint = cluster
             .and_then(|c| c.spec.control_plane_endpoint.as_ref())
             .is_some_and(capi::ApiEndpoint::is_valid);
@@ -620,8 +445,4 @@ async fn apply_outputs(
         }
     }
     Ok(())
-}
-
-async fn publish(ctx: &Context, tc: &TerraformCluster, type_: EventType, reason: &str, note: &str) {
-    super::pass::publish(ctx, tc, type_, reason, note).await;
 }

@@ -1,46 +1,32 @@
-//! The TerraformMachine pass: the shared flow, plus what is a machine's own. Its owner is a
-//! CAPI Machine that names it back; its inputs (the Machine's facts, the bootstrap data and
+//! The TerraformMachine as an [`Adapter`] of the one flow: only what is a machine's own. Its owner
+//! is a CAPI Machine that names it back; its inputs (the Machine's facts, the bootstrap data and
 //! the cluster's exports) are rendered only until it is provisioned, so it is applied once and
-//! never again; `spec.providerID` is written once from the module's output; and its health
-//! samples may ask CAPI to remediate the Machine.
-
-use std::sync::Arc;
-use std::time::Duration;
+//! never again; `spec.providerID` is written once from the module's output; and its health samples
+//! may ask CAPI to remediate the Machine.
 
 use captf_api::conditions::{Status, reasons, types};
-use captf_api::names::{ObjectKey, WorkloadKind};
+use captf_api::names::WorkloadKind;
 use captf_api::{
-    Initialization, Operation, TerraformCluster, TerraformMachine, TerraformMachineStatus,
-    annotations, labels,
+    Condition, Initialization, Operation, TerraformCluster, TerraformMachine,
+    TerraformMachineStatus, WorkspaceSpec, WorkspaceStatus, annotations, labels,
 };
 use captf_contract::{MachineInputs, Role, RoleInputs};
-use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
 
 use super::Context;
-use super::act::Acted;
-use super::bookkeeping::{self, Finished};
-use super::jobs::Phase;
-use super::launch::Launch;
-use super::object::{add_finalizer, set_block_move};
-use super::pass::{Pass, first_visit};
-use super::snapshot::Observation;
-use super::state::{self, StateRead};
+use super::flow::{Adapter, Found, Rendering, Work, provisioned};
+use super::pass::Pass;
 use super::verify_owner::Gate;
 use super::{member, outputs, variables};
 use crate::capi;
-use crate::conditions::Conditions;
-use crate::decide::{self, Action as Decided, Policy};
-use crate::error::{Error, KubeContext, Result};
+use crate::decide::{Policy, Snapshot, StateView};
+use crate::error::{KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::machine::{self, MachinePolicy, RemediationChange};
 
-const KIND: &str = "TerraformMachine";
-
 /// What a machine belongs to, found from its verified Machine.
-struct Dependencies {
+pub struct Dependencies {
     machine: capi::Machine,
     /// The CAPI Cluster (its `spec.paused` pauses the machine).
     cluster: capi::Cluster,
@@ -48,270 +34,132 @@ struct Dependencies {
     infra: TerraformCluster,
 }
 
-/// One pass over a TerraformMachine.
-pub async fn reconcile(tm: Arc<TerraformMachine>, ctx: Arc<Context>) -> Result<Action> {
-    let namespace = tm
-        .namespace()
-        .ok_or_else(|| Error::InvalidObject("TerraformMachine without a namespace".into()))?;
-    let key = ObjectKey::new(&namespace, WorkloadKind::Machine, tm.name_any())
-        .map_err(|e| Error::InvalidObject(e.to_string()))?;
-    let client = ctx.client.clone();
-    let api: Api<TerraformMachine> = Api::namespaced(client.clone(), &namespace);
-    let now = Timestamp::now();
-    let generation = tm.metadata.generation;
-    let deleting = tm.metadata.deletion_timestamp.is_some();
-    let pass = Pass {
-        ctx: &ctx,
-        object: tm.as_ref(),
-        key: &key,
-        kind: KIND,
-        generation,
-        now,
-    };
-    if let Some(done) = pass.externally_managed(deleting).await? {
-        return Ok(done);
+impl Adapter for TerraformMachine {
+    const WORKLOAD: WorkloadKind = WorkloadKind::Machine;
+    const WITHOUT_OWNER: (Status, &'static str) =
+        (Status::False, reasons::WAITING_FOR_OWNER_MACHINE);
+    type Owner = capi::Machine;
+    type Status = TerraformMachineStatus;
+    type Deps = Dependencies;
+    type Inputs = (MachineInputs, captf_contract::Variables);
+    type Own = ();
+
+    fn status(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+    fn conditions(status: &Self::Status) -> Option<&Vec<Condition>> {
+        status.conditions.as_ref()
+    }
+    fn workspace(status: &Self::Status) -> &WorkspaceStatus {
+        &status.workspace
+    }
+    fn workspace_mut(status: &mut Self::Status) -> &mut WorkspaceStatus {
+        &mut status.workspace
+    }
+    fn spec(&self) -> &WorkspaceSpec {
+        &self.spec.workspace
     }
 
-    let mut conds = Conditions::from(tm.status.as_ref().and_then(|s| s.conditions.as_ref()));
-    let mut status = tm.status.clone().unwrap_or_default();
-    first_visit(&mut conds, generation, now);
-    let (jobs, owner, mut durable) = pass
-        .first_reads::<capi::Machine>((Status::False, reasons::WAITING_FOR_OWNER_MACHINE))
-        .await?;
-    let active = jobs.iter().find(|j| j.phase == Phase::Active).cloned();
-    let was_provisioned = provisioned(&status);
-    let found = match owner {
-        Ok(m) => dependencies(&ctx, &tm, &namespace, m).await?,
-        Err(gate) => Err(gate),
-    };
-    // Rendered only until provisioned: a machine is applied once.
-    let found = match found {
-        Ok(deps) if !was_provisioned && !deleting => {
-            match machine_inputs(&ctx, &tm, &namespace, &deps).await? {
-                Ok(inputs) => {
-                    let workspace = &tm.spec.workspace;
-                    let layers =
-                        PolicyLayers::for_member(workspace.jobs.as_deref(), Some(&deps.infra));
-                    variables::resolve(&ctx, &namespace, Role::Machine, workspace, layers)
-                        .await?
-                        .map(|variables| (deps, Some((inputs, variables))))
-                }
-                Err(gate) => Err(gate),
-            }
+    /// Inputs are rendered only until provisioned: a machine is applied once.
+    async fn dependencies(
+        pass: &Pass<'_, Self>,
+        machine: capi::Machine,
+        provisioned: bool,
+        deleting: bool,
+    ) -> Result<Found<Self>> {
+        let (ctx, tm, namespace) = (pass.ctx, pass.object, pass.key.namespace());
+        let deps = match dependencies(ctx, tm, namespace, machine).await? {
+            Ok(deps) => deps,
+            Err(gate) => return Ok(Err(gate)),
+        };
+        if provisioned || deleting {
+            return Ok(Ok((deps, None)));
         }
-        Ok(deps) => Ok((deps, None)),
-        Err(gate) => Err(gate),
-    };
-    let (deps, inputs) = match pass.dependencies(found, &mut conds) {
-        Some((deps, inputs)) => (Some(deps), inputs),
-        None if !deleting => {
-            return pass
-                .gate(tm.status.as_ref(), &status, conds, was_provisioned)
-                .await;
-        }
-        // Deleting without its Machine: destroy from the durable inputs.
-        None => (None, None),
-    };
-    let finalizer = WorkloadKind::Machine.finalizer();
-    if !deleting && !tm.finalizers().iter().any(|f| f == finalizer) {
-        add_finalizer(&api, &tm, WorkloadKind::Machine).await?;
-        return Ok(Action::requeue(Duration::from_millis(100)));
-    }
-    let paused = tm.annotations().contains_key(annotations::PAUSED)
-        || deps.as_ref().is_some_and(|d| d.cluster.paused());
-    pass.lifecycle(&mut conds, deleting, paused);
-
-    let finished = bookkeeping::collect(&client, &namespace, &jobs).await?;
-    if pass
-        .interrupted_applies(&jobs, &finished, &mut conds)
-        .await?
-    {
-        durable = state::durable_inputs(&client, &key).await?;
-    }
-    let owner_ref = tm
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::InvalidObject("TerraformMachine without a UID".into()))?;
-    for f in &finished {
-        pass.record(
-            f,
-            &mut conds,
-            &mut status.workspace,
-            &owner_ref,
-            &tm.spec.workspace.source.image,
+        let inputs = match machine_inputs(ctx, tm, namespace, &deps).await? {
+            Ok(inputs) => inputs,
+            Err(gate) => return Ok(Err(gate)),
+        };
+        let workspace = &tm.spec.workspace;
+        let layers = PolicyLayers::for_member(workspace.jobs.as_deref(), Some(&deps.infra));
+        Ok(
+            variables::resolve(ctx, namespace, Role::Machine, workspace, layers)
+                .await?
+                .map(|variables| (deps, Some((inputs, variables)))),
         )
-        .await?;
     }
-    if paused || active.is_some() {
-        return pass
-            .hold(
-                tm.status.as_ref(),
-                &status,
-                conds,
-                provisioned(&status),
-                active.as_ref(),
-                &finished,
-                paused,
-                deleting,
-            )
-            .await;
+    fn paused_by(deps: &Dependencies) -> bool {
+        deps.cluster.paused()
     }
-    set_block_move(&api, &tm, false).await?;
-
-    let infra = deps.as_ref().map(|d| &d.infra);
-    let policy = machine::machine_policy(&tm, infra, ctx.args.drift_default_interval);
-    let observed = pass.observe(policy.identity.as_deref(), &owner_ref).await?;
-    let creds = pass.note_credentials(observed.credentials, observed.runner_rbac, &mut conds);
-    let mut state = observed.state;
-    let state_view = pass
-        .state_view(
-            &mut state,
-            &durable,
-            provisioned(&status),
-            &finished,
-            &mut status.workspace,
-            &mut conds,
-        )
-        .await?;
-    let cluster_name = cluster_name(&tm, deps.as_ref());
-    pass.keep_state(
-        &state,
-        &jobs,
-        &mut status.workspace,
-        &owner_ref,
-        &cluster_name,
-        tm.annotations()
-            .get(annotations::RESTORE_STATE)
-            .and_then(|v| v.parse().ok()),
-        deleting,
-    )
-    .await?;
-    let previous = Conditions::from(tm.status.as_ref().and_then(|s| s.conditions.as_ref()));
-    let force_unlock = pass
-        .inspect_lock(&state, &observed.lock, &previous, &mut conds)
-        .await;
-    let health = match &state {
-        StateRead::Found(s, _) => {
-            read_outputs(
-                &pass,
-                &api,
-                deps.as_ref(),
-                &policy,
-                s,
-                &finished,
-                &mut conds,
-                &mut status,
-            )
-            .await?
-        }
-        _ => outputs::Reading::default(),
-    };
-
-    let rendered = match &inputs {
-        Some((inputs, variables)) => Some(captf_contract::render(
-            Role::Machine,
-            &tm.spec.workspace.source.image,
-            &RoleInputs::Machine(inputs.clone()),
-            variables,
-        )?),
-        None => None,
-    };
-    pass.measure_inputs(rendered.as_ref());
-    let job_policy = EffectivePolicy::resolve(&PolicyLayers::for_member(
-        tm.spec.workspace.jobs.as_deref(),
-        infra,
-    ));
-    let restore = pass.restore_request(&status.workspace, &mut conds).await?;
-    let mut snapshot = pass.snapshot(Observation {
-        jobs: &jobs,
-        state: state_view.clone(),
-        inputs_hash: rendered.as_ref().map(|r| r.inputs_hash.clone()),
-        durable: &durable,
-        restore: restore.as_ref(),
-        deleting,
-        workspace: &status.workspace,
-        conds: &conds,
-        policy: Policy {
+    /// The label, else the Machine's `spec.clusterName`.
+    fn cluster_name(&self, deps: Option<&Dependencies>) -> String {
+        self.labels()
+            .get(labels::CLUSTER_NAME)
+            .cloned()
+            .or_else(|| deps.map(|d| d.machine.spec.cluster_name.clone()))
+            .unwrap_or_default()
+    }
+    fn identity(&self, deps: Option<&Dependencies>, ctx: &Context) -> Option<String> {
+        policy(self, deps, ctx).identity
+    }
+    fn max_active_jobs(&self, deps: Option<&Dependencies>) -> Option<i32> {
+        deps.and_then(|d| d.infra.spec.max_active_jobs)
+    }
+    fn job_policy(&self, deps: Option<&Dependencies>) -> EffectivePolicy {
+        let own = self.spec.workspace.jobs.as_deref();
+        EffectivePolicy::resolve(&PolicyLayers::for_member(own, deps.map(|d| &d.infra)))
+    }
+    fn policy(&self, deps: Option<&Dependencies>, ctx: &Context, jobs: &EffectivePolicy) -> Policy {
+        let policy = policy(self, deps, ctx);
+        Policy {
             apply_policy: captf_api::ApplyPolicy::Automatic,
             drift_interval: policy.drift_interval,
             drift_action: captf_api::DriftAction::Report,
-            failed_history_limit: job_policy.failed_jobs_history_limit,
+            failed_history_limit: jobs.failed_jobs_history_limit,
             refresh_after_apply: true,
             membership_interval: None,
             health_check_interval: policy
                 .remediation
                 .annotate_machine
                 .then_some(policy.remediation.health_check_interval),
-        },
-    });
-    snapshot.observed.health_pending = health.pending;
-    snapshot.observed.apply_health_definite = health.definite;
-    snapshot.observed.pending_refreshes = status
-        .workspace
-        .pending_refreshes
-        .and_then(|p| u32::try_from(p).ok())
-        .unwrap_or(0);
-    let decision = decide::decide(&snapshot, now);
-    pass.count_decision(&decision);
-    pass.applied_per_state(&snapshot, &decision, &mut conds);
-    let acted = match &decision.action {
-        Decided::Wait if decision.reason == decide::Reason::DeletionHeld => {
-            pass.hold_deletion(&mut conds, &state_view);
-            Acted::default()
         }
-        Decided::Wait => Acted::default(),
-        Decided::RemoveFinalizer => {
-            return pass
-                .release(decision.reason, &conds, &state_view, &finished)
-                .await;
-        }
-        Decided::Start(start) => {
-            let launch = Launch {
-                cluster_name: cluster_name.clone(),
-                max_active_jobs: infra.and_then(|c| c.spec.max_active_jobs),
-                policy: job_policy.clone(),
-                image: &tm.spec.workspace.source.image,
-                pull_policy: tm.spec.workspace.source.image_pull_policy,
-                owner_ref: &owner_ref,
-                last_active: tm
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.workspace.active_job.as_ref()),
-                provisioned: tm.status.as_ref().is_some_and(provisioned),
-                approval_hash: None,
-                exports: None,
-                expect_state: super::lineage::expected(&state),
-            };
-            pass.launch(
-                decision.requeue,
-                &creds,
-                &launch,
-                &jobs,
-                start,
-                rendered.as_ref(),
-                durable.interrupted_apply(),
-                restore.as_ref(),
-                force_unlock.as_ref(),
-                &mut conds,
-            )
-            .await?
-        }
-    };
-    let acted = Acted {
-        requeue: acted.requeue.or(decision.requeue),
-        ..acted
-    };
-    status.workspace.state_secret_suffix = Some(key.state_suffix());
-    pass.finish(
-        tm.status.as_ref(),
-        &status,
-        conds,
-        provisioned(&status),
-        acted,
-        &finished,
-        &jobs,
-        &job_policy,
-    )
-    .await
+    }
+
+    async fn outputs(
+        pass: &Pass<'_, Self>,
+        state: &captf_state::DecodedState,
+        work: &mut Work<Self>,
+    ) -> Result<outputs::Reading> {
+        read_outputs(pass, state, work).await
+    }
+
+    async fn render(
+        pass: &Pass<'_, Self>,
+        inputs: Option<&Self::Inputs>,
+        _: &StateView,
+        _: &mut Work<Self>,
+    ) -> Result<Option<Rendering>> {
+        let Some((inputs, variables)) = inputs else {
+            return Ok(None);
+        };
+        let image = &pass.object.spec.workspace.source.image;
+        let inputs = RoleInputs::Machine(inputs.clone());
+        Ok(Some(Rendering {
+            rendered: captf_contract::render(Role::Machine, image, &inputs, variables)?,
+            exports: None,
+            approval_hash: None,
+        }))
+    }
+
+    fn complete(&self, snapshot: &mut Snapshot, work: &mut Work<Self>) {
+        let pending = work.status.workspace.pending_refreshes;
+        snapshot.observed.pending_refreshes =
+            pending.and_then(|p| u32::try_from(p).ok()).unwrap_or(0);
+    }
+}
+
+/// The machine's drift, identity and remediation policy, merged with its cluster's.
+fn policy(tm: &TerraformMachine, deps: Option<&Dependencies>, ctx: &Context) -> MachinePolicy {
+    machine::machine_policy(tm, deps.map(|d| &d.infra), ctx.args.drift_default_interval)
 }
 
 /// The Machine's Cluster (from the label, else the Machine's `spec.clusterName`) and its
@@ -362,18 +210,16 @@ async fn machine_inputs(
 
 /// Outputs from state into status and spec: providerID (once), addresses, failure domain,
 /// health, the provisioned latch, health samples and the remediation request.
-#[allow(clippy::too_many_arguments)]
 async fn read_outputs(
     pass: &Pass<'_, TerraformMachine>,
-    api: &Api<TerraformMachine>,
-    deps: Option<&Dependencies>,
-    policy: &MachinePolicy,
     state: &captf_state::DecodedState,
-    finished: &[Finished],
-    conds: &mut Conditions,
-    status: &mut TerraformMachineStatus,
+    work: &mut Work<TerraformMachine>,
 ) -> Result<outputs::Reading> {
     let (tm, g, now) = (pass.object, pass.generation, pass.now);
+    let (deps, finished) = (work.deps.as_ref(), &work.finished);
+    let (conds, status) = (&mut work.conds, &mut work.status);
+    let policy = &policy(tm, deps, pass.ctx);
+    let api: Api<TerraformMachine> = Api::namespaced(pass.ctx.client.clone(), pass.key.namespace());
     status.workspace.observed_state_serial = i64::try_from(state.serial).ok().filter(|s| *s >= 1);
     let decoded = match outputs::decode(Role::Machine, state, conds, g, now) {
         Some(captf_contract::RoleOutputs::Machine(m)) => Some(m),
@@ -388,7 +234,7 @@ async fn read_outputs(
             )
     });
     let reason = match &decoded {
-        None if provisioned(status)
+        None if provisioned(&status.workspace)
             && state
                 .outputs
                 .get("provider_id")
@@ -466,14 +312,14 @@ async fn read_outputs(
         if state.inputs_hash.is_some()
             && !health.pending
             && mismatch.is_none()
-            && !provisioned(status)
+            && !provisioned(&status.workspace)
         {
             status.workspace.initialization = Some(Initialization {
                 provisioned: Some(true),
             });
         }
     }
-    if sampled && provisioned(status) {
+    if sampled && provisioned(&status.workspace) {
         status.unhealthy_samples =
             machine::next_unhealthy_samples(status.unhealthy_samples, reason);
     }
@@ -559,22 +405,4 @@ async fn remediate(
         .inc();
     pass.publish(type_, event, &note).await;
     Ok(())
-}
-
-/// The CAPI Cluster's name: the label, else the Machine's `spec.clusterName`.
-fn cluster_name(tm: &TerraformMachine, deps: Option<&Dependencies>) -> String {
-    tm.labels()
-        .get(labels::CLUSTER_NAME)
-        .cloned()
-        .or_else(|| deps.map(|d| d.machine.spec.cluster_name.clone()))
-        .unwrap_or_default()
-}
-
-fn provisioned(status: &TerraformMachineStatus) -> bool {
-    status
-        .workspace
-        .initialization
-        .as_ref()
-        .and_then(|i| i.provisioned)
-        .unwrap_or(false)
 }

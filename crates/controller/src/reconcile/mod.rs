@@ -1,5 +1,7 @@
-//! The reconcile flow shared by the workload kinds: observe a snapshot, [`crate::decide`], act,
-//! and write status once per pass.
+//! The reconcile of the workload kinds, one flow ([`flow`]) with a kind adapter each
+//! ([`cluster`], [`machine`], [`pool`]): observe a snapshot, [`crate::decide`], act, and write
+//! status once per pass. The identity and the machine template have passes of their own (no
+//! Jobs).
 
 pub mod act;
 pub mod approvals;
@@ -8,6 +10,7 @@ pub mod bookkeeping;
 pub mod cluster;
 pub mod credentials;
 pub mod dependents;
+pub mod flow;
 pub mod identity;
 pub mod image_pull;
 pub mod jobs;

@@ -1,6 +1,5 @@
-//! The steps of a pass that every workload kind shares. Each works on the object's key, its
-//! conditions and the shared part of its status, so a kind's own pass (the cluster's now,
-//! machines and pools next) holds only what is its own.
+//! The steps of a pass that every workload kind shares, called by [`super::flow`]. Each works
+//! on the object's key, its conditions and the shared part of its status.
 
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::names::ObjectKey;

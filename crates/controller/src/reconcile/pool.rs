@@ -1,56 +1,48 @@
-//! The TerraformMachinePool pass: the shared flow, plus what is a pool's own. Its owner is a
-//! CAPI MachinePool that names it back; it is found in its cluster by its cluster-name label;
-//! its inputs are rendered every pass, so any change re-applies it, and an apply that renders
-//! a change of the cluster's exports is guarded against deleting anything. Its outputs give
-//! `spec.providerIDList` and `status.replicas`; with the autoscaler's annotations the module
-//! owns the replica count and the pool writes it back to the MachinePool.
+//! The TerraformMachinePool as an [`Adapter`] of the one flow: only what is a pool's own. Its owner
+//! is a CAPI MachinePool that names it back; it is found in its cluster by its cluster-name label;
+//! its inputs are rendered every pass, so any change re-applies it, and an apply that renders a
+//! change of the cluster's exports is guarded against deleting anything. Its outputs give
+//! `spec.providerIDList` and `status.replicas`; with the autoscaler's annotations the module owns
+//! the replica count and the pool writes it back to the MachinePool.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use captf_api::Operation;
 use captf_api::conditions::{Status, reasons, types};
-use captf_api::names::{ObjectKey, WorkloadKind};
+use captf_api::names::WorkloadKind;
 use captf_api::{
-    Initialization, MachinePoolInstance, TerraformMachinePool, TerraformMachinePoolStatus,
-    annotations, labels,
+    Condition, Initialization, MachinePoolInstance, TerraformMachinePool,
+    TerraformMachinePoolStatus, WorkspaceSpec, WorkspaceStatus, annotations, labels,
 };
 use captf_contract::{Autoscaling, MachinePoolOutputs, Role, RoleInputs};
-use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::{Resource, ResourceExt};
 
-use super::act::Acted;
-use super::jobs::Phase;
-use super::launch::{Launch, RenderedExports};
-use super::object::{add_finalizer, set_block_move};
-use super::pass::{Pass, first_visit};
-use super::pool_exports::{self, BlockedApply, PendingFate, Render};
+use super::bookkeeping::Finished;
+use super::flow::{Adapter, Found, Rendering, Work, provisioned};
+use super::pass::Pass;
+use super::pool_exports::{self, BlockedApply, PendingFate, Render, Verdict};
 use super::pool_guard::{exports_guard, newest_blocked, record_exports};
-use super::snapshot::Observation;
-use super::state::{self, StateRead};
 use super::verify_owner::Gate;
-use super::{Context, bookkeeping, member, outputs};
+use super::{Context, member, outputs};
 use crate::capi;
 use crate::conditions::Conditions;
-use crate::decide::{self, Action as Decided, Policy};
-use crate::error::{Error, KubeContext, Result};
+use crate::decide::{self, Action as Decided, Decision, Policy, Snapshot, StateView};
+use crate::error::{KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
 
-const KIND: &str = "TerraformMachinePool";
 /// Built-in `membershipRefreshIntervalSeconds`.
 const DEFAULT_MEMBERSHIP_INTERVAL: Duration = Duration::from_secs(60);
 
 /// What a pool belongs to, found from its verified MachinePool.
-struct Dependencies {
+pub struct Dependencies {
     owner: capi::MachinePool,
     of: member::ClusterOf,
 }
 
 /// The inputs a live pool renders now, and what its exports guard needs to decide.
-pub(super) struct Prepared {
+pub struct Prepared {
     pub(super) inputs: captf_contract::MachinePoolInputs,
     pub(super) variables: captf_contract::Variables,
     pub(super) current: captf_contract::Rendered,
@@ -60,187 +52,184 @@ pub(super) struct Prepared {
     pub(super) approval_hash: String,
 }
 
-/// What the pool's Jobs render once the exports guard decided.
-pub(super) struct Rendering {
-    pub(super) rendered: captf_contract::Rendered,
-    pub(super) exports: RenderedExports,
-    /// Set when the apply is guarded: an approval names this hash.
-    pub(super) approval_hash: Option<String>,
+/// What the exports guard decided this pass, for the decision.
+#[derive(Default)]
+pub struct Own {
+    /// The guard's verdict and the approval hash of the inputs rendered now.
+    guard: Option<(Verdict, String)>,
+    blocked: Option<BlockedApply>,
 }
 
-/// One pass over a TerraformMachinePool.
-pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Result<Action> {
-    let namespace = pool
-        .namespace()
-        .ok_or_else(|| Error::InvalidObject("TerraformMachinePool without a namespace".into()))?;
-    let key = ObjectKey::new(&namespace, WorkloadKind::MachinePool, pool.name_any())
-        .map_err(|e| Error::InvalidObject(e.to_string()))?;
-    let client = ctx.client.clone();
-    let api: Api<TerraformMachinePool> = Api::namespaced(client.clone(), &namespace);
-    let now = Timestamp::now();
-    let generation = pool.metadata.generation;
-    let deleting = pool.metadata.deletion_timestamp.is_some();
-    let pass = Pass {
-        ctx: &ctx,
-        object: pool.as_ref(),
-        key: &key,
-        kind: KIND,
-        generation,
-        now,
-    };
-    if let Some(done) = pass.externally_managed(deleting).await? {
-        return Ok(done);
+/// A pool: its owner is a CAPI MachinePool; it renders every pass, so any change re-applies
+/// it, and an apply that renders a change of the cluster's exports is guarded against
+/// deleting anything. Its outputs give `spec.providerIDList` and `status.replicas`; with the
+/// autoscaler's annotations the module owns the replica count.
+impl Adapter for TerraformMachinePool {
+    const WORKLOAD: WorkloadKind = WorkloadKind::MachinePool;
+    const WITHOUT_OWNER: (Status, &'static str) =
+        (Status::False, reasons::WAITING_FOR_OWNER_MACHINE_POOL);
+    type Owner = capi::MachinePool;
+    type Status = TerraformMachinePoolStatus;
+    type Deps = Dependencies;
+    type Inputs = Prepared;
+    type Own = Own;
+
+    fn status(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+    fn conditions(status: &Self::Status) -> Option<&Vec<Condition>> {
+        status.conditions.as_ref()
+    }
+    fn workspace(status: &Self::Status) -> &WorkspaceStatus {
+        &status.workspace
+    }
+    fn workspace_mut(status: &mut Self::Status) -> &mut WorkspaceStatus {
+        &mut status.workspace
+    }
+    fn spec(&self) -> &WorkspaceSpec {
+        &self.spec.workspace
     }
 
-    let mut conds = Conditions::from(pool.status.as_ref().and_then(|s| s.conditions.as_ref()));
-    let mut status = pool.status.clone().unwrap_or_default();
-    first_visit(&mut conds, generation, now);
-    let (jobs, owner, durable) = pass
-        .first_reads::<capi::MachinePool>((Status::False, reasons::WAITING_FOR_OWNER_MACHINE_POOL))
-        .await?;
-    let active = jobs.iter().find(|j| j.phase == Phase::Active).cloned();
-    let found = match owner {
-        Ok(owner) => dependencies(&ctx, &pool, &namespace, owner).await?,
-        Err(gate) => Err(gate),
-    };
-    let found = match found {
-        Ok(deps) if !deleting => match render(&ctx, &pool, &namespace, &deps).await? {
-            Ok(prepared) => Ok((Some(deps), Some(prepared))),
-            Err(gate) => Err(gate),
-        },
-        Ok(deps) => Ok((Some(deps), None)),
-        Err(gate) => Err(gate),
-    };
-    let (deps, prepared) = match pass.dependencies(found, &mut conds) {
-        Some(found) => found,
-        None if !deleting => {
-            return pass
-                .gate(pool.status.as_ref(), &status, conds, provisioned(&status))
-                .await;
+    async fn dependencies(
+        pass: &Pass<'_, Self>,
+        owner: capi::MachinePool,
+        _provisioned: bool,
+        deleting: bool,
+    ) -> Result<Found<Self>> {
+        let (ctx, pool, namespace) = (pass.ctx, pass.object, pass.key.namespace());
+        let deps = match dependencies(ctx, pool, namespace, owner).await? {
+            Ok(deps) => deps,
+            Err(gate) => return Ok(Err(gate)),
+        };
+        if deleting {
+            return Ok(Ok((deps, None)));
         }
-        // Deleting without its MachinePool: destroy from the durable inputs.
-        None => (None, None),
-    };
-    let finalizer = WorkloadKind::MachinePool.finalizer();
-    if !deleting && !pool.finalizers().iter().any(|f| f == finalizer) {
-        add_finalizer(&api, &pool, WorkloadKind::MachinePool).await?;
-        return Ok(Action::requeue(Duration::from_millis(100)));
+        Ok(render(ctx, pool, namespace, &deps)
+            .await?
+            .map(|prepared| (deps, Some(prepared))))
     }
-    let paused = pool.annotations().contains_key(annotations::PAUSED)
-        || deps.as_ref().is_some_and(|d| d.of.cluster.paused());
-    pass.lifecycle(&mut conds, deleting, paused);
+    fn paused_by(deps: &Dependencies) -> bool {
+        deps.of.cluster.paused()
+    }
+    fn cluster_name(&self, _: Option<&Dependencies>) -> String {
+        self.labels()
+            .get(labels::CLUSTER_NAME)
+            .cloned()
+            .unwrap_or_default()
+    }
+    fn identity(&self, deps: Option<&Dependencies>, _: &Context) -> Option<String> {
+        let own = self.spec.workspace.identity_ref.as_ref();
+        crate::machine::inherited_identity(own, deps.map(|d| &d.of.infra))
+    }
+    fn max_active_jobs(&self, deps: Option<&Dependencies>) -> Option<i32> {
+        deps.and_then(|d| d.of.infra.spec.max_active_jobs)
+    }
+    fn job_policy(&self, deps: Option<&Dependencies>) -> EffectivePolicy {
+        let own = self.spec.workspace.jobs.as_deref();
+        EffectivePolicy::resolve(&PolicyLayers::for_member(own, deps.map(|d| &d.of.infra)))
+    }
+    fn policy(&self, deps: Option<&Dependencies>, ctx: &Context, jobs: &EffectivePolicy) -> Policy {
+        pool_policy(self, deps.map(|d| &d.of.infra), ctx, jobs)
+    }
 
-    let finished = bookkeeping::collect(&client, &namespace, &jobs).await?;
-    // The durable inputs were read before the finished Jobs were recorded: read again if an
-    // interrupted apply or one of the exports guard's records changed.
-    let mut reread = pass
-        .interrupted_applies(&jobs, &finished, &mut conds)
-        .await?;
-    let owner_ref = pool
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::InvalidObject("TerraformMachinePool without a UID".into()))?;
-    for f in &finished {
-        pass.record(
-            f,
-            &mut conds,
-            &mut status.workspace,
-            &owner_ref,
-            &pool.spec.workspace.source.image,
-        )
-        .await?;
-        reread |= record_exports(&client, &key, f, &durable).await?;
+    async fn record(pass: &Pass<'_, Self>, f: &Finished, work: &mut Work<Self>) -> Result<bool> {
+        record_exports(&pass.ctx.client, pass.key, f, &work.durable).await
     }
-    let mut durable = if reread {
-        state::durable_inputs(&client, &key).await?
-    } else {
-        durable
-    };
-    if paused || active.is_some() {
-        return pass
-            .hold(
-                pool.status.as_ref(),
-                &status,
-                conds,
-                provisioned(&status),
-                active.as_ref(),
-                &finished,
-                paused,
-                deleting,
-            )
-            .await;
-    }
-    set_block_move(&api, &pool, false).await?;
 
-    let infra = deps.as_ref().map(|d| &d.of.infra);
+    async fn outputs(
+        pass: &Pass<'_, Self>,
+        state: &captf_state::DecodedState,
+        work: &mut Work<Self>,
+    ) -> Result<outputs::Reading> {
+        let health = read_outputs(pass, state, &mut work.conds, &mut work.status).await?;
+        if let Some(deps) = work.deps.as_ref().filter(|_| !work.deleting) {
+            autoscale(pass, &deps.owner, &work.status, &mut work.conds).await?;
+        }
+        Ok(health)
+    }
+
+    async fn render(
+        pass: &Pass<'_, Self>,
+        prepared: Option<&Prepared>,
+        state: &StateView,
+        work: &mut Work<Self>,
+    ) -> Result<Option<Rendering>> {
+        let Some(prepared) = prepared else {
+            return Ok(None);
+        };
+        let (durable, jobs, conds) = (&mut work.durable, &work.jobs, &mut work.conds);
+        let (rendering, verdict) =
+            exports_guard(pass, prepared, durable, state, jobs, conds).await?;
+        work.own.guard = Some((verdict, prepared.approval_hash.clone()));
+        Ok(Some(rendering))
+    }
+
+    fn complete(&self, snapshot: &mut Snapshot, work: &mut Work<Self>) {
+        let annotations = self.annotations();
+        snapshot.approvals.destructive = annotations
+            .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
+            .cloned();
+        let listed = self.spec.provider_id_list.as_ref().map_or(0, Vec::len);
+        snapshot.observed.membership_converging = work
+            .status
+            .replicas
+            .is_some_and(|r| usize::try_from(r).ok() != Some(listed));
+        let guard = newest_blocked(&work.jobs, &work.finished);
+        let blocked = match &work.own.guard {
+            Some((v, approval_hash)) => pool_exports::blocked_apply(
+                v,
+                guard.as_deref(),
+                approval_hash,
+                v.pending == PendingFate::Keep
+                    && work
+                        .durable
+                        .annotations
+                        .contains_key(annotations::PENDING_CLUSTER_OUTPUTS),
+            ),
+            None => BlockedApply::Leave,
+        };
+        if blocked == BlockedApply::Hide {
+            snapshot.history.newest_apply = None;
+        }
+        work.own.blocked = Some(blocked);
+    }
+
+    /// The exports guard's word on an apply: wait while a blocked change is held, or allow
+    /// the destructive apply its approval names.
+    fn amend(mut decision: Decision, work: &Work<Self>) -> Decision {
+        let Decided::Start(start) = &mut decision.action else {
+            return decision;
+        };
+        if start.op != Operation::Apply {
+            return decision;
+        }
+        if work.own.blocked == Some(BlockedApply::Wait) {
+            return Decision {
+                action: Decided::Wait,
+                reason: decide::Reason::DestructivePlanBlocked,
+                requeue: Some(crate::schedule::APPROVAL_REQUEUE),
+            };
+        }
+        if let Some((v, approval_hash)) = &work.own.guard
+            && v.render == (Render::Guarded { approved: true })
+        {
+            // The approval names the approval hash, not a plan: a bootstrap rotation since the
+            // block does not invalidate it.
+            start.allow_destructive = Some(approval_hash.clone());
+        }
+        decision
+    }
+}
+
+/// The pool's drift and membership schedule: its own, else its cluster's defaults, else its
+/// cluster's.
+fn pool_policy(
+    pool: &TerraformMachinePool,
+    infra: Option<&captf_api::TerraformCluster>,
+    ctx: &Context,
+    jobs: &EffectivePolicy,
+) -> Policy {
     let defaults = infra.and_then(|c| c.spec.defaults.as_ref());
-    let identity =
-        crate::machine::inherited_identity(pool.spec.workspace.identity_ref.as_ref(), infra);
-    let observed = pass.observe(identity.as_deref(), &owner_ref).await?;
-    let creds = pass.note_credentials(observed.credentials, observed.runner_rbac, &mut conds);
-    let mut state = observed.state;
-    let state_view = pass
-        .state_view(
-            &mut state,
-            &durable,
-            provisioned(&status),
-            &finished,
-            &mut status.workspace,
-            &mut conds,
-        )
-        .await?;
-    let cluster_name = pool
-        .labels()
-        .get(labels::CLUSTER_NAME)
-        .cloned()
-        .unwrap_or_default();
-    pass.keep_state(
-        &state,
-        &jobs,
-        &mut status.workspace,
-        &owner_ref,
-        &cluster_name,
-        pool.annotations()
-            .get(annotations::RESTORE_STATE)
-            .and_then(|v| v.parse().ok()),
-        deleting,
-    )
-    .await?;
-    let previous = Conditions::from(pool.status.as_ref().and_then(|s| s.conditions.as_ref()));
-    let force_unlock = pass
-        .inspect_lock(&state, &observed.lock, &previous, &mut conds)
-        .await;
-    let health = match &state {
-        StateRead::Found(s, _) => read_outputs(&pass, &api, s, &mut conds, &mut status).await?,
-        _ => outputs::Reading::default(),
-    };
-    if let Some(deps) = deps.as_ref().filter(|_| !deleting) {
-        autoscale(&pass, &deps.owner, &status, &mut conds).await?;
-    }
-
-    let mut verdict = None;
-    let rendering = match &prepared {
-        Some(prepared) => {
-            let (rendering, v) = exports_guard(
-                &pass,
-                &api,
-                prepared,
-                &mut durable,
-                &state_view,
-                &jobs,
-                &mut conds,
-            )
-            .await?;
-            verdict = Some(v);
-            Some(rendering)
-        }
-        None => None,
-    };
-    let rendered = rendering.as_ref().map(|r| &r.rendered);
-    pass.measure_inputs(rendered);
-    let job_policy = EffectivePolicy::resolve(&PolicyLayers::for_member(
-        pool.spec.workspace.jobs.as_deref(),
-        infra,
-    ));
     let drift_interval = crate::machine::inherited_drift_interval(
         pool.spec.drift.as_ref().and_then(|d| d.interval_seconds),
         infra,
@@ -271,130 +260,15 @@ pub async fn reconcile(pool: Arc<TerraformMachinePool>, ctx: Arc<Context>) -> Re
         .map_or(DEFAULT_MEMBERSHIP_INTERVAL, |s| {
             Duration::from_secs(u64::try_from(s).unwrap_or(60))
         });
-    let restore = pass.restore_request(&status.workspace, &mut conds).await?;
-    let mut snapshot = pass.snapshot(Observation {
-        jobs: &jobs,
-        state: state_view.clone(),
-        inputs_hash: rendered.map(|r| r.inputs_hash.clone()),
-        durable: &durable,
-        restore: restore.as_ref(),
-        deleting,
-        workspace: &status.workspace,
-        conds: &conds,
-        policy: Policy {
-            apply_policy: captf_api::ApplyPolicy::Automatic,
-            drift_interval,
-            drift_action,
-            failed_history_limit: job_policy.failed_jobs_history_limit,
-            refresh_after_apply: true,
-            membership_interval: Some(membership),
-            health_check_interval: None,
-        },
-    });
-    snapshot.approvals.destructive = pool
-        .annotations()
-        .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
-        .cloned();
-    snapshot.observed.health_pending = health.pending;
-    snapshot.observed.apply_health_definite = health.definite;
-    snapshot.observed.membership_converging = status.replicas.is_some_and(|r| {
-        usize::try_from(r).ok() != Some(pool.spec.provider_id_list.as_ref().map_or(0, Vec::len))
-    });
-    let guard = newest_blocked(&jobs, &finished);
-    let blocked = match (&verdict, &prepared) {
-        (Some(v), Some(p)) => pool_exports::blocked_apply(
-            v,
-            guard.as_deref(),
-            &p.approval_hash,
-            v.pending == PendingFate::Keep
-                && durable
-                    .annotations
-                    .contains_key(annotations::PENDING_CLUSTER_OUTPUTS),
-        ),
-        _ => BlockedApply::Leave,
-    };
-    if blocked == BlockedApply::Hide {
-        snapshot.history.newest_apply = None;
+    Policy {
+        apply_policy: captf_api::ApplyPolicy::Automatic,
+        drift_interval,
+        drift_action,
+        failed_history_limit: jobs.failed_jobs_history_limit,
+        refresh_after_apply: true,
+        membership_interval: Some(membership),
+        health_check_interval: None,
     }
-    let mut decision = decide::decide(&snapshot, now);
-    if let Decided::Start(start) = &mut decision.action
-        && start.op == Operation::Apply
-    {
-        if blocked == BlockedApply::Wait {
-            decision = decide::Decision {
-                action: Decided::Wait,
-                reason: decide::Reason::DestructivePlanBlocked,
-                requeue: Some(crate::schedule::APPROVAL_REQUEUE),
-            };
-        } else if let (Some(v), Some(p)) = (&verdict, &prepared)
-            && v.render == (Render::Guarded { approved: true })
-        {
-            // The approval names the approval hash, not a plan: a bootstrap rotation since the
-            // block does not invalidate it.
-            start.allow_destructive = Some(p.approval_hash.clone());
-        }
-    }
-    pass.count_decision(&decision);
-    pass.applied_per_state(&snapshot, &decision, &mut conds);
-    let acted = match &decision.action {
-        Decided::Wait if decision.reason == decide::Reason::DeletionHeld => {
-            pass.hold_deletion(&mut conds, &state_view);
-            Acted::default()
-        }
-        Decided::Wait => Acted::default(),
-        Decided::RemoveFinalizer => {
-            return pass
-                .release(decision.reason, &conds, &state_view, &finished)
-                .await;
-        }
-        Decided::Start(start) => {
-            let launch = Launch {
-                cluster_name: cluster_name.clone(),
-                max_active_jobs: infra.and_then(|c| c.spec.max_active_jobs),
-                policy: job_policy.clone(),
-                image: &pool.spec.workspace.source.image,
-                pull_policy: pool.spec.workspace.source.image_pull_policy,
-                owner_ref: &owner_ref,
-                last_active: pool
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.workspace.active_job.as_ref()),
-                provisioned: provisioned(&status),
-                approval_hash: rendering.as_ref().and_then(|r| r.approval_hash.clone()),
-                exports: rendering.as_ref().map(|r| r.exports.clone()),
-                expect_state: super::lineage::expected(&state),
-            };
-            pass.launch(
-                decision.requeue,
-                &creds,
-                &launch,
-                &jobs,
-                start,
-                rendered,
-                durable.interrupted_apply(),
-                restore.as_ref(),
-                force_unlock.as_ref(),
-                &mut conds,
-            )
-            .await?
-        }
-    };
-    let acted = Acted {
-        requeue: acted.requeue.or(decision.requeue),
-        ..acted
-    };
-    status.workspace.state_secret_suffix = Some(key.state_suffix());
-    pass.finish(
-        pool.status.as_ref(),
-        &status,
-        conds,
-        provisioned(&status),
-        acted,
-        &finished,
-        &jobs,
-        &job_policy,
-    )
-    .await
 }
 
 /// The MachinePool's Cluster, by the pool's own cluster-name label (CAPI sets it; the
@@ -497,7 +371,6 @@ fn scaling(owner: &capi::MachinePool) -> std::result::Result<Autoscaling, String
 /// the provisioned latch (`status.ready` too, which CAPI's MachinePool controller reads).
 async fn read_outputs(
     pass: &Pass<'_, TerraformMachinePool>,
-    api: &Api<TerraformMachinePool>,
     state: &captf_state::DecodedState,
     conds: &mut Conditions,
     status: &mut TerraformMachinePoolStatus,
@@ -546,6 +419,8 @@ async fn read_outputs(
     .filter(|i| !i.is_empty());
     let list = Some(p.provider_id_list.clone());
     if pool.spec.provider_id_list != list || pool.spec.provider_id != p.provider_id {
+        let api: Api<TerraformMachinePool> =
+            Api::namespaced(pass.ctx.client.clone(), pass.key.namespace());
         api.patch(
             &pool.name_any(),
             &PatchParams::default(),
@@ -557,7 +432,7 @@ async fn read_outputs(
         .await
         .during(|| "writing spec.providerIDList".to_owned())?;
     }
-    if state.inputs_hash.is_some() && !health.pending && !provisioned(status) {
+    if state.inputs_hash.is_some() && !health.pending && !provisioned(&status.workspace) {
         status.workspace.initialization = Some(Initialization {
             provisioned: Some(true),
         });
@@ -679,13 +554,4 @@ async fn autoscale(
         .await
         .during(|| format!("writing MachinePool {name}'s replicas"))?;
     Ok(())
-}
-
-fn provisioned(status: &TerraformMachinePoolStatus) -> bool {
-    status
-        .workspace
-        .initialization
-        .as_ref()
-        .and_then(|i| i.provisioned)
-        .unwrap_or(false)
 }

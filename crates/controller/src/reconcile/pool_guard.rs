@@ -12,10 +12,11 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use super::bookkeeping::Finished;
+use super::flow::Rendering;
 use super::jobs::{ObservedJob, Phase};
 use super::launch::RenderedExports;
 use super::pass::Pass;
-use super::pool::{Prepared, Rendering};
+use super::pool::Prepared;
 use super::pool_exports::{self, Facts, Pending, PendingFate, Render, Verdict};
 use super::state::DurableInputs;
 use super::{approvals, member, secrets};
@@ -170,7 +171,6 @@ const CLUSTER_OUTPUTS_VAR: &str = "captf_cluster_outputs";
 /// render.
 pub(super) async fn exports_guard(
     pass: &Pass<'_, TerraformMachinePool>,
-    api: &Api<TerraformMachinePool>,
     prepared: &Prepared,
     durable: &mut DurableInputs,
     state_view: &StateView,
@@ -279,8 +279,9 @@ pub(super) async fn exports_guard(
         PendingFate::Applied(_) => {}
         PendingFate::Withdrawn(p) | PendingFate::Superseded(p) => {
             // Its approval approved that change only; a change that returns is guarded anew.
+            let api: Api<TerraformMachinePool> = Api::namespaced(client.clone(), key.namespace());
             approvals::consume(
-                api,
+                &api,
                 key.name(),
                 annotations::APPROVE_DESTRUCTIVE_PLAN,
                 &p.approval_hash,
@@ -337,19 +338,19 @@ pub(super) async fn exports_guard(
             }
             Rendering {
                 rendered,
-                exports: RenderedExports {
+                exports: Some(RenderedExports {
                     hash: applied.clone().unwrap_or_default(),
                     held: Some(p.approval_hash.clone()),
-                },
+                }),
                 approval_hash: None,
             }
         }
         (render, _, _) => Rendering {
             rendered: prepared.current.clone(),
-            exports: RenderedExports {
+            exports: Some(RenderedExports {
                 hash: prepared.exports_hash.clone(),
                 held: None,
-            },
+            }),
             // Held needs the record and the pending change; should either be missing, the
             // current exports render guarded, never unguarded.
             approval_hash: (render != Render::Current).then(|| prepared.approval_hash.clone()),

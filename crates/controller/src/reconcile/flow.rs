@@ -1,0 +1,476 @@
+//! The one reconcile flow of the workload kinds: the preamble, the bookkeeping of finished
+//! Jobs, observe, [`decide`], act, and one status patch. A kind is an [`Adapter`]: what it
+//! belongs to, what it renders, what its outputs write and what it adds to the snapshot. Every
+//! step that every kind takes is written here, once.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use captf_api::conditions::Status;
+use captf_api::names::{ObjectKey, WorkloadKind};
+use captf_api::{Condition, WorkspaceSpec, WorkspaceStatus, annotations};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+
+use super::Context;
+use super::act::Acted;
+use super::bookkeeping::{self, Finished};
+use super::jobs::{ObservedJob, Phase};
+use super::launch::{Launch, RenderedExports};
+use super::object::{WithWorkspaceStatus, Workload, add_finalizer, set_block_move};
+use super::outputs::Reading;
+use super::pass::{Pass, first_visit};
+use super::snapshot::Observation;
+use super::state::{self, DurableInputs, StateRead};
+use super::verify_owner::Gate;
+use crate::conditions::Conditions;
+use crate::decide::{self, Action as Decided, Decision, Policy, Snapshot, StateView};
+use crate::error::{Error, Result};
+use crate::job::EffectivePolicy;
+
+/// What a kind found from its verified owner: what it belongs to and, while it renders, its
+/// inputs; or the gate saying what is still missing.
+pub type Found<A> =
+    std::result::Result<(<A as Adapter>::Deps, Option<<A as Adapter>::Inputs>), Gate>;
+
+/// What the Jobs of a live object render.
+pub struct Rendering {
+    pub rendered: captf_contract::Rendered,
+    /// Pools: the cluster exports the apply renders.
+    pub exports: Option<RenderedExports>,
+    /// Pools: set when the apply is guarded; an approval names this hash.
+    pub approval_hash: Option<String>,
+}
+
+/// What a pass carries from one step to the next.
+pub struct Work<A: Adapter> {
+    /// The status being built; patched once at the end.
+    pub status: A::Status,
+    pub conds: Conditions,
+    pub jobs: Vec<ObservedJob>,
+    /// The Jobs that finished since the last pass, recorded in this one.
+    pub finished: Vec<Finished>,
+    /// What the last apply rendered.
+    pub durable: DurableInputs,
+    /// What the object belongs to; `None` only while it is deleted without it.
+    pub deps: Option<A::Deps>,
+    pub deleting: bool,
+    /// What the kind carries between its own steps.
+    pub own: A::Own,
+}
+
+/// A workload kind: only what is its own. The flow asks it in this order: its dependencies
+/// (and inputs), its side of each finished Job, its own reads, its outputs, its rendering, its
+/// part of the snapshot and of the decision, and its side of a wait or a launch.
+pub trait Adapter:
+    Workload
+    + WithWorkspaceStatus
+    + Resource<Scope = kube::core::NamespaceResourceScope>
+    + Send
+    + Sync
+    + 'static
+{
+    const WORKLOAD: WorkloadKind;
+    /// `DependenciesReady` while no owner names the object back yet.
+    const WITHOUT_OWNER: (Status, &'static str);
+    /// The CAPI object that owns it.
+    type Owner: crate::capi::Owner + Send + Sync;
+    type Status: Default + Clone + serde::Serialize + Send + Sync;
+    /// What the object belongs to, found from its owner.
+    type Deps: Send + Sync;
+    /// What a live object renders from.
+    type Inputs: Send + Sync;
+    /// What the kind carries from one of its steps to a later one.
+    type Own: Default + Send + Sync;
+
+    fn status(&self) -> Option<&Self::Status>;
+    fn conditions(status: &Self::Status) -> Option<&Vec<Condition>>;
+    fn workspace(status: &Self::Status) -> &WorkspaceStatus;
+    fn workspace_mut(status: &mut Self::Status) -> &mut WorkspaceStatus;
+    fn spec(&self) -> &WorkspaceSpec;
+
+    /// What the object belongs to and, unless `deleting` (or, for a kind applied once,
+    /// `provisioned`), its inputs.
+    fn dependencies(
+        pass: &Pass<'_, Self>,
+        owner: Self::Owner,
+        provisioned: bool,
+        deleting: bool,
+    ) -> impl Future<Output = Result<Found<Self>>> + Send;
+    /// What it belongs to pauses it (the CAPI Cluster's `spec.paused`).
+    fn paused_by(deps: &Self::Deps) -> bool;
+    /// The CAPI Cluster's name.
+    fn cluster_name(&self, deps: Option<&Self::Deps>) -> String;
+    /// The TerraformClusterIdentity its Jobs run with.
+    fn identity(&self, deps: Option<&Self::Deps>, ctx: &Context) -> Option<String>;
+    /// `spec.maxActiveJobs` of its cluster.
+    fn max_active_jobs(&self, deps: Option<&Self::Deps>) -> Option<i32>;
+    fn job_policy(&self, deps: Option<&Self::Deps>) -> EffectivePolicy;
+    fn policy(&self, deps: Option<&Self::Deps>, ctx: &Context, jobs: &EffectivePolicy) -> Policy;
+
+    /// The kind's side of a finished Job; `true` when it changed the durable inputs.
+    fn record(
+        pass: &Pass<'_, Self>,
+        finished: &Finished,
+        work: &mut Work<Self>,
+    ) -> impl Future<Output = Result<bool>> + Send {
+        let _ = (pass, finished, work);
+        async { Ok(false) }
+    }
+    /// Reads of its own once no Job runs.
+    fn observe(
+        pass: &Pass<'_, Self>,
+        work: &mut Work<Self>,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (pass, work);
+        async { Ok(()) }
+    }
+    /// Outputs from a readable state into status (and spec), and what health says.
+    fn outputs(
+        pass: &Pass<'_, Self>,
+        state: &captf_state::DecodedState,
+        work: &mut Work<Self>,
+    ) -> impl Future<Output = Result<Reading>> + Send;
+    /// What its Jobs render now.
+    fn render(
+        pass: &Pass<'_, Self>,
+        inputs: Option<&Self::Inputs>,
+        state: &StateView,
+        work: &mut Work<Self>,
+    ) -> impl Future<Output = Result<Option<Rendering>>> + Send;
+    /// Its part of the snapshot.
+    fn complete(&self, snapshot: &mut Snapshot, work: &mut Work<Self>) {
+        let _ = (snapshot, work);
+    }
+    /// Its part of the decision.
+    fn amend(decision: Decision, work: &Work<Self>) -> Decision {
+        let _ = work;
+        decision
+    }
+    /// What it says while it waits for `reason`.
+    fn wait(pass: &Pass<'_, Self>, reason: decide::Reason, work: &mut Work<Self>) {
+        let _ = (pass, reason, work);
+    }
+    /// After a Job was started (or had to wait).
+    fn launched(pass: &Pass<'_, Self>, start: &decide::Start, acted: &Acted) {
+        let _ = (pass, start, acted);
+    }
+}
+
+/// The `provisioned` latch.
+pub fn provisioned(workspace: &WorkspaceStatus) -> bool {
+    workspace
+        .initialization
+        .as_ref()
+        .and_then(|i| i.provisioned)
+        .unwrap_or(false)
+}
+
+/// One pass over one workload object.
+pub async fn run<A: Adapter>(object: Arc<A>, ctx: Arc<Context>) -> Result<Action> {
+    let object = object.as_ref();
+    let kind = A::WORKLOAD.kind();
+    let namespace = object
+        .namespace()
+        .ok_or_else(|| Error::InvalidObject(format!("{kind} without a namespace")))?;
+    let key = ObjectKey::new(&namespace, A::WORKLOAD, object.name_any())
+        .map_err(|e| Error::InvalidObject(e.to_string()))?;
+    let pass = Pass {
+        ctx: &ctx,
+        object,
+        key: &key,
+        kind,
+        generation: object.meta().generation,
+        now: Timestamp::now(),
+    };
+    let deleting = object.meta().deletion_timestamp.is_some();
+    if let Some(done) = pass.externally_managed(deleting).await? {
+        return Ok(done);
+    }
+    match begin(&pass, deleting).await? {
+        Begun::Done(action) => Ok(action),
+        Begun::Go(work, inputs) => go(&pass, work, inputs.as_ref()).await,
+    }
+}
+
+/// How the preamble ended.
+enum Begun<A: Adapter> {
+    /// Gated, paused, a Job running or the finalizer just added: nothing more this pass.
+    Done(Action),
+    Go(Box<Work<A>>, Option<A::Inputs>),
+}
+
+/// The preamble: owner and dependencies, the finalizer, pause, and every finished Job
+/// recorded. Ends the pass while it is gated, paused or a Job runs.
+async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A>> {
+    let (object, ctx, key) = (pass.object, pass.ctx, pass.key);
+    let before = object.status();
+    let mut conds = Conditions::from(before.and_then(A::conditions));
+    let status = before.cloned().unwrap_or_default();
+    first_visit(&mut conds, pass.generation, pass.now);
+    let (jobs, owner, durable) = pass.first_reads::<A::Owner>(A::WITHOUT_OWNER).await?;
+    let found = match owner {
+        Ok(owner) => {
+            A::dependencies(pass, owner, provisioned(A::workspace(&status)), deleting).await?
+        }
+        Err(gate) => Err(gate),
+    };
+    let (deps, inputs) = match pass.dependencies(found, &mut conds) {
+        Some((deps, inputs)) => (Some(deps), inputs),
+        None if !deleting => {
+            return Ok(Begun::Done(
+                pass.gate(before, &status, conds, provisioned(A::workspace(&status)))
+                    .await?,
+            ));
+        }
+        // Deleting without its owner: destroy from the durable inputs.
+        None => (None, None),
+    };
+    let api: Api<A> = Api::namespaced(ctx.client.clone(), key.namespace());
+    let finalizer = A::WORKLOAD.finalizer();
+    if !deleting && !object.finalizers().iter().any(|f| f == finalizer) {
+        add_finalizer(&api, object, A::WORKLOAD).await?;
+        return Ok(Begun::Done(Action::requeue(Duration::from_millis(100))));
+    }
+    let paused = object.annotations().contains_key(annotations::PAUSED)
+        || deps.as_ref().is_some_and(A::paused_by);
+    pass.lifecycle(&mut conds, deleting, paused);
+
+    let finished = bookkeeping::collect(&ctx.client, key.namespace(), &jobs).await?;
+    let mut work = Work {
+        status,
+        conds,
+        jobs,
+        finished: Vec::new(),
+        durable,
+        deps,
+        deleting,
+        own: A::Own::default(),
+    };
+    // The durable inputs were read before the finished Jobs were recorded: read again if an
+    // interrupted apply or the kind's record of one changed them.
+    let mut reread = pass
+        .interrupted_applies(&work.jobs, &finished, &mut work.conds)
+        .await?;
+    let owner_ref = owner_reference(object)?;
+    for f in &finished {
+        pass.record(
+            f,
+            &mut work.conds,
+            A::workspace_mut(&mut work.status),
+            &owner_ref,
+            &object.spec().source.image,
+        )
+        .await?;
+        reread |= A::record(pass, f, &mut work).await?;
+    }
+    work.finished = finished;
+    if reread {
+        work.durable = state::durable_inputs(&ctx.client, key).await?;
+    }
+    let active = work.jobs.iter().find(|j| j.phase == Phase::Active);
+    if paused || active.is_some() {
+        let provisioned = provisioned(A::workspace(&work.status));
+        let action = pass
+            .hold(
+                before,
+                &work.status,
+                work.conds,
+                provisioned,
+                active,
+                &work.finished,
+                paused,
+                deleting,
+            )
+            .await?;
+        return Ok(Begun::Done(action));
+    }
+    set_block_move(&api, object, false).await?;
+    Ok(Begun::Go(Box::new(work), inputs))
+}
+
+/// What the pass observed once no Job runs, for the decision and the launch.
+struct Seen {
+    creds: super::credentials::Outcome,
+    state: StateRead,
+    view: StateView,
+    /// A dead runner's lock, handed to the next Job to release.
+    force_unlock: Option<(String, String)>,
+    health: Reading,
+    rendering: Option<Rendering>,
+    owner_ref: OwnerReference,
+    cluster_name: String,
+}
+
+/// No Job runs and the object is not paused: observe, decide, act, and patch status once.
+async fn go<A: Adapter>(
+    pass: &Pass<'_, A>,
+    mut work: Box<Work<A>>,
+    inputs: Option<&A::Inputs>,
+) -> Result<Action> {
+    let (object, ctx, key) = (pass.object, pass.ctx, pass.key);
+    let w = work.as_mut();
+    let seen = observe(pass, w, inputs).await?;
+    let rendered = seen.rendering.as_ref().map(|r| &r.rendered);
+    let job_policy = object.job_policy(w.deps.as_ref());
+    let restore = pass
+        .restore_request(A::workspace(&w.status), &mut w.conds)
+        .await?;
+    let mut snapshot = pass.snapshot(Observation {
+        jobs: &w.jobs,
+        state: seen.view.clone(),
+        inputs_hash: rendered.map(|r| r.inputs_hash.clone()),
+        durable: &w.durable,
+        restore: restore.as_ref(),
+        deleting: w.deleting,
+        workspace: A::workspace(&w.status),
+        conds: &w.conds,
+        policy: object.policy(w.deps.as_ref(), ctx, &job_policy),
+    });
+    snapshot.observed.health_pending = seen.health.pending;
+    snapshot.observed.apply_health_definite = seen.health.definite;
+    object.complete(&mut snapshot, w);
+    let decision = A::amend(decide::decide(&snapshot, pass.now), w);
+    pass.count_decision(&decision);
+    pass.applied_per_state(&snapshot, &decision, &mut w.conds);
+
+    let acted = match &decision.action {
+        Decided::Wait if decision.reason == decide::Reason::DeletionHeld => {
+            pass.hold_deletion(&mut w.conds, &seen.view);
+            Acted::default()
+        }
+        Decided::Wait => {
+            A::wait(pass, decision.reason, w);
+            Acted::default()
+        }
+        Decided::RemoveFinalizer => {
+            return pass
+                .release(decision.reason, &w.conds, &seen.view, &w.finished)
+                .await;
+        }
+        Decided::Start(start) => {
+            let launch = Launch {
+                cluster_name: seen.cluster_name.clone(),
+                max_active_jobs: object.max_active_jobs(w.deps.as_ref()),
+                policy: job_policy.clone(),
+                image: &object.spec().source.image,
+                pull_policy: object.spec().source.image_pull_policy,
+                owner_ref: &seen.owner_ref,
+                last_active: object
+                    .status()
+                    .and_then(|s| A::workspace(s).active_job.as_ref()),
+                provisioned: provisioned(A::workspace(&w.status)),
+                approval_hash: seen
+                    .rendering
+                    .as_ref()
+                    .and_then(|r| r.approval_hash.clone()),
+                exports: seen.rendering.as_ref().and_then(|r| r.exports.clone()),
+                expect_state: super::lineage::expected(&seen.state),
+            };
+            let acted = pass
+                .launch(
+                    decision.requeue,
+                    &seen.creds,
+                    &launch,
+                    &w.jobs,
+                    start,
+                    rendered,
+                    w.durable.interrupted_apply(),
+                    restore.as_ref(),
+                    seen.force_unlock.as_ref(),
+                    &mut w.conds,
+                )
+                .await?;
+            A::launched(pass, start, &acted);
+            acted
+        }
+    };
+    let acted = Acted {
+        requeue: acted.requeue.or(decision.requeue),
+        ..acted
+    };
+    A::workspace_mut(&mut w.status).state_secret_suffix = Some(key.state_suffix());
+    let provisioned = provisioned(A::workspace(&w.status));
+    pass.finish(
+        object.status(),
+        &w.status,
+        std::mem::take(&mut w.conds),
+        provisioned,
+        acted,
+        &w.finished,
+        &w.jobs,
+        &job_policy,
+    )
+    .await
+}
+
+/// What every live pass reads once no Job runs: credentials, state, lock and outputs (the
+/// kind's own reads first), and what the Jobs would render now.
+async fn observe<A: Adapter>(
+    pass: &Pass<'_, A>,
+    w: &mut Work<A>,
+    inputs: Option<&A::Inputs>,
+) -> Result<Seen> {
+    let (object, ctx) = (pass.object, pass.ctx);
+    A::observe(pass, w).await?;
+    let owner_ref = owner_reference(object)?;
+    let identity = object.identity(w.deps.as_ref(), ctx);
+    let observed = pass.observe(identity.as_deref(), &owner_ref).await?;
+    let creds = pass.note_credentials(observed.credentials, observed.runner_rbac, &mut w.conds);
+    let mut state = observed.state;
+    let view = pass
+        .state_view(
+            &mut state,
+            &w.durable,
+            provisioned(A::workspace(&w.status)),
+            &w.finished,
+            A::workspace_mut(&mut w.status),
+            &mut w.conds,
+        )
+        .await?;
+    let cluster_name = object.cluster_name(w.deps.as_ref());
+    pass.keep_state(
+        &state,
+        &w.jobs,
+        A::workspace_mut(&mut w.status),
+        &owner_ref,
+        &cluster_name,
+        object
+            .annotations()
+            .get(annotations::RESTORE_STATE)
+            .and_then(|v| v.parse().ok()),
+        w.deleting,
+    )
+    .await?;
+    let previous = Conditions::from(object.status().and_then(A::conditions));
+    let force_unlock = pass
+        .inspect_lock(&state, &observed.lock, &previous, &mut w.conds)
+        .await;
+    let health = match &state {
+        StateRead::Found(s, _) => A::outputs(pass, s, w).await?,
+        _ => Reading::default(),
+    };
+    let rendering = A::render(pass, inputs, &view, w).await?;
+    pass.measure_inputs(rendering.as_ref().map(|r| &r.rendered));
+    Ok(Seen {
+        creds,
+        state,
+        view,
+        force_unlock,
+        health,
+        rendering,
+        owner_ref,
+        cluster_name,
+    })
+}
+
+/// The owner reference every Secret and lease of the object carries.
+pub fn owner_reference<A: Resource<DynamicType = ()>>(object: &A) -> Result<OwnerReference> {
+    object
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::InvalidObject(format!("{} without a UID", A::kind(&()))))
+}
