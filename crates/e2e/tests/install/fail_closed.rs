@@ -1,18 +1,22 @@
-//! The webhooks fail closed, for real: with the manager scaled to zero, every create and update
-//! of a `Terraform*` object is refused with a message naming the webhook, Cluster API's own
-//! writes included; scaled back up, they pass and what waited lands.
+//! The webhooks fail closed, for real (seed 001): with the manager scaled to zero, every create
+//! and update of a `Terraform*` object, and every delete the guards check, is refused with a
+//! message naming the webhook, Cluster API's own writes included; scaled back up, they pass and
+//! what waited lands.
 
-use captf_api::TerraformCluster;
+use captf_api::{TerraformCluster, TerraformClusterIdentity, TerraformMachine};
 use captf_e2e::apply_yaml;
 use captf_e2e::fixture::CLUSTER_IMAGE;
 use captf_e2e::install::{self, DEPLOYMENT, NAMESPACE, available};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 use crate::{Restore, exclusive, installed, namespace, wait};
 
 const WEBHOOK: &str = "validation.terraformcluster.infrastructure.cluster.x-k8s.io";
+const MACHINE_DELETE: &str = "delete.validation.terraformmachine.infrastructure.cluster.x-k8s.io";
+const IDENTITY_DELETE: &str =
+    "delete.validation.terraformclusteridentity.infrastructure.cluster.x-k8s.io";
 
 fn scale(env: &captf_testenv::TestEnv, replicas: u32) {
     install::kubectl(
@@ -50,6 +54,18 @@ async fn with_the_manager_scaled_to_zero_every_write_is_refused_naming_the_webho
     apply_yaml(&client, &cluster(&ns, "before"))
         .await
         .expect("a TerraformCluster while the manager runs");
+    // And a TerraformMachine no Machine owns: nothing guards its delete but the webhook's
+    // answer.
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1\nkind: TerraformMachine\nmetadata: {{name: alone, namespace: {ns}}}\nspec:\n  source: {{image: \"{CLUSTER_IMAGE}\"}}\n"
+        ),
+    )
+    .await
+    .expect("a TerraformMachine while the manager runs");
+    let machines: Api<TerraformMachine> = Api::namespaced(client.clone(), &ns);
+    let identities: Api<TerraformClusterIdentity> = Api::all(client.clone());
 
     scale(env, 0);
     let restore = Restore(
@@ -103,6 +119,27 @@ async fn with_the_manager_scaled_to_zero_every_write_is_refused_naming_the_webho
             "{what}: {message}"
         );
     }
+
+    // Deletes the guards check are refused too, naming their webhook; both objects stay.
+    let machine = machines.delete("alone", &DeleteParams::default()).await;
+    let identity = identities
+        .delete(&format!("noop-{ns}"), &DeleteParams::default())
+        .await;
+    for (what, webhook, result) in [
+        ("the TerraformMachine", MACHINE_DELETE, machine.map(|_| ())),
+        ("the identity", IDENTITY_DELETE, identity.map(|_| ())),
+    ] {
+        let message = format!("{:#}", result.expect_err(what));
+        assert!(
+            message.contains(webhook) && message.contains("failed calling webhook"),
+            "deleting {what}: {message}"
+        );
+    }
+    machines.get("alone").await.expect("the machine is kept");
+    identities
+        .get(&format!("noop-{ns}"))
+        .await
+        .expect("the identity is kept");
 
     // Cluster API's own write: adopting "before" into a new Cluster (its owner reference) is
     // refused as well; its controller says so.
@@ -170,6 +207,10 @@ spec:
     )
     .await
     .expect("an update accepted again");
+    machines
+        .delete("alone", &DeleteParams::default())
+        .await
+        .expect("a delete accepted again");
     wait(
         env,
         "Cluster API's owner reference on the TerraformCluster",
