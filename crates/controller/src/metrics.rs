@@ -91,6 +91,11 @@ pub struct KindReason {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Reason {
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Object {
     pub kind: &'static str,
     pub namespace: String,
@@ -143,6 +148,9 @@ pub struct Metrics {
     pub lock_force_unlocks_total: Family<Kind, Counter>,
     pub plan_approvals_total: Family<KindResult, Counter>,
     pub lease_waits_total: Family<KindReason, Counter>,
+    /// Identity use refused: `notfound` (no such identity, or none named) or `namespace` (the
+    /// identity does not allow the object's namespace).
+    pub identity_denied_total: Family<Reason, Counter>,
     pub ready: Family<Object, Gauge>,
     pub drift_detected: Family<Object, Gauge>,
     pub last_success_timestamp_seconds: Family<ObjectOp, Gauge>,
@@ -206,6 +214,7 @@ impl Metrics {
             lock_force_unlocks_total: Family::default(),
             plan_approvals_total: Family::default(),
             lease_waits_total: Family::default(),
+            identity_denied_total: Family::default(),
             ready: Family::default(),
             drift_detected: Family::default(),
             last_success_timestamp_seconds: Family::default(),
@@ -319,6 +328,11 @@ impl Metrics {
             "captf_lease_waits",
             "[ALPHA] Operations that waited for a lease or a Job slot",
             m.lease_waits_total.clone(),
+        );
+        r.register(
+            "captf_identity_denied",
+            "[ALPHA] Identity use refused, by reason (notfound, namespace)",
+            m.identity_denied_total.clone(),
         );
         r.register(
             "captf_ready",

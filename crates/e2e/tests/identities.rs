@@ -85,6 +85,38 @@ async fn identity_status_follows_its_secret_and_its_mirrors() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{blocked:?}\nmanager log:\n{}", manager.log()));
+    // Counted once for the refusal, however many passes it holds: a pass decides each time.
+    let denied =
+        |metrics: &str| sample(metrics, "captf_identity_denied_total{reason=\"namespace\"}");
+    let passes = |metrics: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("captf_reconcile_op_decisions_total{kind=\"TerraformCluster\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let metrics = Manager::get(&manager.metrics).expect("metrics");
+    assert_eq!(denied(&metrics), Some(1.0), "{metrics}");
+    let before = passes(&metrics);
+    clusters
+        .patch(
+            "user",
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"metadata": {"annotations": {"e2e.captf.io/wake": "again"}}}),
+            ),
+        )
+        .await
+        .expect("annotate");
+    let metrics = wait_for("another pass of the refused cluster", TIMEOUT, || async {
+        let metrics = Manager::get(&manager.metrics)?;
+        Ok((passes(&metrics) > before).then_some(metrics))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    assert_eq!(denied(&metrics), Some(1.0), "{metrics}");
     let removed = event(&client, &ns, "MirrorRemoved").await;
     let note = removed.note.unwrap_or_default();
     assert!(

@@ -134,6 +134,24 @@ where
         runner_rbac: Result<()>,
         conds: &mut Conditions,
     ) -> credentials::Outcome {
+        let (status, reason, _) = &creds.identity_allowed;
+        let denied = match *reason {
+            reasons::IDENTITY_NOT_FOUND => Some("notfound"),
+            reasons::NAMESPACE_NOT_ALLOWED => Some("namespace"),
+            _ => None,
+        }
+        .filter(|_| *status == Status::False);
+        // Once per refusal, not once per pass: the condition held its reason already.
+        let held = conds
+            .get(types::IDENTITY_ALLOWED)
+            .is_some_and(|c| c.reason == *reason);
+        if let Some(denied) = denied.filter(|_| !held) {
+            self.ctx
+                .metrics
+                .identity_denied_total
+                .get_or_create(&crate::metrics::Reason { reason: denied })
+                .inc();
+        }
         conds.set(
             types::IDENTITY_ALLOWED,
             creds.identity_allowed.0,
