@@ -276,9 +276,10 @@ where
                         &backup_owner,
                     );
                     if !orphans.is_empty() {
-                        super::owners::repair(&self.ctx.client, self.key, &orphans, &backup_owner)
-                            .await?;
-                        repaired.extend(orphans);
+                        let client = &self.ctx.client;
+                        repaired.extend(
+                            super::owners::repair(client, self.key, &orphans, &backup_owner).await,
+                        );
                     }
                 }
                 Err(e) => {
@@ -300,8 +301,8 @@ where
             owner_ref,
         );
         if !orphans.is_empty() {
-            super::owners::repair(&self.ctx.client, self.key, &orphans, owner_ref).await?;
-            repaired.extend(orphans);
+            let client = &self.ctx.client;
+            repaired.extend(super::owners::repair(client, self.key, &orphans, owner_ref).await);
         }
         if !repaired.is_empty() {
             self.publish(

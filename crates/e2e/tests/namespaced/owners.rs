@@ -1,14 +1,66 @@
 //! Secrets that lost their owner references (restored from a namespace backup, say) are
 //! re-owned by the next unpaused pass, so the garbage collector removes them with the object:
-//! state, durable inputs and, as a plain (non-controller) owner, backups.
+//! state, durable inputs, plan key, the credential mirror's entry and, as a plain
+//! (non-controller) owner, backups. A repair the API server refuses is logged and tried again,
+//! and never fails the pass (seed 002).
 
 use captf_api::TerraformCluster;
+use captf_e2e::apply_yaml;
 use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
+
+/// A ValidatingAdmissionPolicy (the API server's own admission, no webhook) that refuses every
+/// update of Secret `secret` in `ns`.
+fn refuse_updates(ns: &str, secret: &str) -> String {
+    format!(
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: e2e-frozen-{ns}}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {{apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [secrets]}}
+  validations:
+  - expression: "object.metadata.name != '{secret}'"
+    message: "e2e: {secret} is frozen"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: e2e-frozen-{ns}}}
+spec:
+  policyName: e2e-frozen-{ns}
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {{kubernetes.io/metadata.name: {ns}}}
+"#
+    )
+}
+
+/// The references to `uid`, and whether they are the only ones.
+fn only(refs: Option<Vec<OwnerReference>>, uid: &str) -> bool {
+    refs.is_some_and(|r| r.len() == 1 && r[0].uid == uid)
+}
+
+/// Passes of the TerraformCluster controller that ended in an error, so far.
+fn failed_passes(manager: &captf_e2e::Manager) -> f64 {
+    let metrics = captf_e2e::Manager::get(&manager.metrics).expect("metrics");
+    sample(
+        &metrics,
+        "controller_runtime_reconcile_errors_total{controller=\"terraformcluster\"}",
+    )
+    .unwrap_or(0.0)
+}
 
 #[tokio::test]
 async fn secrets_without_owner_references_are_re_owned() {
@@ -29,11 +81,13 @@ async fn secrets_without_owner_references_are_re_owned() {
         .and_then(|s| s.workspace.state_secret_suffix.clone())
         .expect("suffix");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let plan_key = format!("captf-plankey-c-{name}");
+    let mirror = captf_api::names::credential_mirror(&format!("noop-{ns}"));
     let names = [
         format!("tfstate-default-{suffix}"),
         format!("captf-inputs-c-{name}"),
     ];
-    for secret in &names {
+    for secret in names.iter().chain([&plan_key, &mirror]) {
         secrets
             .patch(
                 secret,
@@ -69,18 +123,114 @@ async fn secrets_without_owner_references_are_re_owned() {
     )
     .await
     .expect("forget status.stateBackups");
+    // The API server refuses any change of the plan key from now on.
+    apply_yaml(&client, &refuse_updates(&ns, &plan_key))
+        .await
+        .expect("the policy");
+    let frozen = serde_json::json!({"metadata": {"labels": {"e2e.captf.io/probe": "1"}}});
+    wait_for("the plan key frozen", TIMEOUT, || async {
+        let probe = secrets
+            .patch(
+                &plan_key,
+                &PatchParams::default().dry_run(),
+                &Patch::Merge(&frozen),
+            )
+            .await;
+        Ok(probe.is_err().then_some(()))
+    })
+    .await
+    .expect("the policy in force");
+    let errors_before = failed_passes(&manager);
+
     // Nothing wakes the object for an ownerless Secret; anything that does will repair them.
     annotate(&api, name, "example.com/poke", Some("1")).await;
-    wait_for("the Secrets re-owned", TIMEOUT, || async {
+    wait_for("the other Secrets re-owned", TIMEOUT, || async {
         let mut owned = true;
         for secret in &names {
-            let refs = secrets.get(secret).await?.metadata.owner_references;
-            owned &= refs.unwrap_or_default().iter().any(|r| r.uid == uid);
+            owned &= only(secrets.get(secret).await?.metadata.owner_references, &uid);
         }
         Ok(owned.then_some(()))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    // The refused repair is logged, the pass goes on and ends well.
+    wait_for("the refused repair logged", TIMEOUT, || async {
+        Ok(manager
+            .log()
+            .lines()
+            .any(|l| l.contains("owner reference not repaired") && l.contains(&plan_key))
+            .then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    assert_eq!(
+        failed_passes(&manager),
+        errors_before,
+        "a refused repair failed the pass:\n{}",
+        manager.log()
+    );
+    assert!(
+        ready(&api.get(name).await.expect("the cluster")),
+        "Ready through a refused repair"
+    );
+    let refs = secrets
+        .get(&plan_key)
+        .await
+        .expect("plan key")
+        .metadata
+        .owner_references;
+    assert!(
+        refs.unwrap_or_default().is_empty(),
+        "the plan key was frozen"
+    );
+
+    // The API server lets it change again: the next pass repairs it.
+    let frozen_by = format!("e2e-frozen-{ns}");
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    bindings
+        .delete(&frozen_by, &DeleteParams::default())
+        .await
+        .expect("the binding deleted");
+    policies
+        .delete(&frozen_by, &DeleteParams::default())
+        .await
+        .expect("the policy deleted");
+    wait_for("the plan key thawed", TIMEOUT, || async {
+        let probe = secrets
+            .patch(
+                &plan_key,
+                &PatchParams::default().dry_run(),
+                &Patch::Merge(&frozen),
+            )
+            .await;
+        Ok(probe.is_ok().then_some(()))
+    })
+    .await
+    .expect("the policy lifted");
+    annotate(&api, name, "example.com/poke", Some("2")).await;
+    wait_for("the plan key re-owned", TIMEOUT, || async {
+        let refs = secrets.get(&plan_key).await?.metadata.owner_references;
+        Ok(only(refs, &uid).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    // The mirror is shared by the namespace's users: one entry for this object, its UID.
+    let refs = secrets
+        .get(&mirror)
+        .await
+        .expect("mirror")
+        .metadata
+        .owner_references;
+    let entries: Vec<_> = refs
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.kind == "TerraformCluster" && r.name == name)
+        .collect();
+    assert!(
+        entries.len() == 1 && entries[0].uid == uid,
+        "the mirror's entries for {name}: {entries:?}"
+    );
     let owner = wait_for("the backup re-owned", TIMEOUT, || async {
         let refs = secrets.get(&backup).await?.metadata.owner_references;
         Ok(refs.unwrap_or_default().into_iter().find(|r| r.uid == uid))
