@@ -2,6 +2,7 @@
 //! [`decide`] function what to do, and acts on the answer.
 #![forbid(unsafe_code)]
 
+pub mod backoff;
 pub mod cache;
 pub mod capacity;
 pub mod capi;
@@ -28,7 +29,7 @@ pub mod variables;
 pub mod wake;
 pub mod webhook;
 
-pub use error::{Error, Result};
+pub use error::{Error, Result, Retry};
 
 /// The commit this binary is built from, or `unknown` (see build.rs).
 pub const COMMIT: &str = env!("CAPTF_COMMIT");

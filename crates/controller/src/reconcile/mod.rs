@@ -37,7 +37,6 @@ pub mod verify_owner;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::FutureExt;
 use kube::runtime::controller::Action;
@@ -61,6 +60,14 @@ pub struct Context {
     pub registry: Option<crate::registry::Registry>,
     /// Module images' variables schemas, shared with the webhooks.
     pub schemas: crate::schemas::Schemas,
+    /// Failed passes in a row, per object, for [`error_policy`].
+    pub backoff: crate::backoff::Backoff,
+}
+
+impl crate::backoff::Retries for Context {
+    fn backoff(&self) -> &crate::backoff::Backoff {
+        &self.backoff
+    }
 }
 
 impl Context {
@@ -89,6 +96,7 @@ impl Context {
             caches,
             registry,
             schemas,
+            backoff: Default::default(),
         }
     }
 }
@@ -97,22 +105,42 @@ impl Context {
 /// it and retries it later, and every other object's passes go on. Unguarded, the panic would
 /// unwind through the controller and end all of its passes, while the manager kept its
 /// leadership and did nothing (controller-runtime recovers a panicking reconcile the same way).
+/// A pass that succeeds resets the object's backoff.
 pub fn guarded<K, C, F, Fut>(
     mut reconcile: F,
 ) -> impl FnMut(Arc<K>, Arc<C>) -> futures::future::BoxFuture<'static, Result<Action, Error>>
 where
+    K: kube::Resource<DynamicType = ()>,
+    C: crate::backoff::Retries + Send + Sync + 'static,
     F: FnMut(Arc<K>, Arc<C>) -> Fut,
     Fut: Future<Output = Result<Action, Error>> + Send + 'static,
 {
     move |object, ctx| {
+        let id = object_id(object.as_ref());
         // Calling an async fn runs none of its body: every panic happens inside `pass`.
-        let pass = std::panic::AssertUnwindSafe(reconcile(object, ctx));
+        let pass = std::panic::AssertUnwindSafe(reconcile(object, ctx.clone()));
         pass.catch_unwind()
-            .map(|result| {
-                result.unwrap_or_else(|panic| Err(Error::Panicked(panic_message(panic.as_ref()))))
+            .map(move |result| {
+                let result = result
+                    .unwrap_or_else(|panic| Err(Error::Panicked(panic_message(panic.as_ref()))));
+                if result.is_ok() {
+                    ctx.backoff().succeeded(&id);
+                }
+                result
             })
             .boxed()
     }
+}
+
+/// The backoff's key of an object.
+fn object_id<K: kube::Resource<DynamicType = ()>>(object: &K) -> String {
+    let meta = object.meta();
+    format!(
+        "{}/{}/{}",
+        K::kind(&()),
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
 }
 
 /// What a panic said: `panic!` with a literal carries a `&str`, with arguments a `String`.
@@ -124,9 +152,10 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "no message".to_owned())
 }
 
-/// Requeue after an error: transient API trouble retries soon, a bad object waits for a change.
+/// Requeue after an error by what a retry can do ([`Error::retry`]), later the more often the
+/// object failed in a row ([`crate::backoff::delay`]); a bad object waits for a change.
 pub fn error_policy<K: kube::Resource<DynamicType = ()>>(
-    _object: Arc<K>,
+    object: Arc<K>,
     error: &Error,
     ctx: Arc<Context>,
 ) -> Action {
@@ -141,30 +170,61 @@ pub fn error_policy<K: kube::Resource<DynamicType = ()>>(
         .reconcile_errors_total
         .get_or_create(&crate::metrics::Controller { controller })
         .inc();
+    let retry = error.retry();
+    let failures = ctx.backoff.failed(&object_id(object.as_ref()));
+    let delay = crate::backoff::delay(retry, failures);
+    let (category, again) = (error.category(), delay.map(|d| d.as_secs()));
     if let Error::Panicked(_) = error {
-        tracing::error!(error = %error, category = error.category(), "reconcile panicked");
+        tracing::error!(%error, category, failures, retry_in_seconds = again, "reconcile panicked");
     } else {
-        tracing::warn!(error = %error, category = error.category(), "reconcile failed");
+        tracing::warn!(%error, category, failures, retry_in_seconds = again, retry = ?retry, "reconcile failed");
     }
-    match error {
-        Error::InvalidObject(_) => Action::await_change(),
-        _ => Action::requeue(Duration::from_secs(15)),
-    }
+    delay.map_or_else(Action::await_change, Action::requeue)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A pass that ends as `case` says: its own result, or a panic with a literal or a
-    /// formatted message.
-    async fn pass(case: Arc<String>, _ctx: Arc<()>) -> Result<Action, Error> {
-        match case.as_str() {
+    /// A pass context with only what [`guarded`] needs.
+    #[derive(Default)]
+    struct Counts(crate::backoff::Backoff);
+
+    impl crate::backoff::Retries for Counts {
+        fn backoff(&self) -> &crate::backoff::Backoff {
+            &self.0
+        }
+    }
+
+    fn object(case: &str) -> Arc<k8s_openapi::api::core::v1::ConfigMap> {
+        let mut object = k8s_openapi::api::core::v1::ConfigMap::default();
+        object.metadata.name = Some(case.to_owned());
+        Arc::new(object)
+    }
+
+    /// A pass that ends as the object's name says: its own result, or a panic with a literal
+    /// or a formatted message.
+    async fn pass(
+        case: Arc<k8s_openapi::api::core::v1::ConfigMap>,
+        _ctx: Arc<Counts>,
+    ) -> Result<Action, Error> {
+        match case.metadata.name.as_deref().unwrap_or_default() {
             "ok" => Ok(Action::await_change()),
             "error" => Err(Error::InvalidObject("bad spec".into())),
             "panic literal" => panic!("index out of bounds"),
             other => panic!("{other} with arguments"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_success_resets_the_backoff() {
+        let ctx = Arc::new(Counts::default());
+        let mut run = guarded(pass);
+        let id = object_id(object("ok").as_ref());
+        assert_eq!(ctx.0.failed(&id), 1);
+        assert_eq!(ctx.0.failed(&id), 2);
+        run(object("ok"), ctx.clone()).await.expect("ok");
+        assert_eq!(ctx.0.failed(&id), 1, "reset by the success");
     }
 
     #[tokio::test]
@@ -182,7 +242,7 @@ mod tests {
                 Some("panic: the pass panicked: panic with arguments"),
             ),
         ] {
-            let got = run(Arc::new(case.to_owned()), Arc::new(()))
+            let got = run(object(case), Arc::new(Counts::default()))
                 .await
                 .err()
                 .map(|e| format!("{}: {e}", e.category()));
