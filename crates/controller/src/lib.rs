@@ -10,6 +10,7 @@ pub mod conditions;
 pub mod decide;
 pub mod dr;
 mod error;
+pub mod failpoint;
 pub mod identity;
 pub mod inputs;
 pub mod job;

@@ -229,7 +229,38 @@ impl Manager {
         name: &str,
         extra: &[&str],
     ) -> anyhow::Result<Manager> {
-        Self::spawn(env, kubeconfig, name, extra, true)
+        Self::spawn(env, kubeconfig, name, extra, true, None)
+    }
+
+    /// Like [`Manager::start`], but the manager aborts, as a killed process would, the moment a
+    /// pass reaches crash point `point` (`CAPTF_TEST_CRASH_AT`, see
+    /// `crates/controller/src/failpoint.rs`).
+    pub fn start_crashing_at(
+        env: &TestEnv,
+        kubeconfig: &Path,
+        name: &str,
+        extra: &[&str],
+        point: &str,
+    ) -> anyhow::Result<Manager> {
+        Self::spawn(env, kubeconfig, name, extra, true, Some(point))
+    }
+
+    /// Waits until the process has ended, and says how.
+    pub async fn ended(&mut self, timeout: Duration) -> anyhow::Result<std::process::ExitStatus> {
+        let child = &mut self.child;
+        let mut status = None;
+        captf_testenv::wait_for("the manager to end", timeout, || {
+            status = status.or(child.try_wait().ok().flatten());
+            std::future::ready(Ok(status.map(|_| ())))
+        })
+        .await
+        .with_context(|| {
+            format!(
+                "manager log:\n{}",
+                captf_testenv::control_plane::tail(&self.log, 60)
+            )
+        })?;
+        status.context("no exit status")
     }
 
     /// Like [`Manager::start`], but `/metrics` is the secure server: HTTPS with its
@@ -241,7 +272,7 @@ impl Manager {
         name: &str,
         extra: &[&str],
     ) -> anyhow::Result<Manager> {
-        Self::spawn(env, kubeconfig, name, extra, false)
+        Self::spawn(env, kubeconfig, name, extra, false, None)
     }
 
     fn spawn(
@@ -250,6 +281,7 @@ impl Manager {
         name: &str,
         extra: &[&str],
         insecure: bool,
+        crash_at: Option<&str>,
     ) -> anyhow::Result<Manager> {
         let log = env.dir.join(format!("manager-{name}.log"));
         let out = std::fs::File::create(&log)?;
@@ -272,6 +304,7 @@ impl Manager {
             .env("POD_NAMESPACE", "captf-system")
             .env("SERVICE_ACCOUNT_NAME", "captf-controller-manager")
             .env("POD_NAME", format!("manager-{name}"))
+            .envs(crash_at.map(|point| ("CAPTF_TEST_CRASH_AT", point)))
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)

@@ -648,12 +648,14 @@ pub fn build_job(spec: &JobSpec) -> Job {
 
 /// The per-run Secret `captf-run-<job>` (concepts.md §13.5): exactly `main.tf.json` and
 /// `terraform.tfvars.json` (restore: the backend-only root and an empty tfvars), only the label
-/// `captf.io/managed=true`, and a controller reference to the Job whose `uid` the create
-/// returned. Written once, never rewritten; deleted at bookkeeping and GC'd with the Job.
+/// `captf.io/managed=true`, and a controller reference to `owner`. It is written before its
+/// Job, owned by the workload object, so a pod never waits for it; once the Job exists it is
+/// handed to the Job ([`job_owner`]), so it goes with the Job. Never rewritten otherwise;
+/// deleted at bookkeeping.
 pub fn per_run_secret(
     namespace: &str,
     job_name: &str,
-    job_uid: &str,
+    owner: &OwnerReference,
     main_tf_json: &[u8],
     tfvars_json: &[u8],
 ) -> Secret {
@@ -665,14 +667,7 @@ pub fn per_run_secret(
                 labels::MANAGED.to_owned(),
                 labels::TRUE.to_owned(),
             )])),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "batch/v1".to_owned(),
-                kind: "Job".to_owned(),
-                name: job_name.to_owned(),
-                uid: job_uid.to_owned(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
+            owner_references: Some(vec![owner.clone()]),
             ..ObjectMeta::default()
         },
         type_: Some("Opaque".to_owned()),
@@ -681,5 +676,18 @@ pub fn per_run_secret(
             (TFVARS_FILE.to_owned(), ByteString(tfvars_json.to_vec())),
         ])),
         ..Secret::default()
+    }
+}
+
+/// The controller reference to Job `job_name` (with `uid`) that its per-run Secret takes once
+/// the Job exists.
+pub fn job_owner(job_name: &str, uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "batch/v1".to_owned(),
+        kind: "Job".to_owned(),
+        name: job_name.to_owned(),
+        uid: uid.to_owned(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
     }
 }

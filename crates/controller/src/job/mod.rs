@@ -3,15 +3,16 @@
 //! labels ([`build`]). Pure functions, no I/O.
 //!
 //! The act step resolves an [`EffectivePolicy`] (and [validates](EffectivePolicy::validate) it
-//! before apply, plan, refresh and drift), fills a [`JobSpec`], creates [`build_job`]'s Job, then
-//! the [`per_run_secret`] owned by the created Job's UID. See `docs/reference/job.md`.
+//! before apply, plan, refresh and drift), fills a [`JobSpec`], writes the [`per_run_secret`],
+//! creates [`build_job`]'s Job, and hands the Secret to the Job ([`job_owner`]). See
+//! `docs/reference/job.md`.
 
 pub mod build;
 pub mod policy;
 pub mod security;
 
 pub use build::{
-    JobSpec, RestoreSource, backend_labels, build_job, hcl_map, job_labels, main_env,
+    JobSpec, RestoreSource, backend_labels, build_job, hcl_map, job_labels, job_owner, main_env,
     owner_reference, per_run_secret, runner_args,
 };
 pub use policy::{

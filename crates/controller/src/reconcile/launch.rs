@@ -10,7 +10,7 @@ use captf_api::{ActiveJob, Operation, annotations};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
@@ -21,7 +21,7 @@ use super::{Context, approvals, bookkeeping, leases, secrets};
 use crate::conditions::Conditions;
 use crate::decide;
 use crate::error::{Error, KubeContext, Result};
-use crate::job::{EffectivePolicy, JobSpec, build_job, per_run_secret};
+use crate::job::{EffectivePolicy, JobSpec, build_job, job_owner, per_run_secret};
 
 /// Retry after a gate (credentials, policy, inputs, leases): a condition says what it waits for.
 pub const GATE_REQUEUE: Duration = Duration::from_secs(30);
@@ -287,9 +287,14 @@ where
         {
             return Ok(Started::Waiting(wait));
         }
-        // What must exist before the Job does, written at once: none of the three depends on
+        // What must exist before the Job does, written at once: none of the four depends on
         // another, and each is a round trip that the Job's creation would otherwise wait on.
+        // The per-run Secret is among them, so a crash before the Job leaves no pod waiting for
+        // its inputs: the Job's name carries the inputs hash, so a Secret of that name already
+        // there holds these very inputs.
         let api: Api<K> = Api::namespaced(client.clone(), ns);
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+        let per_run = per_run_secret(ns, &job_name, launch.owner_ref, &main_tf, &tfvars);
         futures::try_join!(
             set_block_move(&api, tc, true),
             async {
@@ -313,7 +318,18 @@ where
                 }
                 Ok(())
             },
+            async {
+                match secrets.create(&PostParams::default(), &per_run).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+                    Err(source) => Err(Error::Kube {
+                        action: format!("creating the per-run Secret of {job_name}"),
+                        source,
+                    }),
+                }
+            },
         )?;
+        crate::failpoint::reached("before-job");
         let job_api: Api<Job> = Api::namespaced(client.clone(), ns);
         let job = build_job(&spec);
         let created = match job_api.create(&PostParams::default(), &job).await {
@@ -330,13 +346,17 @@ where
                 });
             }
         };
+        crate::failpoint::reached("after-job");
+        // Handed to the Job, so it goes with it; until then (a crash here) it is the object's,
+        // deleted at bookkeeping all the same.
         let uid = created.metadata.uid.clone().unwrap_or_default();
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-        let per_run = per_run_secret(ns, &job_name, &uid, &main_tf, &tfvars);
-        // The event says the Job started, which it did: it need not wait for the Secret.
-        let post = PostParams::default();
-        let (per_run, ()) = futures::join!(secrets.create(&post, &per_run), async {
+        let handed =
+            serde_json::json!({"metadata": {"ownerReferences": [job_owner(&job_name, &uid)]}});
+        let run_secret = captf_api::names::per_run_secret(&job_name);
+        let (params, patch) = (PatchParams::default(), Patch::Merge(&handed));
+        let (handed, ()) = futures::join!(secrets.patch(&run_secret, &params, &patch), async {
             if start.op == Operation::Apply {
+                // The event says the Job started, which it did.
                 self.publish(
                     EventType::Normal,
                     captf_api::events::INPUTS_CHANGED,
@@ -345,15 +365,8 @@ where
                 .await;
             }
         });
-        match per_run {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => {
-                return Err(Error::Kube {
-                    action: format!("creating the per-run Secret of {job_name}"),
-                    source: e,
-                });
-            }
+        if let Err(error) = handed {
+            tracing::warn!(namespace = ns, secret = %run_secret, %error, "the per-run Secret stays the object's until bookkeeping deletes it");
         }
         if let Some((id, pod)) = force_unlock {
             ctx.metrics

@@ -8,6 +8,7 @@ mod approvals;
 mod cluster_changes;
 mod cluster_deletion;
 mod cluster_lifecycle;
+mod crash_points;
 mod drift;
 mod locks;
 mod machines;

@@ -1,6 +1,7 @@
 //! The restore projection, the state backend's labels and HCL, and the per-run Secret.
 
 use super::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 #[test]
 fn restore_projection() {
@@ -96,10 +97,18 @@ fn backend_labels_and_hcl() {
 
 #[test]
 fn per_run_secret_shape() {
+    let object = OwnerReference {
+        api_version: "infrastructure.cluster.x-k8s.io/v1alpha1".to_owned(),
+        kind: "TerraformMachine".to_owned(),
+        name: "m1".to_owned(),
+        uid: "object-uid".to_owned(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
     let s = per_run_secret(
         "team-a",
         "captf-m-m1-apply-a1-abcdef",
-        "job-uid",
+        &object,
         b"{\"terraform\":{}}",
         b"{}",
     );
@@ -115,15 +124,16 @@ fn per_run_secret_shape() {
             "true".to_owned()
         )]))
     );
-    let owner = s.metadata.owner_references.clone().expect("owner");
-    assert_eq!(owner.len(), 1);
+    // The object's until the Job exists, then the Job's.
+    assert_eq!(s.metadata.owner_references, Some(vec![object]));
+    let job = job_owner("captf-m-m1-apply-a1-abcdef", "job-uid");
     assert_eq!(
-        (owner[0].api_version.as_str(), owner[0].kind.as_str()),
+        (job.api_version.as_str(), job.kind.as_str()),
         ("batch/v1", "Job")
     );
-    assert_eq!(owner[0].name, "captf-m-m1-apply-a1-abcdef");
-    assert_eq!(owner[0].uid, "job-uid");
-    assert_eq!(owner[0].controller, Some(true));
+    assert_eq!(job.name, "captf-m-m1-apply-a1-abcdef");
+    assert_eq!(job.uid, "job-uid");
+    assert_eq!(job.controller, Some(true));
     let data = s.data.expect("data");
     assert_eq!(
         data.keys().cloned().collect::<Vec<_>>(),
