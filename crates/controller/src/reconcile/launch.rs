@@ -63,6 +63,25 @@ pub struct RenderedExports {
     pub held: Option<String>,
 }
 
+/// What a Job runs: its root module, its variables and their hash.
+struct JobInputs {
+    main_tf: Vec<u8>,
+    tfvars: Vec<u8>,
+    hash: String,
+}
+
+/// What [`Pass::job_spec`] builds the Job from.
+struct JobFacts<'a> {
+    launch: &'a Launch<'a>,
+    jobs: &'a [ObservedJob],
+    start: &'a decide::Start,
+    identity: &'a str,
+    inputs_hash: &'a str,
+    interrupted: Option<&'a str>,
+    restore: Option<&'a super::backups::BackupSet>,
+    force_unlock: Option<&'a (String, String)>,
+}
+
 /// What [`Pass::start_job`] did.
 pub enum Started {
     Job(ActiveJob),
@@ -74,8 +93,8 @@ impl<K> Pass<'_, K>
 where
     K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
-    /// Starts the decided Job: Job slot, policy check, leases, block-move, durable inputs, Job,
-    /// per-run Secret.
+    /// Starts the decided Job: Job slot, policy check, what it runs, run lease, cluster gate,
+    /// its inputs written, the Job, and what its start says.
     #[allow(clippy::too_many_arguments)]
     pub async fn start_job(
         &self,
@@ -89,74 +108,155 @@ where
         force_unlock: Option<&(String, String)>,
         conds: &mut Conditions,
     ) -> Result<Started> {
-        let (ctx, key, generation, now, tc) =
-            (self.ctx, self.key, self.generation, self.now, self.object);
-        let client = &ctx.client;
-        let ns = key.namespace();
-        let cluster_name = launch.cluster_name.clone();
-        if let Err(full) = job_slot(ctx, ns, &cluster_name, launch.max_active_jobs, start.op) {
-            let type_ = condition_of(start.op);
-            let already_waiting = conds
-                .get(type_)
-                .is_some_and(|c| c.reason == reasons::WAITING_FOR_JOB_SLOT);
-            let message = format!("{} waits for a Job slot: {full}", start.op.as_str());
-            conds.set(
-                type_,
-                Status::Unknown,
+        let (ctx, key, op) = (self.ctx, self.key, start.op);
+        if let Err(full) = job_slot(
+            ctx,
+            key.namespace(),
+            &launch.cluster_name,
+            launch.max_active_jobs,
+            op,
+        ) {
+            let message = format!("{} waits for a Job slot: {full}", op.as_str());
+            self.waits(
+                op,
                 reasons::WAITING_FOR_JOB_SLOT,
                 &message,
-                generation,
-                now,
-            );
-            if !already_waiting {
-                self.publish(
-                    EventType::Normal,
-                    captf_api::events::WAITING_FOR_JOB_SLOT,
-                    &message,
-                )
-                .await;
-            }
-            ctx.metrics
-                .lease_waits_total
-                .get_or_create(&crate::metrics::KindReason {
-                    kind: self.kind,
-                    reason: "job_slot",
-                })
-                .inc();
-            let uid = tc.uid().unwrap_or_default();
+                "job_slot",
+                conds,
+            )
+            .await;
+            let uid = self.object.uid().unwrap_or_default();
             return Ok(Started::Waiting(
                 JOB_SLOT_REQUEUE + crate::schedule::jitter(&uid, JOB_SLOT_REQUEUE),
             ));
         }
-        let policy = launch.policy.clone();
-        if !matches!(start.op, Operation::Destroy | Operation::Restore)
-            && let Err(e) = policy.validate()
+        let (g, now) = (self.generation, self.now);
+        if !matches!(op, Operation::Destroy | Operation::Restore)
+            && let Err(e) = launch.policy.validate()
         {
+            let message = e.to_string();
             conds.set(
                 types::APPLY_JOB_SUCCEEDED,
                 Status::False,
                 reasons::JOB_POLICY_INVALID,
-                &e.to_string(),
-                generation,
+                &message,
+                g,
                 now,
             );
             return Ok(Started::Waiting(GATE_REQUEUE));
         }
-        // What the Job runs: the inputs rendered now, or what the last apply rendered: for a
-        // destroy, and for the refreshes and drift checks of an object that renders no more
-        // (a provisioned machine).
-        let (main_tf, tfvars, inputs_hash) = match (start.op, rendered) {
+        let Some(inputs) = self.job_inputs(op, rendered, restore, conds).await? else {
+            return Ok(Started::Waiting(GATE_REQUEUE));
+        };
+        let spec = self.job_spec(&JobFacts {
+            launch,
+            jobs,
+            start,
+            identity,
+            inputs_hash: &inputs.hash,
+            interrupted,
+            restore,
+            force_unlock,
+        });
+        let job_name = spec.job_name();
+        let client = &ctx.client;
+        if !leases::take_run_lease(client, key, &launch.cluster_name, &job_name, op).await? {
+            let message = "another Job of this object holds its run lease";
+            self.waits(
+                op,
+                reasons::WAITING_FOR_RUN_LEASE,
+                message,
+                "run_lease",
+                conds,
+            )
+            .await;
+            return Ok(Started::Waiting(GATE_REQUEUE));
+        }
+        if ctx.args.cluster_operation_gate
+            && leases::writes(op)
+            && !launch.cluster_name.is_empty()
+            && let Some(wait) = self
+                .cluster_gate(&launch.cluster_name, &job_name, op, conds)
+                .await?
+        {
+            return Ok(Started::Waiting(wait));
+        }
+        self.write_job_inputs(launch, &spec, &inputs, identity)
+            .await?;
+        crate::failpoint::reached("before-job");
+        let created = self.create_job(&spec).await?;
+        crate::failpoint::reached("after-job");
+        self.hand_over(&created, op).await;
+        self.announce(&job_name, launch, start, force_unlock, conds)
+            .await;
+        Ok(Started::Job(ActiveJob {
+            name: job_name,
+            operation: op,
+            attempt: i32::try_from(spec.attempt).unwrap_or(1),
+            start_time: None,
+        }))
+    }
+
+    /// Says that `op` waits (`reason` on its condition, once as an event) and counts the wait
+    /// in `captf_lease_waits_total{reason=metric}`.
+    async fn waits(
+        &self,
+        op: Operation,
+        reason: &'static str,
+        message: &str,
+        metric: &'static str,
+        conds: &mut Conditions,
+    ) {
+        let type_ = condition_of(op);
+        let already = conds.get(type_).is_some_and(|c| c.reason == reason);
+        conds.set(
+            type_,
+            Status::Unknown,
+            reason,
+            message,
+            self.generation,
+            self.now,
+        );
+        if !already {
+            // The event reasons are the condition reasons.
+            self.publish(EventType::Normal, reason, message).await;
+        }
+        let wait = crate::metrics::KindReason {
+            kind: self.kind,
+            reason: metric,
+        };
+        self.ctx
+            .metrics
+            .lease_waits_total
+            .get_or_create(&wait)
+            .inc();
+    }
+
+    /// What the Job runs: the inputs rendered now, or what the last apply rendered (for a
+    /// destroy, and for the refreshes and drift checks of an object that renders no more, a
+    /// provisioned machine), or a restore's backend-only root. `None` (a condition says why
+    /// where it is news) when there is nothing to run yet.
+    async fn job_inputs(
+        &self,
+        op: Operation,
+        rendered: Option<&captf_contract::Rendered>,
+        restore: Option<&super::backups::BackupSet>,
+        conds: &mut Conditions,
+    ) -> Result<Option<JobInputs>> {
+        let (g, now) = (self.generation, self.now);
+        let inputs = match (op, rendered) {
             (Operation::Destroy, _) | (Operation::Refresh | Operation::Drift, None) => {
-                let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+                let secrets: Api<Secret> =
+                    Api::namespaced(self.ctx.client.clone(), self.key.namespace());
                 let durable = secrets
-                    .get_opt(&key.durable_inputs_secret())
+                    .get_opt(&self.key.durable_inputs_secret())
                     .await
                     .during(|| "reading the durable inputs".to_owned())?;
                 let applied_hash = durable
                     .as_ref()
                     .and_then(|s| s.metadata.annotations.as_ref())
                     .and_then(|a| a.get(captf_api::annotations::INPUTS_HASH))
-                    .filter(|_| start.op != Operation::Destroy)
+                    .filter(|_| op != Operation::Destroy)
                     .cloned()
                     .unwrap_or_default();
                 let data = durable.and_then(|s| s.data).unwrap_or_default();
@@ -164,59 +264,69 @@ where
                     data.get(captf_contract::render::MAIN_TF_FILE),
                     data.get(captf_contract::render::TFVARS_FILE),
                 ) {
-                    (Some(m), Some(t)) => (m.0.clone(), t.0.clone(), applied_hash),
-                    _ if start.op == Operation::Destroy => {
-                        conds.set(types::APPLY_JOB_SUCCEEDED, Status::False, reasons::DESTROY_FAILED, "The durable inputs Secret is missing: a destroy cannot be rendered (docs/runbooks/stuck-destroy.md)", generation, now);
-                        return Ok(Started::Waiting(GATE_REQUEUE));
+                    (Some(m), Some(t)) => JobInputs {
+                        main_tf: m.0.clone(),
+                        tfvars: t.0.clone(),
+                        hash: applied_hash,
+                    },
+                    _ if op == Operation::Destroy => {
+                        conds.set(types::APPLY_JOB_SUCCEEDED, Status::False, reasons::DESTROY_FAILED, "The durable inputs Secret is missing: a destroy cannot be rendered (docs/runbooks/stuck-destroy.md)", g, now);
+                        return Ok(None);
                     }
                     // Nothing was applied yet: nothing to refresh.
-                    _ => return Ok(Started::Waiting(GATE_REQUEUE)),
+                    _ => return Ok(None),
                 }
             }
-            // A restore pushes the backup through a root that declares only the backend.
             (Operation::Restore, _) => match restore {
-                Some(set) => (
-                    captf_contract::render_restore_root(),
-                    b"{}".to_vec(),
-                    set.inputs_hash.clone().unwrap_or_default(),
-                ),
-                None => return Ok(Started::Waiting(GATE_REQUEUE)),
+                Some(set) => JobInputs {
+                    main_tf: captf_contract::render_restore_root(),
+                    tfvars: b"{}".to_vec(),
+                    hash: set.inputs_hash.clone().unwrap_or_default(),
+                },
+                None => return Ok(None),
             },
-            (_, Some(r)) => (
-                r.main_tf_json.clone(),
-                r.tfvars_json.clone(),
-                r.inputs_hash.clone(),
-            ),
-            (_, None) => return Ok(Started::Waiting(GATE_REQUEUE)),
+            (_, Some(r)) => JobInputs {
+                main_tf: r.main_tf_json.clone(),
+                tfvars: r.tfvars_json.clone(),
+                hash: r.inputs_hash.clone(),
+            },
+            (_, None) => return Ok(None),
         };
-        if main_tf.len() + tfvars.len() > captf_contract::render::MAX_RENDERED_BYTES {
-            conds.set(types::APPLY_JOB_SUCCEEDED, Status::False, reasons::INPUTS_TOO_LARGE, &format!("the rendered root module and tfvars are {} bytes, over the 1,000,000 a Secret can carry: shrink spec.variables or the cluster's exports", main_tf.len() + tfvars.len()), generation, now);
-            return Ok(Started::Waiting(GATE_REQUEUE));
+        let size = inputs.main_tf.len() + inputs.tfvars.len();
+        if size > captf_contract::render::MAX_RENDERED_BYTES {
+            conds.set(types::APPLY_JOB_SUCCEEDED, Status::False, reasons::INPUTS_TOO_LARGE, &format!("the rendered root module and tfvars are {size} bytes, over the 1,000,000 a Secret can carry: shrink spec.variables or the cluster's exports"), g, now);
+            return Ok(None);
         }
+        Ok(Some(inputs))
+    }
+
+    /// The Job to start, from what the pass decided and found.
+    fn job_spec(&self, f: &JobFacts<'_>) -> JobSpec {
+        let (ctx, launch, start) = (self.ctx, f.launch, f.start);
         let mut spec = JobSpec::new(
-            key.clone(),
-            tc.uid().unwrap_or_default(),
-            cluster_name,
+            self.key.clone(),
+            self.object.uid().unwrap_or_default(),
+            launch.cluster_name.clone(),
             start.op,
             launch.image.to_owned(),
             ctx.args.runner_image.clone(),
-            identity,
+            f.identity,
         );
-        // A Job that disappeared is not listed any more; never reuse its name (its per-run Secret
-        // may still exist, owned by the old Job and about to be collected).
+        // A Job that disappeared is not listed any more; never reuse its name (its per-run
+        // Secret may still exist, about to be collected with it).
         let lost_attempt = launch
             .last_active
-            .filter(|a| a.operation == start.op && !jobs.iter().any(|j| j.name == a.name))
+            .filter(|a| a.operation == start.op && !f.jobs.iter().any(|j| j.name == a.name))
             .map_or(0, |a| u32::try_from(a.attempt).unwrap_or(0));
-        spec.attempt = jobs::next_attempt(jobs, start.op).max(lost_attempt + 1);
-        spec.force_unlock = force_unlock.map(|(id, _)| id.clone());
+        spec.attempt = jobs::next_attempt(f.jobs, start.op).max(lost_attempt + 1);
+        spec.force_unlock = f.force_unlock.map(|(id, _)| id.clone());
         spec.expect_state = launch.expect_state.clone();
-        if let Some(set) = restore.filter(|_| start.op == Operation::Restore) {
+        if let Some(set) = f.restore.filter(|_| start.op == Operation::Restore) {
             spec.restore = set.restore_source();
             spec.tick = format!("restore/{}", set.base);
         }
-        spec.inputs_hash = inputs_hash.clone();
-        spec.policy = policy;
+        spec.inputs_hash = f.inputs_hash.to_owned();
+        spec.policy = launch.policy.clone();
         spec.pull_policy = launch
             .pull_policy
             .unwrap_or(captf_api::ImagePullPolicy::IfNotPresent);
@@ -237,75 +347,46 @@ where
         spec.expect_plan = start.expect_plan.clone();
         spec.drift_remediation = start.remediation;
         spec.runner_events = ctx.args.runner_events;
-        if !inputs_hash.is_empty() {
+        if !f.inputs_hash.is_empty() {
             spec.annotations
-                .insert(annotations::INPUTS_HASH.into(), inputs_hash.clone());
+                .insert(annotations::INPUTS_HASH.into(), f.inputs_hash.to_owned());
         }
-        if let Some(lost) = interrupted.filter(|_| start.op == Operation::Apply) {
+        if let Some(lost) = f.interrupted.filter(|_| start.op == Operation::Apply) {
             spec.annotations
                 .insert(annotations::AFTER_INTERRUPTED_APPLY.into(), lost.to_owned());
         }
-        let job_name = spec.job_name();
+        spec
+    }
 
-        if !leases::take_run_lease(client, key, &launch.cluster_name, &job_name, start.op).await? {
-            let type_ = condition_of(start.op);
-            let already = conds
-                .get(type_)
-                .is_some_and(|c| c.reason == reasons::WAITING_FOR_RUN_LEASE);
-            let message = "another Job of this object holds its run lease";
-            conds.set(
-                type_,
-                Status::Unknown,
-                reasons::WAITING_FOR_RUN_LEASE,
-                message,
-                generation,
-                now,
-            );
-            if !already {
-                self.publish(
-                    EventType::Normal,
-                    captf_api::events::WAITING_FOR_RUN_LEASE,
-                    message,
-                )
-                .await;
-            }
-            ctx.metrics
-                .lease_waits_total
-                .get_or_create(&crate::metrics::KindReason {
-                    kind: self.kind,
-                    reason: "run_lease",
-                })
-                .inc();
-            return Ok(Started::Waiting(GATE_REQUEUE));
-        }
-        if ctx.args.cluster_operation_gate
-            && leases::writes(start.op)
-            && !launch.cluster_name.is_empty()
-            && let Some(wait) = self
-                .cluster_gate(&launch.cluster_name, &job_name, start.op, conds)
-                .await?
-        {
-            return Ok(Started::Waiting(wait));
-        }
-        // What must exist before the Job does, written at once: none of the four depends on
-        // another, and each is a round trip that the Job's creation would otherwise wait on.
-        // The per-run Secret is among them, so a crash before the Job leaves no pod waiting for
-        // its inputs: the Job's name carries the inputs hash, so a Secret of that name already
-        // there holds these very inputs.
+    /// What must exist before the Job does, written at once: none of the four depends on
+    /// another, and each is a round trip that the Job's creation would otherwise wait on. The
+    /// per-run Secret is among them, so a crash before the Job leaves no pod waiting for its
+    /// inputs: the Job's name carries the inputs hash, so a Secret of that name already there
+    /// holds these very inputs.
+    async fn write_job_inputs(
+        &self,
+        launch: &Launch<'_>,
+        spec: &JobSpec,
+        inputs: &JobInputs,
+        identity: &str,
+    ) -> Result<()> {
+        let (client, key, ns) = (&self.ctx.client, self.key, self.key.namespace());
+        let job_name = spec.job_name();
         let api: Api<K> = Api::namespaced(client.clone(), ns);
         let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-        let per_run = per_run_secret(ns, &job_name, launch.owner_ref, &main_tf, &tfvars);
+        let (main_tf, tfvars) = (&inputs.main_tf, &inputs.tfvars);
+        let per_run = per_run_secret(ns, &job_name, launch.owner_ref, main_tf, tfvars);
         futures::try_join!(
-            set_block_move(&api, tc, true),
+            set_block_move(&api, self.object, true),
             async {
-                if start.op == Operation::Apply {
+                if spec.op == Operation::Apply {
                     secrets::write_durable_inputs(
                         client,
                         key,
                         launch.owner_ref,
                         launch.image,
-                        &main_tf,
-                        &tfvars,
+                        main_tf,
+                        tfvars,
                         identity,
                     )
                     .await?;
@@ -329,87 +410,99 @@ where
                 }
             },
         )?;
-        crate::failpoint::reached("before-job");
+        Ok(())
+    }
+
+    /// Creates the Job (one of that name already there is the one a crashed pass created);
+    /// a refusal gives the run lease back.
+    async fn create_job(&self, spec: &JobSpec) -> Result<Job> {
+        let (client, ns) = (&self.ctx.client, self.key.namespace());
+        let job_name = spec.job_name();
         let job_api: Api<Job> = Api::namespaced(client.clone(), ns);
-        let job = build_job(&spec);
-        let created = match job_api.create(&PostParams::default(), &job).await {
-            Ok(j) => j,
+        match job_api
+            .create(&PostParams::default(), &build_job(spec))
+            .await
+        {
+            Ok(j) => Ok(j),
             Err(kube::Error::Api(e)) if e.code == 409 => job_api
                 .get(&job_name)
                 .await
-                .during(|| format!("reading Job {ns}/{job_name}"))?,
+                .during(|| format!("reading Job {ns}/{job_name}")),
             Err(e) => {
-                bookkeeping::release_run_lease(client, key, &job_name).await;
-                return Err(Error::Kube {
+                bookkeeping::release_run_lease(client, self.key, &job_name).await;
+                Err(Error::Kube {
                     action: format!("creating Job {ns}/{job_name}"),
                     source: e,
-                });
+                })
             }
-        };
-        crate::failpoint::reached("after-job");
-        // Handed to the Job, so it goes with it; until then (a crash here) it is the object's,
-        // deleted at bookkeeping all the same.
-        let uid = created.metadata.uid.clone().unwrap_or_default();
+        }
+    }
+
+    /// Hands the per-run Secret to the Job, so it goes with it; until then (a crash before) it
+    /// is the object's, deleted at bookkeeping all the same. Says that an apply started.
+    async fn hand_over(&self, job: &Job, op: Operation) {
+        let ns = self.key.namespace();
+        let job_name = job.metadata.name.clone().unwrap_or_default();
+        let uid = job.metadata.uid.clone().unwrap_or_default();
+        let secrets: Api<Secret> = Api::namespaced(self.ctx.client.clone(), ns);
         let handed =
             serde_json::json!({"metadata": {"ownerReferences": [job_owner(&job_name, &uid)]}});
         let run_secret = captf_api::names::per_run_secret(&job_name);
         let (params, patch) = (PatchParams::default(), Patch::Merge(&handed));
         let (handed, ()) = futures::join!(secrets.patch(&run_secret, &params, &patch), async {
-            if start.op == Operation::Apply {
-                // The event says the Job started, which it did.
-                self.publish(
-                    EventType::Normal,
-                    captf_api::events::INPUTS_CHANGED,
-                    &format!("started {job_name}"),
-                )
-                .await;
+            if op == Operation::Apply {
+                let note = format!("started {job_name}");
+                self.publish(EventType::Normal, captf_api::events::INPUTS_CHANGED, &note)
+                    .await;
             }
         });
         if let Err(error) = handed {
             tracing::warn!(namespace = ns, secret = %run_secret, %error, "the per-run Secret stays the object's until bookkeeping deletes it");
         }
+    }
+
+    /// What the start of `job_name` says beyond itself: a lock it releases, the approved plan
+    /// it applies, and a first apply's `Provisioning`.
+    async fn announce(
+        &self,
+        job_name: &str,
+        launch: &Launch<'_>,
+        start: &decide::Start,
+        force_unlock: Option<&(String, String)>,
+        conds: &mut Conditions,
+    ) {
         if let Some((id, pod)) = force_unlock {
-            ctx.metrics
-                .lock_force_unlocks_total
+            let unlocks = &self.ctx.metrics.lock_force_unlocks_total;
+            unlocks
                 .get_or_create(&crate::metrics::Kind { kind: self.kind })
                 .inc();
-            self.publish(
-                EventType::Warning,
-                captf_api::events::FORCE_UNLOCKED,
-                &format!(
-                    "{job_name} force-unlocks the state lock {id} left by pod {pod}, which is gone"
-                ),
-            )
-            .await;
+            let note = format!(
+                "{job_name} force-unlocks the state lock {id} left by pod {pod}, which is gone"
+            );
+            self.publish(EventType::Warning, captf_api::events::FORCE_UNLOCKED, &note)
+                .await;
         }
         if let Some(plan) = start
             .expect_plan
             .as_deref()
             .filter(|p| !approvals::is_empty(p))
         {
-            self.publish(
-                EventType::Normal,
-                captf_api::events::PLAN_APPROVED,
-                &format!("{job_name} applies the approved plan {plan}"),
-            )
-            .await;
+            let note = format!("{job_name} applies the approved plan {plan}");
+            self.publish(EventType::Normal, captf_api::events::PLAN_APPROVED, &note)
+                .await;
         }
         if start.op == Operation::Apply && !launch.provisioned {
+            let message = format!("apply running in Job {job_name}");
+            let (g, now) = (self.generation, self.now);
             conds.set(
                 types::INFRASTRUCTURE_HEALTHY,
                 Status::False,
                 reasons::PROVISIONING,
-                &format!("apply running in Job {job_name}"),
-                generation,
+                &message,
+                g,
                 now,
             );
         }
-        Ok(Started::Job(ActiveJob {
-            name: job_name,
-            operation: start.op,
-            attempt: i32::try_from(spec.attempt).unwrap_or(1),
-            start_time: None,
-        }))
     }
 }
 
