@@ -53,56 +53,21 @@ where
         owner_ref: &OwnerReference,
         image: &str,
     ) -> Result<()> {
-        let (ctx, key, generation, now, tc) =
-            (self.ctx, self.key, self.generation, self.now, self.object);
+        let (g, now) = (self.generation, self.now);
         workspace.last_run = Some(f.last_run());
-        bookkeeping::count(&ctx.metrics, self.kind, key, f);
+        bookkeeping::count(&self.ctx.metrics, self.kind, self.key, f);
         match (f.op, f.succeeded) {
             (Operation::Apply, true) => {
+                let summary = f.summary();
                 conds.set(
                     types::APPLY_JOB_SUCCEEDED,
                     Status::True,
                     reasons::APPLY_SUCCEEDED,
-                    &f.summary(),
-                    generation,
+                    &summary,
+                    g,
                     now,
                 );
-                secrets::adopt_state(&ctx.client, key, owner_ref, f).await?;
-                if let Some(exports) = f.annotations.get(annotations::CLUSTER_OUTPUTS_HASH) {
-                    secrets::record_applied_cluster_outputs(&ctx.client, key, exports).await?;
-                }
-                let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
-                // A destructive approval names inputs, not a plan: any successful apply of those
-                // inputs uses it up, so a later remediation of the same inputs is guarded again.
-                // A pool's approval names its approval hash (the inputs without bootstrap data).
-                if let Some(inputs) = f
-                    .annotations
-                    .get(annotations::APPROVAL_HASH)
-                    .map(String::as_str)
-                    .or(f.inputs_hash())
-                    && tc
-                        .annotations()
-                        .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
-                        .map(String::as_str)
-                        == Some(inputs)
-                    && approvals::consume(
-                        &api,
-                        key.name(),
-                        annotations::APPROVE_DESTRUCTIVE_PLAN,
-                        inputs,
-                    )
-                    .await?
-                {
-                    self.publish(
-                        EventType::Normal,
-                        captf_api::events::DESTRUCTIVE_PLAN_APPROVAL_CONSUMED,
-                        &format!(
-                            "Job {} applied the approved inputs {inputs}; the approval is removed",
-                            f.name
-                        ),
-                    )
-                    .await;
-                }
+                self.applied(f, owner_ref).await?;
                 workspace.source = Some(SourceStatus {
                     image: Some(image.to_owned()),
                     image_digest: f.image_id.clone(),
@@ -120,204 +85,293 @@ where
                 if op != Operation::Restore
                     && f.markers.contains_key(annotations::STATE_MISMATCH) =>
             {
+                let message = format!(
+                    "{}. Nothing ran against that state; StateReadable says what the state is now and what to do",
+                    f.summary()
+                );
+                let type_ = super::launch::condition_of(op);
                 conds.set(
-                    super::launch::condition_of(op),
+                    type_,
                     Status::False,
                     reasons::STATE_MISMATCH,
-                    &format!(
-                        "{}. Nothing ran against that state; StateReadable says what the state is now and what to do",
-                        f.summary()
-                    ),
-                    generation,
+                    &message,
+                    g,
                     now,
                 );
             }
             // Manual plans are the kind's own (only clusters have them).
             (Operation::Plan, true) => {}
             (Operation::Apply, false) if f.markers.contains_key(annotations::PLAN_CHANGED) => {}
-            (Operation::Destroy, true) => conds.set(
-                types::APPLY_JOB_SUCCEEDED,
-                Status::True,
-                reasons::DESTROY_SUCCEEDED,
-                &f.summary(),
-                generation,
-                now,
-            ),
+            (Operation::Destroy, true) => {
+                let summary = f.summary();
+                conds.set(
+                    types::APPLY_JOB_SUCCEEDED,
+                    Status::True,
+                    reasons::DESTROY_SUCCEEDED,
+                    &summary,
+                    g,
+                    now,
+                );
+            }
             (Operation::Apply, false)
                 if f.markers
                     .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED) =>
             {
-                let hash = &f.markers[annotations::DESTRUCTIVE_PLAN_BLOCKED];
-                let named = destructive_resources(f);
-                let resources = if named.is_empty() {
-                    "some resources".to_owned()
-                } else {
-                    named.join(", ")
-                };
-                conds.set(
-                    types::APPLY_JOB_SUCCEEDED,
-                    Status::False,
-                    reasons::DESTRUCTIVE_PLAN_BLOCKED,
-                    &format!(
-                        "Job {}: the plan would delete or replace {resources}; nothing was applied. To apply it anyway: kubectl annotate {} {} -n {} {}={hash}",
-                        f.name,
-                        self.kind.to_lowercase(),
-                        key.name(),
-                        key.namespace(),
-                        annotations::APPROVE_DESTRUCTIVE_PLAN
-                    ),
-                    generation,
-                    now,
-                );
+                self.blocked(f, conds);
             }
             (Operation::Apply | Operation::Plan | Operation::Destroy, false) => {
-                // A Job with a result ran its runner, so its images were pulled; one without
-                // may have waited for them. Its pod may be gone by now: what an earlier pass
-                // saw of it counts too.
-                let no_result = f.result.is_none();
-                let seen_earlier = conds
-                    .get(types::APPLY_JOB_SUCCEEDED)
-                    .filter(|c| c.reason == reasons::IMAGE_PULL_FAILED)
-                    .and_then(|c| super::image_pull::said_while_running(&c.message, &f.name))
-                    .map(str::to_owned);
-                let pull = f
-                    .pull_failure
-                    .clone()
-                    .or(seen_earlier)
-                    .filter(|_| no_result)
-                    .map(|why| format!("Job {}: {why}", f.name));
-                let image_layout = f
-                    .result
-                    .as_ref()
-                    .and_then(|r| r.error.as_ref())
-                    .is_some_and(|e| e.kind == ErrorKind::ImageLayout);
-                let trouble = match (&pull, image_layout) {
-                    (Some(_), _) => Some(ImageTrouble::Pull),
-                    (None, true) => Some(ImageTrouble::Layout),
-                    (None, false) => None,
-                };
-                let message = match (&pull, f.deadline) {
-                    (Some(why), true) => format!("{why}; it reached its deadline without it"),
-                    (Some(why), false) => why.clone(),
-                    (None, _) => f.summary(),
-                };
-                conds.set(
-                    types::APPLY_JOB_SUCCEEDED,
-                    Status::False,
-                    apply_failure_reason(f.op, f.deadline, trouble),
-                    &message,
-                    generation,
-                    now,
-                );
+                self.failed(f, conds);
             }
             (Operation::Drift | Operation::Refresh, ok) => {
-                let (s, r) = if ok {
-                    (Status::True, reasons::DRIFT_CHECKED)
-                } else {
-                    (Status::False, failure_reason(f.op, f.deadline))
-                };
-                conds.set(
-                    types::DRIFT_JOB_SUCCEEDED,
-                    s,
-                    r,
-                    &f.summary(),
-                    generation,
-                    now,
-                );
-                if ok {
-                    workspace.last_refresh = Some(Time(now));
-                    if f.op == Operation::Drift {
-                        workspace.last_drift_check = Some(Time(now));
-                        let drift = f.result.as_ref().and_then(|r| r.drift.as_ref());
-                        match drift {
-                            Some(d) if d.detected => conds.set(
-                                types::DRIFT_DETECTED,
-                                Status::True,
-                                reasons::DRIFT_REPORTED,
-                                &format!(
-                                    "drift: {} to create, {} to update, {} to replace, {} to delete",
-                                    d.create, d.update, d.replace, d.delete
-                                ),
-                                generation,
-                                now,
-                            ),
-                            _ => conds.set(
-                                types::DRIFT_DETECTED,
-                                Status::False,
-                                reasons::NO_DRIFT,
-                                "",
-                                generation,
-                                now,
-                            ),
-                        }
-                    }
-                }
+                self.refreshed(f, ok, conds, workspace);
             }
             (Operation::Restore, ok) => {
-                // Success or failure, the serial is recorded: a failed restore is never retried for
-                // the same serial (remove the annotation, wait for this to clear, set it again).
-                let serial = f.annotations.get(annotations::RESTORE_SERIAL).cloned();
-                workspace.last_restored_serial = serial.as_deref().and_then(|s| s.parse().ok());
-                let (s, r) = if ok {
-                    (Status::True, reasons::STATE_RESTORED)
-                } else {
-                    (Status::False, failure_reason(f.op, f.deadline))
-                };
-                let message = if ok {
-                    format!(
-                        "Job {} restored the state of serial {}",
-                        f.name,
-                        serial.as_deref().unwrap_or("?")
-                    )
-                } else {
-                    format!(
-                        "{}. The state is unchanged; this serial is not retried: to try again remove captf.io/restore-state, wait for status.lastRestoredSerial to clear, and set it again",
-                        f.summary()
-                    )
-                };
-                conds.set(
-                    types::RESTORE_JOB_SUCCEEDED,
-                    s,
-                    r,
-                    &message,
-                    generation,
-                    now,
-                );
-                ctx.metrics
-                    .state_restores_total
-                    .get_or_create(&crate::metrics::KindResult {
-                        kind: self.kind,
-                        result: if ok { "succeeded" } else { "failed" },
-                    })
-                    .inc();
-                if ok {
-                    secrets::adopt_state(&ctx.client, key, owner_ref, f).await?;
-                    let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
-                    if let Some(serial) = &serial {
-                        approvals::consume(&api, key.name(), annotations::RESTORE_STATE, serial)
-                            .await?;
-                    }
-                    self.publish(
-                        EventType::Normal,
-                        captf_api::events::STATE_RESTORED,
-                        &message,
-                    )
-                    .await;
-                }
+                self.restored(f, ok, conds, workspace, owner_ref).await?;
             }
         }
+        self.announce_finished(f, conds).await;
+        Ok(())
+    }
+
+    /// What a successful apply leaves behind: the state adopted, the exports it rendered
+    /// recorded, and a destructive approval of its inputs used up.
+    async fn applied(&self, f: &Finished, owner_ref: &OwnerReference) -> Result<()> {
+        let (ctx, key) = (self.ctx, self.key);
+        secrets::adopt_state(&ctx.client, key, owner_ref, f).await?;
+        if let Some(exports) = f.annotations.get(annotations::CLUSTER_OUTPUTS_HASH) {
+            secrets::record_applied_cluster_outputs(&ctx.client, key, exports).await?;
+        }
+        let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
+        // A destructive approval names inputs, not a plan: any successful apply of those
+        // inputs uses it up, so a later remediation of the same inputs is guarded again.
+        // A pool's approval names its approval hash (the inputs without bootstrap data).
+        if let Some(inputs) = f
+            .annotations
+            .get(annotations::APPROVAL_HASH)
+            .map(String::as_str)
+            .or(f.inputs_hash())
+            && self
+                .object
+                .annotations()
+                .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
+                .map(String::as_str)
+                == Some(inputs)
+            && approvals::consume(
+                &api,
+                key.name(),
+                annotations::APPROVE_DESTRUCTIVE_PLAN,
+                inputs,
+            )
+            .await?
+        {
+            let note = format!(
+                "Job {} applied the approved inputs {inputs}; the approval is removed",
+                f.name
+            );
+            let reason = captf_api::events::DESTRUCTIVE_PLAN_APPROVAL_CONSUMED;
+            self.publish(EventType::Normal, reason, &note).await;
+        }
+        Ok(())
+    }
+
+    /// `DestructivePlanBlocked`: what the plan would delete or replace, and the command that
+    /// approves it.
+    fn blocked(&self, f: &Finished, conds: &mut Conditions) {
+        let key = self.key;
+        let hash = &f.markers[annotations::DESTRUCTIVE_PLAN_BLOCKED];
+        let named = destructive_resources(f);
+        let resources = if named.is_empty() {
+            "some resources".to_owned()
+        } else {
+            named.join(", ")
+        };
+        let message = format!(
+            "Job {}: the plan would delete or replace {resources}; nothing was applied. To apply it anyway: kubectl annotate {} {} -n {} {}={hash}",
+            f.name,
+            self.kind.to_lowercase(),
+            key.name(),
+            key.namespace(),
+            annotations::APPROVE_DESTRUCTIVE_PLAN
+        );
+        let (g, now) = (self.generation, self.now);
+        conds.set(
+            types::APPLY_JOB_SUCCEEDED,
+            Status::False,
+            reasons::DESTRUCTIVE_PLAN_BLOCKED,
+            &message,
+            g,
+            now,
+        );
+    }
+
+    /// A failed apply, plan or destroy, naming an image that could not be pulled or laid out.
+    fn failed(&self, f: &Finished, conds: &mut Conditions) {
+        // A Job with a result ran its runner, so its images were pulled; one without may have
+        // waited for them. Its pod may be gone by now: what an earlier pass saw of it counts
+        // too.
+        let no_result = f.result.is_none();
+        let seen_earlier = conds
+            .get(types::APPLY_JOB_SUCCEEDED)
+            .filter(|c| c.reason == reasons::IMAGE_PULL_FAILED)
+            .and_then(|c| super::image_pull::said_while_running(&c.message, &f.name))
+            .map(str::to_owned);
+        let pull = f
+            .pull_failure
+            .clone()
+            .or(seen_earlier)
+            .filter(|_| no_result)
+            .map(|why| format!("Job {}: {why}", f.name));
+        let image_layout = f
+            .result
+            .as_ref()
+            .and_then(|r| r.error.as_ref())
+            .is_some_and(|e| e.kind == ErrorKind::ImageLayout);
+        let trouble = match (&pull, image_layout) {
+            (Some(_), _) => Some(ImageTrouble::Pull),
+            (None, true) => Some(ImageTrouble::Layout),
+            (None, false) => None,
+        };
+        let message = match (&pull, f.deadline) {
+            (Some(why), true) => format!("{why}; it reached its deadline without it"),
+            (Some(why), false) => why.clone(),
+            (None, _) => f.summary(),
+        };
+        let reason = apply_failure_reason(f.op, f.deadline, trouble);
+        let (g, now) = (self.generation, self.now);
+        conds.set(
+            types::APPLY_JOB_SUCCEEDED,
+            Status::False,
+            reason,
+            &message,
+            g,
+            now,
+        );
+    }
+
+    /// A refresh or drift check: `DriftJobSucceeded`, and after a drift check that succeeded,
+    /// what it found.
+    fn refreshed(
+        &self,
+        f: &Finished,
+        ok: bool,
+        conds: &mut Conditions,
+        workspace: &mut WorkspaceStatus,
+    ) {
+        let (g, now) = (self.generation, self.now);
+        let (s, r) = if ok {
+            (Status::True, reasons::DRIFT_CHECKED)
+        } else {
+            (Status::False, failure_reason(f.op, f.deadline))
+        };
+        conds.set(types::DRIFT_JOB_SUCCEEDED, s, r, &f.summary(), g, now);
+        if !ok {
+            return;
+        }
+        workspace.last_refresh = Some(Time(now));
+        if f.op != Operation::Drift {
+            return;
+        }
+        workspace.last_drift_check = Some(Time(now));
+        match f.result.as_ref().and_then(|r| r.drift.as_ref()) {
+            Some(d) if d.detected => {
+                let message = format!(
+                    "drift: {} to create, {} to update, {} to replace, {} to delete",
+                    d.create, d.update, d.replace, d.delete
+                );
+                conds.set(
+                    types::DRIFT_DETECTED,
+                    Status::True,
+                    reasons::DRIFT_REPORTED,
+                    &message,
+                    g,
+                    now,
+                );
+            }
+            _ => conds.set(
+                types::DRIFT_DETECTED,
+                Status::False,
+                reasons::NO_DRIFT,
+                "",
+                g,
+                now,
+            ),
+        }
+    }
+
+    /// A restore: `RestoreJobSucceeded`, the serial recorded either way (a failed restore is
+    /// never retried for the same serial: remove the annotation, wait for this to clear, set
+    /// it again), and after a success the state adopted and the request used up.
+    async fn restored(
+        &self,
+        f: &Finished,
+        ok: bool,
+        conds: &mut Conditions,
+        workspace: &mut WorkspaceStatus,
+        owner_ref: &OwnerReference,
+    ) -> Result<()> {
+        let (ctx, key) = (self.ctx, self.key);
+        let serial = f.annotations.get(annotations::RESTORE_SERIAL).cloned();
+        workspace.last_restored_serial = serial.as_deref().and_then(|s| s.parse().ok());
+        let (s, r) = if ok {
+            (Status::True, reasons::STATE_RESTORED)
+        } else {
+            (Status::False, failure_reason(f.op, f.deadline))
+        };
+        let message = if ok {
+            format!(
+                "Job {} restored the state of serial {}",
+                f.name,
+                serial.as_deref().unwrap_or("?")
+            )
+        } else {
+            format!(
+                "{}. The state is unchanged; this serial is not retried: to try again remove captf.io/restore-state, wait for status.lastRestoredSerial to clear, and set it again",
+                f.summary()
+            )
+        };
+        conds.set(
+            types::RESTORE_JOB_SUCCEEDED,
+            s,
+            r,
+            &message,
+            self.generation,
+            self.now,
+        );
+        let result = if ok { "succeeded" } else { "failed" };
+        ctx.metrics
+            .state_restores_total
+            .get_or_create(&crate::metrics::KindResult {
+                kind: self.kind,
+                result,
+            })
+            .inc();
+        if !ok {
+            return Ok(());
+        }
+        secrets::adopt_state(&ctx.client, key, owner_ref, f).await?;
+        let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
+        if let Some(serial) = &serial {
+            approvals::consume(&api, key.name(), annotations::RESTORE_STATE, serial).await?;
+        }
+        self.publish(
+            EventType::Normal,
+            captf_api::events::STATE_RESTORED,
+            &message,
+        )
+        .await;
+        Ok(())
+    }
+
+    /// The event a finished Job gets, if any.
+    async fn announce_finished(&self, f: &Finished, conds: &Conditions) {
         match finished_event(f) {
             Some(FinishedEvent::Blocked) => {
                 let message = conds
                     .get(types::APPLY_JOB_SUCCEEDED)
                     .map(|c| c.message.clone())
                     .unwrap_or_default();
-                self.publish(
-                    EventType::Warning,
-                    captf_api::events::DESTRUCTIVE_PLAN_BLOCKED,
-                    &message,
-                )
-                .await;
+                let reason = captf_api::events::DESTRUCTIVE_PLAN_BLOCKED;
+                self.publish(EventType::Warning, reason, &message).await;
             }
             Some(FinishedEvent::Succeeded) => {
                 let note = format!("Job {} ({}) succeeded", f.name, f.op);
@@ -329,7 +383,6 @@ where
             }
             None => {}
         }
-        Ok(())
     }
 }
 
