@@ -113,6 +113,15 @@ pub fn expected(read: &StateRead) -> Option<captf_runner::expect::ExpectedState>
     }
 }
 
+/// What [`classify`] found of the object's own state, and the lineage it replaces.
+struct Own<'a> {
+    record: Option<String>,
+    adopted: bool,
+    unadopted: bool,
+    adoption_done: bool,
+    was: Option<&'a str>,
+}
+
 impl<K> Pass<'_, K>
 where
     K: super::object::Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
@@ -205,39 +214,8 @@ where
                 StateView::Unreadable
             }
             Identity::Foreign { found, expected } => {
-                let serial = state_serial(state);
-                let message = format!(
-                    "the state Secrets hold lineage {found} (serial {serial}), but this object's state is lineage {expected}: it is not this object's state, so nothing runs against it. Restore the object's own state with captf.io/restore-state=<serial> (status.stateBackups), or, if lineage {found} is this object's state now, adopt it: kubectl annotate {} {} -n {} {}={found} (docs/backups.md)",
-                    self.kind.to_lowercase(),
-                    self.key.name(),
-                    self.key.namespace(),
-                    annotations::ADOPT_STATE,
-                );
-                let new = conds
-                    .get(types::STATE_READABLE)
-                    .is_none_or(|c| c.reason != reasons::STATE_LINEAGE_MISMATCH);
-                conds.set(
-                    types::STATE_READABLE,
-                    Status::False,
-                    reasons::STATE_LINEAGE_MISMATCH,
-                    &message,
-                    generation,
-                    now,
-                );
-                if new {
-                    self.count_state_error("lineage_mismatch");
-                    self.publish(
-                        EventType::Warning,
-                        reasons::STATE_LINEAGE_MISMATCH,
-                        &message,
-                    )
-                    .await;
-                }
-                workspace.state_lineage = Some(expected);
-                if let StateRead::Found(s, _) = std::mem::replace(state, StateRead::Missing) {
-                    *state = StateRead::Foreign(s);
-                }
-                StateView::Foreign
+                self.not_ours(state, found, expected, conds, workspace)
+                    .await
             }
             Identity::Own {
                 record,
@@ -245,86 +223,146 @@ where
                 unadopted,
                 adoption_done,
             } => {
-                // classify says Own only of a readable state.
-                let StateRead::Found(s, _) = &*state else {
-                    return Ok(StateView::Unreadable);
+                let own = Own {
+                    record,
+                    adopted,
+                    unadopted,
+                    adoption_done,
+                    was: status_lineage.as_deref().or(durable_lineage),
                 };
-                if let Some(lineage) = &record
-                    && durable.exists
-                {
-                    super::secrets::record_lineage(&self.ctx.client, self.key, lineage).await?;
-                }
-                if adopted {
-                    self.publish(
-                        EventType::Normal,
-                        captf_api::events::STATE_ADOPTED,
-                        &format!(
-                            "{}={} made lineage {} (serial {}) this object's state, in place of lineage {}",
-                            annotations::ADOPT_STATE,
-                            s.lineage,
-                            s.lineage,
-                            s.serial,
-                            status_lineage.as_deref().or(durable_lineage).unwrap_or("?")
-                        ),
-                    )
-                    .await;
-                }
-                if adoption_done {
-                    let api: Api<K> =
-                        Api::namespaced(self.ctx.client.clone(), self.key.namespace());
-                    super::approvals::consume(
-                        &api,
-                        self.key.name(),
-                        annotations::ADOPT_STATE,
-                        &s.lineage,
-                    )
-                    .await?;
-                }
-                workspace.state_lineage = Some(s.lineage.clone());
-                if unadopted {
-                    conds.set(types::STATE_READABLE, Status::False, reasons::STATE_WITHOUT_INPUTS_HASH, &format!(
-                        "the object applied before, but its state (lineage {}, serial {}) has no {} annotation: CAPTF cannot tell which inputs produced it (a state pushed by hand, or written outside a CAPTF apply), so nothing runs against it. Check it, then let CAPTF apply the current inputs over it (guarded as usual): kubectl annotate {} {} -n {} {}={}; or restore a backup with captf.io/restore-state=<serial> (docs/backups.md)",
-                        s.lineage,
-                        s.serial,
-                        annotations::INPUTS_HASH,
-                        self.kind.to_lowercase(),
-                        self.key.name(),
-                        self.key.namespace(),
-                        annotations::ADOPT_STATE,
-                        s.lineage,
-                    ), generation, now);
-                    StateView::Unadopted
-                } else {
-                    conds.set(
-                        types::STATE_READABLE,
-                        Status::True,
-                        reasons::STATE_READ,
-                        "",
-                        generation,
-                        now,
-                    );
-                    let object = crate::metrics::Object {
-                        kind: self.kind,
-                        namespace: self.key.namespace().to_owned(),
-                        name: self.key.name().to_owned(),
-                    };
-                    self.ctx
-                        .metrics
-                        .state_resources
-                        .get_or_create(&object)
-                        .set(i64::try_from(s.managed_resources).unwrap_or(i64::MAX));
-                    self.ctx
-                        .metrics
-                        .state_bytes
-                        .get_or_create(&object)
-                        .set(i64::try_from(s.compressed_bytes).unwrap_or(i64::MAX));
-                    StateView::Found {
-                        inputs_hash: s.inputs_hash.clone(),
-                    }
-                }
+                self.ours(state, durable, own, conds, workspace).await?
             }
         };
         Ok(view)
+    }
+
+    /// `StateLineageMismatch`: the state found is of another lineage than the object's own;
+    /// nothing runs against it.
+    async fn not_ours(
+        &self,
+        state: &mut StateRead,
+        found: String,
+        expected: String,
+        conds: &mut Conditions,
+        workspace: &mut WorkspaceStatus,
+    ) -> StateView {
+        let serial = state_serial(state);
+        let message = format!(
+            "the state Secrets hold lineage {found} (serial {serial}), but this object's state is lineage {expected}: it is not this object's state, so nothing runs against it. Restore the object's own state with captf.io/restore-state=<serial> (status.stateBackups), or, if lineage {found} is this object's state now, adopt it: kubectl annotate {} {} -n {} {}={found} (docs/backups.md)",
+            self.kind.to_lowercase(),
+            self.key.name(),
+            self.key.namespace(),
+            annotations::ADOPT_STATE,
+        );
+        let new = conds
+            .get(types::STATE_READABLE)
+            .is_none_or(|c| c.reason != reasons::STATE_LINEAGE_MISMATCH);
+        let (g, now) = (self.generation, self.now);
+        let reason = reasons::STATE_LINEAGE_MISMATCH;
+        conds.set(
+            types::STATE_READABLE,
+            Status::False,
+            reason,
+            &message,
+            g,
+            now,
+        );
+        if new {
+            self.count_state_error("lineage_mismatch");
+            self.publish(EventType::Warning, reason, &message).await;
+        }
+        workspace.state_lineage = Some(expected);
+        if let StateRead::Found(s, _) = std::mem::replace(state, StateRead::Missing) {
+            *state = StateRead::Foreign(s);
+        }
+        StateView::Foreign
+    }
+
+    /// The object's own state: its lineage recorded, an adoption announced and used up, and
+    /// `StateRead` unless it carries no inputs hash.
+    async fn ours(
+        &self,
+        state: &StateRead,
+        durable: &DurableInputs,
+        own: Own<'_>,
+        conds: &mut Conditions,
+        workspace: &mut WorkspaceStatus,
+    ) -> Result<StateView> {
+        // classify says Own only of a readable state.
+        let StateRead::Found(s, _) = state else {
+            return Ok(StateView::Unreadable);
+        };
+        if let Some(lineage) = &own.record
+            && durable.exists
+        {
+            super::secrets::record_lineage(&self.ctx.client, self.key, lineage).await?;
+        }
+        if own.adopted {
+            let note = format!(
+                "{}={} made lineage {} (serial {}) this object's state, in place of lineage {}",
+                annotations::ADOPT_STATE,
+                s.lineage,
+                s.lineage,
+                s.serial,
+                own.was.unwrap_or("?")
+            );
+            self.publish(EventType::Normal, captf_api::events::STATE_ADOPTED, &note)
+                .await;
+        }
+        if own.adoption_done {
+            let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
+            let adopt = annotations::ADOPT_STATE;
+            super::approvals::consume(&api, self.key.name(), adopt, &s.lineage).await?;
+        }
+        workspace.state_lineage = Some(s.lineage.clone());
+        let (g, now) = (self.generation, self.now);
+        if own.unadopted {
+            let message = format!(
+                "the object applied before, but its state (lineage {}, serial {}) has no {} annotation: CAPTF cannot tell which inputs produced it (a state pushed by hand, or written outside a CAPTF apply), so nothing runs against it. Check it, then let CAPTF apply the current inputs over it (guarded as usual): kubectl annotate {} {} -n {} {}={}; or restore a backup with captf.io/restore-state=<serial> (docs/backups.md)",
+                s.lineage,
+                s.serial,
+                annotations::INPUTS_HASH,
+                self.kind.to_lowercase(),
+                self.key.name(),
+                self.key.namespace(),
+                annotations::ADOPT_STATE,
+                s.lineage,
+            );
+            let reason = reasons::STATE_WITHOUT_INPUTS_HASH;
+            conds.set(
+                types::STATE_READABLE,
+                Status::False,
+                reason,
+                &message,
+                g,
+                now,
+            );
+            return Ok(StateView::Unadopted);
+        }
+        conds.set(
+            types::STATE_READABLE,
+            Status::True,
+            reasons::STATE_READ,
+            "",
+            g,
+            now,
+        );
+        let object = crate::metrics::Object {
+            kind: self.kind,
+            namespace: self.key.namespace().to_owned(),
+            name: self.key.name().to_owned(),
+        };
+        let metrics = &self.ctx.metrics;
+        let resources = i64::try_from(s.managed_resources).unwrap_or(i64::MAX);
+        metrics
+            .state_resources
+            .get_or_create(&object)
+            .set(resources);
+        let bytes = i64::try_from(s.compressed_bytes).unwrap_or(i64::MAX);
+        metrics.state_bytes.get_or_create(&object).set(bytes);
+        Ok(StateView::Found {
+            inputs_hash: s.inputs_hash.clone(),
+        })
     }
 
     fn count_state_error(&self, reason: &'static str) {
