@@ -177,6 +177,65 @@ pub(super) async fn exports_guard(
     jobs: &[ObservedJob],
     conds: &mut Conditions,
 ) -> Result<(Rendering, Verdict)> {
+    let (applied, record) = keep_records(pass, prepared, durable, state_view).await?;
+    let pending = Pending::parse(
+        durable
+            .annotations
+            .get(annotations::PENDING_CLUSTER_OUTPUTS),
+    );
+    let approval = pass
+        .object
+        .annotations()
+        .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
+        .map(String::as_str);
+    let verdict = pool_exports::decide(&Facts {
+        applied_hash: applied.as_deref(),
+        recorded: record.is_some(),
+        applied_before: durable.applied(),
+        current_hash: &prepared.exports_hash,
+        approval_hash: &prepared.approval_hash,
+        approval,
+        pending: pending.as_ref(),
+        partial: durable
+            .annotations
+            .contains_key(annotations::PARTIAL_CLUSTER_OUTPUTS),
+    });
+    settle_pending(pass, &verdict, durable, jobs, conds).await?;
+    let rendering = match (verdict.render, record, &pending) {
+        (Render::Held, Some(held), Some(p)) => {
+            let rendered = held_rendering(pass, prepared, held, p, jobs, conds)?;
+            Rendering {
+                rendered,
+                exports: Some(RenderedExports {
+                    hash: applied.clone().unwrap_or_default(),
+                    held: Some(p.approval_hash.clone()),
+                }),
+                approval_hash: None,
+            }
+        }
+        (render, _, _) => Rendering {
+            rendered: prepared.current.clone(),
+            exports: Some(RenderedExports {
+                hash: prepared.exports_hash.clone(),
+                held: None,
+            }),
+            // Held needs the record and the pending change; should either be missing, the
+            // current exports render guarded, never unguarded.
+            approval_hash: (render != Render::Current).then(|| prepared.approval_hash.clone()),
+        },
+    };
+    Ok((rendering, verdict))
+}
+
+/// The guard's records on the durable inputs, kept true: the hash of the exports last applied
+/// (proven for a pool applied before it was recorded), their values while they fit the
+/// budget, and a lost apply's partial change. Returns the applied hash and the recorded values.
+async fn keep_records(
+    pass: &Pass<'_, TerraformMachinePool>,
+    prepared: &Prepared,
+    durable: &mut DurableInputs,
+    state_view: &StateView,
+) -> Result<(Option<String>, Option<serde_json::Value>)> {
     let (client, key) = (&pass.ctx.client, pass.key);
     const APPLIED: &str = annotations::APPLIED_CLUSTER_OUTPUTS_HASH;
     // A pool applied before the exports were recorded: the exports rendered now are proven
@@ -253,110 +312,82 @@ pub(super) async fn exports_guard(
         secrets::set_pool_exports_mark(client, key, PARTIAL, Some(&partial)).await?;
         durable.annotations.insert(PARTIAL.into(), partial);
     }
+    Ok((applied, record))
+}
 
-    let pending = Pending::parse(
-        durable
-            .annotations
-            .get(annotations::PENDING_CLUSTER_OUTPUTS),
-    );
-    let approval = pass
-        .object
-        .annotations()
-        .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
-        .map(String::as_str);
-    let verdict = pool_exports::decide(&Facts {
-        applied_hash: applied.as_deref(),
-        recorded: record.is_some(),
-        applied_before: durable.applied(),
-        current_hash: &prepared.exports_hash,
-        approval_hash: &prepared.approval_hash,
-        approval,
-        pending: pending.as_ref(),
-        partial: durable.annotations.contains_key(PARTIAL),
-    });
+/// What the verdict says of the pending change: kept, or ended (applied, withdrawn or
+/// superseded), with the approval of a change that did not land used up.
+async fn settle_pending(
+    pass: &Pass<'_, TerraformMachinePool>,
+    verdict: &Verdict,
+    durable: &mut DurableInputs,
+    jobs: &[ObservedJob],
+    conds: &mut Conditions,
+) -> Result<()> {
+    let (client, key) = (&pass.ctx.client, pass.key);
     match &verdict.pending {
-        PendingFate::Keep => {}
+        PendingFate::Keep => return Ok(()),
         PendingFate::Applied(_) => {}
         PendingFate::Withdrawn(p) | PendingFate::Superseded(p) => {
             // Its approval approved that change only; a change that returns is guarded anew.
             let api: Api<TerraformMachinePool> = Api::namespaced(client.clone(), key.namespace());
-            approvals::consume(
-                &api,
-                key.name(),
-                annotations::APPROVE_DESTRUCTIVE_PLAN,
-                &p.approval_hash,
-            )
-            .await?;
+            let approve = annotations::APPROVE_DESTRUCTIVE_PLAN;
+            approvals::consume(&api, key.name(), approve, &p.approval_hash).await?;
         }
     }
-    if verdict.pending != PendingFate::Keep {
-        secrets::set_pool_exports_mark(client, key, annotations::PENDING_CLUSTER_OUTPUTS, None)
-            .await?;
-        durable
-            .annotations
-            .remove(annotations::PENDING_CLUSTER_OUTPUTS);
-    }
-    let (g, now) = (pass.generation, pass.now);
+    const PENDING: &str = annotations::PENDING_CLUSTER_OUTPUTS;
+    secrets::set_pool_exports_mark(client, key, PENDING, None).await?;
+    durable.annotations.remove(PENDING);
     if let PendingFate::Withdrawn(p) = &verdict.pending {
-        withdrawn(p, jobs, conds, g, now);
+        withdrawn(p, jobs, conds, pass.generation, pass.now);
     }
-    let rendering = match (verdict.render, record, &pending) {
-        (Render::Held, Some(held), Some(p)) => {
-            let inputs = RoleInputs::MachinePool(captf_contract::MachinePoolInputs {
-                captf_cluster_outputs: held,
-                ..prepared.inputs.clone()
-            });
-            let image = &pass.object.spec.workspace.source.image;
-            let rendered =
-                captf_contract::render(Role::MachinePool, image, &inputs, &prepared.variables)?;
-            let newest = jobs
-                .iter()
-                .rev()
-                .find(|j| j.op == Operation::Apply && j.phase != Phase::Active);
-            // A held apply that failed reports its failure; otherwise the change stays blocked.
-            let held_failed = newest.is_some_and(|j| {
-                j.phase == Phase::Failed
-                    && j.annotations
-                        .contains_key(annotations::HELD_CLUSTER_OUTPUTS)
-            });
-            if !held_failed {
-                let held_apply = newest
-                    .filter(|j| {
-                        j.phase == Phase::Succeeded
-                            && j.annotations
-                                .contains_key(annotations::HELD_CLUSTER_OUTPUTS)
-                    })
-                    .map(|j| j.name.as_str());
-                conds.set(
-                    types::APPLY_JOB_SUCCEEDED,
-                    Status::False,
-                    reasons::DESTRUCTIVE_PLAN_BLOCKED,
-                    &pool_exports::held_message(key.namespace(), key.name(), p, held_apply),
-                    g,
-                    now,
-                );
-            }
-            Rendering {
-                rendered,
-                exports: Some(RenderedExports {
-                    hash: applied.clone().unwrap_or_default(),
-                    held: Some(p.approval_hash.clone()),
-                }),
-                approval_hash: None,
-            }
-        }
-        (render, _, _) => Rendering {
-            rendered: prepared.current.clone(),
-            exports: Some(RenderedExports {
-                hash: prepared.exports_hash.clone(),
-                held: None,
-            }),
-            // Held needs the record and the pending change; should either be missing, the
-            // current exports render guarded, never unguarded.
-            approval_hash: (render != Render::Current).then(|| prepared.approval_hash.clone()),
-        },
+    Ok(())
+}
+
+/// The pool rendered with the exports of its last successful apply (`held`) while change `p`
+/// waits; the condition keeps saying it is blocked unless a held apply failed since.
+fn held_rendering(
+    pass: &Pass<'_, TerraformMachinePool>,
+    prepared: &Prepared,
+    held: serde_json::Value,
+    p: &Pending,
+    jobs: &[ObservedJob],
+    conds: &mut Conditions,
+) -> Result<captf_contract::Rendered> {
+    let key = pass.key;
+    let inputs = RoleInputs::MachinePool(captf_contract::MachinePoolInputs {
+        captf_cluster_outputs: held,
+        ..prepared.inputs.clone()
+    });
+    let image = &pass.object.spec.workspace.source.image;
+    let rendered = captf_contract::render(Role::MachinePool, image, &inputs, &prepared.variables)?;
+    let newest = jobs
+        .iter()
+        .rev()
+        .find(|j| j.op == Operation::Apply && j.phase != Phase::Active);
+    let held_apply = |phase: Phase| {
+        newest.filter(|j| {
+            j.phase == phase
+                && j.annotations
+                    .contains_key(annotations::HELD_CLUSTER_OUTPUTS)
+        })
     };
-    Ok((rendering, verdict))
+    // A held apply that failed reports its failure; otherwise the change stays blocked.
+    if held_apply(Phase::Failed).is_none() {
+        let succeeded = held_apply(Phase::Succeeded).map(|j| j.name.as_str());
+        let message = pool_exports::held_message(key.namespace(), key.name(), p, succeeded);
+        let (g, now) = (pass.generation, pass.now);
+        let reason = reasons::DESTRUCTIVE_PLAN_BLOCKED;
+        conds.set(
+            types::APPLY_JOB_SUCCEEDED,
+            Status::False,
+            reason,
+            &message,
+            g,
+            now,
+        );
+    }
+    Ok(rendered)
 }
 
 /// The condition once a held change is withdrawn: the last apply's real outcome, naming the
