@@ -60,6 +60,39 @@ pub async fn ensure(
             "no identity: set spec.identityRef.name to a TerraformClusterIdentity".into(),
         ));
     };
+    let id = match allowed_identity(client, caches, namespace, identity).await? {
+        Ok(id) => id,
+        Err(blocked) => return Ok(blocked),
+    };
+    let source_ref = &id.spec.secret_ref;
+    let sources: Api<Secret> = Api::namespaced(client.clone(), &source_ref.namespace);
+    let Some(source) = sources.get_opt(&source_ref.name).await.during(|| {
+        format!(
+            "reading Secret {}/{}",
+            source_ref.namespace, source_ref.name
+        )
+    })?
+    else {
+        return Ok(Outcome::blocked(
+            Status::False,
+            reasons::SECRET_NOT_FOUND,
+            format!(
+                "the credentials Secret {}/{} of TerraformClusterIdentity {identity} does not exist",
+                source_ref.namespace, source_ref.name
+            ),
+        ));
+    };
+    mirror(client, caches, namespace, identity, source, owner).await
+}
+
+/// TerraformClusterIdentity `identity`, when it exists and allows `namespace`; else why not
+/// (and a mirror of an identity that stopped allowing the namespace deleted).
+async fn allowed_identity(
+    client: &kube::Client,
+    caches: &Caches,
+    namespace: &str,
+    identity: &str,
+) -> Result<std::result::Result<TerraformClusterIdentity, Outcome>> {
     // The cache, or a live read for an identity it has not seen yet.
     let id = match caches.identities.get(&ObjectRef::new(identity)) {
         Some(id) => Some(TerraformClusterIdentity::clone(&id)),
@@ -69,13 +102,13 @@ pub async fn ensure(
             .during(|| format!("reading TerraformClusterIdentity {identity}"))?,
     };
     let Some(id) = id else {
-        return Ok(Outcome::blocked(
+        return Ok(Err(Outcome::blocked(
             Status::False,
             reasons::IDENTITY_NOT_FOUND,
             format!(
                 "TerraformClusterIdentity {identity} does not exist: create it or fix spec.identityRef.name"
             ),
-        ));
+        )));
     };
     let ns_labels = match caches.namespaces.get(&ObjectRef::new(namespace)) {
         Some(ns) => ns.metadata.labels.clone(),
@@ -95,26 +128,22 @@ pub async fn ensure(
             ),
         );
         blocked.mirror_removed = revoke_mirror(client, caches, namespace, identity).await?;
-        return Ok(blocked);
+        return Ok(Err(blocked));
     }
-    let source_ref = &id.spec.secret_ref;
-    let sources: Api<Secret> = Api::namespaced(client.clone(), &source_ref.namespace);
-    let Some(source) = sources.get_opt(&source_ref.name).await.during(|| {
-        format!(
-            "reading Secret {}/{}",
-            source_ref.namespace, source_ref.name
-        )
-    })?
-    else {
-        return Ok(Outcome::blocked(
-            Status::False,
-            reasons::SECRET_NOT_FOUND,
-            format!(
-                "the credentials Secret {}/{} of TerraformClusterIdentity {identity} does not exist",
-                source_ref.namespace, source_ref.name
-            ),
-        ));
-    };
+    Ok(Ok(id))
+}
+
+/// The namespace's mirror `captf-creds-<identity>` of the identity's Secret `source`, written
+/// when its content or `owner`'s entry is not current. A Secret of that name that is not a
+/// mirror is never overwritten.
+async fn mirror(
+    client: &kube::Client,
+    caches: &Caches,
+    namespace: &str,
+    identity: &str,
+    source: Secret,
+    owner: &OwnerReference,
+) -> Result<Outcome> {
     let allowed = (Status::True, reasons::IDENTITY_ALLOWED, String::new());
     let data: BTreeMap<String, k8s_openapi::ByteString> = source.data.unwrap_or_default();
     let hash = source_hash(&data);
