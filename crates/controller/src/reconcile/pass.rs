@@ -215,8 +215,7 @@ where
         if let StateRead::Found(s, chunks) = state
             && (workspace.observed_state_serial != serial || (backups_on && !listed && !deleting))
         {
-            // A serial not seen before: keep a copy. A failed copy fails the pass, so the serial is
-            // not recorded as observed and the next pass tries again.
+            // The Job whose state this is.
             let source_job = jobs
                 .iter()
                 .rev()
@@ -234,59 +233,7 @@ where
                 deleting,
                 now: self.now,
             };
-            let counter = |result| {
-                self.ctx
-                    .metrics
-                    .state_backups_total
-                    .get_or_create(&crate::metrics::KindResult {
-                        kind: self.kind,
-                        result,
-                    })
-                    .inc();
-            };
-            match super::backups::take(&self.ctx.client, &request).await {
-                Ok((outcome, sets)) => {
-                    if let Some(result) = outcome.result() {
-                        counter(result);
-                    }
-                    match &outcome {
-                        super::backups::Outcome::Skipped(reason) => {
-                            tracing::info!(namespace = %self.key.namespace(), name = %self.key.name(), serial = s.serial, reason = reason.as_str(), "state backup skipped");
-                        }
-                        super::backups::Outcome::Taken { name, pruned } => {
-                            tracing::info!(namespace = %self.key.namespace(), name = %self.key.name(), serial = s.serial, backup = %name, pruned = pruned.len(), "state backed up");
-                        }
-                        super::backups::Outcome::AlreadyBackedUp { .. } => {}
-                    }
-                    let entries = super::backups::status_entries(&sets);
-                    workspace.state_backups = (!entries.is_empty()).then_some(entries);
-                    // Backups restored without owner references (a namespace restore leaves
-                    // status.stateBackups empty, so this listing runs once after it): owned by the
-                    // object again, as a plain owner so they outlive a manual state deletion.
-                    let names: Vec<String> = sets.iter().flat_map(|s| s.secrets.clone()).collect();
-                    let backup_owner = OwnerReference {
-                        controller: None,
-                        block_owner_deletion: None,
-                        ..owner_ref.clone()
-                    };
-                    let orphans = super::owners::to_repair(
-                        &self.ctx.caches,
-                        self.key.namespace(),
-                        &names,
-                        &backup_owner,
-                    );
-                    if !orphans.is_empty() {
-                        let client = &self.ctx.client;
-                        repaired.extend(
-                            super::owners::repair(client, self.key, &orphans, &backup_owner).await,
-                        );
-                    }
-                }
-                Err(e) => {
-                    counter(super::backups::RESULT_FAILED);
-                    return Err(e);
-                }
-            }
+            repaired.extend(self.back_up(&request, workspace).await?);
         }
         // Owner references lost in a restore or a move: re-owned here, unpaused and with no Job
         // running (state chunks are never touched while a Job may write them).
@@ -313,6 +260,68 @@ where
             .await;
         }
         Ok(())
+    }
+
+    /// A backup of the serial `request` names, `status.stateBackups` listed again, and the
+    /// backups restored without owner references owned by the object again (returned). A
+    /// failed copy fails the pass, so the serial is not recorded as observed and the next pass
+    /// tries again.
+    async fn back_up(
+        &self,
+        request: &super::backups::Request<'_>,
+        workspace: &mut WorkspaceStatus,
+    ) -> Result<Vec<String>> {
+        let counter = |result| {
+            self.ctx
+                .metrics
+                .state_backups_total
+                .get_or_create(&crate::metrics::KindResult {
+                    kind: self.kind,
+                    result,
+                })
+                .inc();
+        };
+        let (outcome, sets) = match super::backups::take(&self.ctx.client, request).await {
+            Ok(taken) => taken,
+            Err(e) => {
+                counter(super::backups::RESULT_FAILED);
+                return Err(e);
+            }
+        };
+        if let Some(result) = outcome.result() {
+            counter(result);
+        }
+        let (ns, name) = (self.key.namespace(), self.key.name());
+        let serial = request.state.map_or(0, |s| s.serial);
+        match &outcome {
+            super::backups::Outcome::Skipped(reason) => {
+                tracing::info!(namespace = %ns, name = %name, serial, reason = reason.as_str(), "state backup skipped");
+            }
+            super::backups::Outcome::Taken {
+                name: backup,
+                pruned,
+            } => {
+                tracing::info!(namespace = %ns, name = %name, serial, backup = %backup, pruned = pruned.len(), "state backed up");
+            }
+            super::backups::Outcome::AlreadyBackedUp { .. } => {}
+        }
+        let entries = super::backups::status_entries(&sets);
+        workspace.state_backups = (!entries.is_empty()).then_some(entries);
+        // Backups restored without owner references (a namespace restore leaves
+        // status.stateBackups empty, so this listing runs once after it): owned by the object
+        // again, as a plain owner so they outlive a manual state deletion.
+        let names: Vec<String> = sets.iter().flat_map(|s| s.secrets.clone()).collect();
+        let backup_owner = OwnerReference {
+            controller: None,
+            block_owner_deletion: None,
+            ..request.owner.clone()
+        };
+        let orphans = super::owners::to_repair(&self.ctx.caches, ns, &names, &backup_owner);
+        if orphans.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = &self.ctx.client;
+        Ok(super::owners::repair(client, self.key, &orphans, &backup_owner).await)
     }
 
     /// The engine's lock, while no Job runs: a dead runner's is handed to the next Job to
