@@ -219,7 +219,6 @@ async fn read_outputs(
     let (deps, finished) = (work.deps.as_ref(), &work.finished);
     let (conds, status) = (&mut work.conds, &mut work.status);
     let policy = &policy(tm, deps, pass.ctx);
-    let api: Api<TerraformMachine> = Api::namespaced(pass.ctx.client.clone(), pass.key.namespace());
     status.workspace.observed_state_serial = i64::try_from(state.serial).ok().filter(|s| *s >= 1);
     let decoded = match outputs::decode(Role::Machine, state, conds, g, now) {
         Some(captf_contract::RoleOutputs::Machine(m)) => Some(m),
@@ -275,49 +274,9 @@ async fn read_outputs(
     // What only a readable set of outputs says; the health samples and the remediation
     // below hold for an empty provider_id too (the instance may be gone).
     if let Some(m) = decoded {
-        let requested_domain = deps.and_then(|d| d.machine.spec.failure_domain.as_deref());
-        let mismatch = match (&tm.spec.provider_id, requested_domain) {
-            (Some(id), _) if *id != m.provider_id => Some((
-                reasons::PROVIDER_ID_CHANGED,
-                format!(
-                    "the module's provider_id output is {}, but spec.providerID was written once as {id}; the machine keeps {id}",
-                    m.provider_id
-                ),
-            )),
-            (_, Some(domain)) if m.failure_domain.as_deref() != Some(domain) => Some((
-                reasons::FAILURE_DOMAIN_MISMATCH,
-                format!(
-                    "the Machine asks for failure domain {domain}, the module placed it in {}",
-                    m.failure_domain.as_deref().unwrap_or("none")
-                ),
-            )),
-            _ => None,
-        };
-        if let Some((reason, message)) = &mismatch {
-            conds.set(types::OUTPUTS_VALID, Status::False, reason, message, g, now);
-        }
-        status.addresses = Some(serde_json::from_value(serde_json::to_value(&m.addresses)?)?)
-            .filter(|a: &Vec<_>| !a.is_empty());
-        status.failure_domain = m.failure_domain.clone();
-        status.interruptible = Some(m.interruptible);
-        if tm.spec.provider_id.is_none() {
-            api.patch(
-                &tm.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&serde_json::json!({"spec": {"providerID": m.provider_id}})),
-            )
-            .await
-            .during(|| "writing spec.providerID".to_owned())?;
-        }
-        if state.inputs_hash.is_some()
-            && !health.pending
-            && mismatch.is_none()
-            && !provisioned(&status.workspace)
-        {
-            status.workspace.initialization = Some(Initialization {
-                provisioned: Some(true),
-            });
-        }
+        let requested = deps.and_then(|d| d.machine.spec.failure_domain.as_deref());
+        let fresh = state.inputs_hash.is_some() && !health.pending;
+        machine_outputs(pass, &m, requested, fresh, conds, status).await?;
     }
     if sampled && provisioned(&status.workspace) {
         status.unhealthy_samples =
@@ -334,6 +293,61 @@ async fn read_outputs(
         .await?;
     }
     Ok(health)
+}
+
+/// A readable set of machine outputs into status and spec: addresses, failure domain,
+/// `spec.providerID` (written once), a mismatch with what was asked, and the provisioned latch
+/// once the outputs are `fresh` (the state carries an inputs hash and health is not pending).
+async fn machine_outputs(
+    pass: &Pass<'_, TerraformMachine>,
+    m: &captf_contract::MachineOutputs,
+    requested_domain: Option<&str>,
+    fresh: bool,
+    conds: &mut crate::conditions::Conditions,
+    status: &mut TerraformMachineStatus,
+) -> Result<()> {
+    let (tm, g, now) = (pass.object, pass.generation, pass.now);
+    let mismatch = match (&tm.spec.provider_id, requested_domain) {
+        (Some(id), _) if *id != m.provider_id => Some((
+            reasons::PROVIDER_ID_CHANGED,
+            format!(
+                "the module's provider_id output is {}, but spec.providerID was written once as {id}; the machine keeps {id}",
+                m.provider_id
+            ),
+        )),
+        (_, Some(domain)) if m.failure_domain.as_deref() != Some(domain) => Some((
+            reasons::FAILURE_DOMAIN_MISMATCH,
+            format!(
+                "the Machine asks for failure domain {domain}, the module placed it in {}",
+                m.failure_domain.as_deref().unwrap_or("none")
+            ),
+        )),
+        _ => None,
+    };
+    if let Some((reason, message)) = &mismatch {
+        conds.set(types::OUTPUTS_VALID, Status::False, reason, message, g, now);
+    }
+    status.addresses = Some(serde_json::from_value(serde_json::to_value(&m.addresses)?)?)
+        .filter(|a: &Vec<_>| !a.is_empty());
+    status.failure_domain = m.failure_domain.clone();
+    status.interruptible = Some(m.interruptible);
+    if tm.spec.provider_id.is_none() {
+        let api: Api<TerraformMachine> =
+            Api::namespaced(pass.ctx.client.clone(), pass.key.namespace());
+        api.patch(
+            &tm.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": {"providerID": m.provider_id}})),
+        )
+        .await
+        .during(|| "writing spec.providerID".to_owned())?;
+    }
+    if fresh && mismatch.is_none() && !provisioned(&status.workspace) {
+        status.workspace.initialization = Some(Initialization {
+            provisioned: Some(true),
+        });
+    }
+    Ok(())
 }
 
 /// Keeps `cluster.x-k8s.io/remediate-machine` on the Machine in step with health; only a
