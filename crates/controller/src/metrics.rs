@@ -223,154 +223,11 @@ impl Metrics {
             registry,
         };
         let mut m = m;
-        let r = &mut m.registry;
-        r.register(
-            "captf_jobs",
-            "[ALPHA] Jobs completed, by result",
-            m.jobs_total.clone(),
-        );
-        r.register(
-            "captf_job_duration_seconds",
-            "[ALPHA] Job start to finish",
-            m.job_duration_seconds.clone(),
-        );
-        r.register(
-            "captf_job_queue_seconds",
-            "[ALPHA] Job creation to container start",
-            m.job_queue_seconds.clone(),
-        );
-        r.register(
-            "captf_job_errors",
-            "[ALPHA] Jobs that did not succeed",
-            m.job_errors_total.clone(),
-        );
-        r.register(
-            "captf_job_step_duration_seconds",
-            "[ALPHA] Wall time of each runner step",
-            m.job_step_duration_seconds.clone(),
-        );
-        r.register(
-            "captf_resources_changed",
-            "[ALPHA] Resources an apply or destroy changed, from the engine's summary line",
-            m.resources_changed_total.clone(),
-        );
-        r.register(
-            "captf_drift_resources",
-            "[ALPHA] Resources drift checks found to create, update, replace or delete",
-            m.drift_resources_total.clone(),
-        );
-        r.register(
-            "captf_inputs_hash_changes",
-            "[ALPHA] Applies started because the inputs changed",
-            m.inputs_hash_changes_total.clone(),
-        );
-        r.register(
-            "captf_outputs_invalid",
-            "[ALPHA] Outputs that turned invalid, by condition reason",
-            m.outputs_invalid_total.clone(),
-        );
-        r.register(
-            "captf_remediation_requests",
-            "[ALPHA] Machine remediation requests made and withdrawn",
-            m.remediation_requests_total.clone(),
-        );
-        r.register(
-            "captf_jobs_active",
-            "[ALPHA] Unfinished Jobs",
-            m.jobs_active.clone(),
-        );
-        r.register(
-            "captf_reconcile_op_decisions",
-            "[ALPHA] Decisions of the reconcile loop",
-            m.decisions_total.clone(),
-        );
-        r.register(
-            "captf_state_read_errors",
-            "[ALPHA] State reads that turned unreadable",
-            m.state_read_errors_total.clone(),
-        );
-        r.register(
-            "captf_state_resources",
-            "[ALPHA] Managed resources in the state",
-            m.state_resources.clone(),
-        );
-        r.register(
-            "captf_state_bytes",
-            "[ALPHA] Compressed state size",
-            m.state_bytes.clone(),
-        );
-        r.register(
-            "captf_inputs_bytes",
-            "[ALPHA] Size of the rendered root module and tfvars",
-            m.inputs_bytes.clone(),
-        );
-        r.register(
-            "captf_state_backups",
-            "[ALPHA] State backups taken, pruned or skipped",
-            m.state_backups_total.clone(),
-        );
-        r.register(
-            "captf_state_restores",
-            "[ALPHA] Restores, by result (succeeded, failed, not_found)",
-            m.state_restores_total.clone(),
-        );
-        r.register(
-            "captf_lock_force_unlocks",
-            "[ALPHA] Stale state locks force-unlocked",
-            m.lock_force_unlocks_total.clone(),
-        );
-        r.register(
-            "captf_plan_approvals",
-            "[ALPHA] Manual plans by result (created, approved, applied, superseded, failed)",
-            m.plan_approvals_total.clone(),
-        );
-        r.register(
-            "captf_lease_waits",
-            "[ALPHA] Operations that waited for a lease or a Job slot",
-            m.lease_waits_total.clone(),
-        );
-        r.register(
-            "captf_identity_denied",
-            "[ALPHA] Identity use refused, by reason (notfound, namespace)",
-            m.identity_denied_total.clone(),
-        );
-        r.register(
-            "captf_ready",
-            "[ALPHA] Ready: 1 True, 0 False, -1 Unknown",
-            m.ready.clone(),
-        );
-        r.register(
-            "captf_drift_detected",
-            "[ALPHA] 1 while DriftDetected is True, else 0",
-            m.drift_detected.clone(),
-        );
-        r.register(
-            "captf_last_success_timestamp_seconds",
-            "[ALPHA] Finish time of the newest successful Job of an operation",
-            m.last_success_timestamp_seconds.clone(),
-        );
-        r.register(
-            "controller_runtime_reconcile_errors",
-            "Reconcile passes that returned an error",
-            m.reconcile_errors_total.clone(),
-        );
-        r.register(
-            "captf_image_inspect_errors",
-            "[ALPHA] Machine template image reads that failed, by condition reason",
-            m.image_inspect_errors_total.clone(),
-        );
-        // The alerted counters start at 0: `increase()` sees nothing in a series' first
-        // sample, so a series born at 1 would hide the first unreadable state or force-unlock.
-        for kind in WORKLOAD_KINDS {
-            for reason in STATE_READ_ERROR_REASONS {
-                m.state_read_errors_total
-                    .get_or_create(&KindReason { kind, reason })
-                    .inc_by(0);
-            }
-            m.lock_force_unlocks_total
-                .get_or_create(&Kind { kind })
-                .inc_by(0);
-        }
+        let mut registry = std::mem::take(&mut m.registry);
+        register_jobs(&mut registry, &m);
+        register_objects(&mut registry, &m);
+        m.registry = registry;
+        start_alerted_series(&m);
         m
     }
 
@@ -455,6 +312,172 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// The Job families: counts, durations, errors and what the Jobs changed.
+fn register_jobs(r: &mut Registry, m: &Metrics) {
+    r.register(
+        "captf_jobs",
+        "[ALPHA] Jobs completed, by result",
+        m.jobs_total.clone(),
+    );
+    r.register(
+        "captf_job_duration_seconds",
+        "[ALPHA] Job start to finish",
+        m.job_duration_seconds.clone(),
+    );
+    r.register(
+        "captf_job_queue_seconds",
+        "[ALPHA] Job creation to container start",
+        m.job_queue_seconds.clone(),
+    );
+    r.register(
+        "captf_job_errors",
+        "[ALPHA] Jobs that did not succeed",
+        m.job_errors_total.clone(),
+    );
+    r.register(
+        "captf_job_step_duration_seconds",
+        "[ALPHA] Wall time of each runner step",
+        m.job_step_duration_seconds.clone(),
+    );
+    r.register(
+        "captf_resources_changed",
+        "[ALPHA] Resources an apply or destroy changed, from the engine's summary line",
+        m.resources_changed_total.clone(),
+    );
+    r.register(
+        "captf_drift_resources",
+        "[ALPHA] Resources drift checks found to create, update, replace or delete",
+        m.drift_resources_total.clone(),
+    );
+    r.register(
+        "captf_inputs_hash_changes",
+        "[ALPHA] Applies started because the inputs changed",
+        m.inputs_hash_changes_total.clone(),
+    );
+    r.register(
+        "captf_outputs_invalid",
+        "[ALPHA] Outputs that turned invalid, by condition reason",
+        m.outputs_invalid_total.clone(),
+    );
+    r.register(
+        "captf_remediation_requests",
+        "[ALPHA] Machine remediation requests made and withdrawn",
+        m.remediation_requests_total.clone(),
+    );
+    r.register(
+        "captf_jobs_active",
+        "[ALPHA] Unfinished Jobs",
+        m.jobs_active.clone(),
+    );
+    r.register(
+        "captf_reconcile_op_decisions",
+        "[ALPHA] Decisions of the reconcile loop",
+        m.decisions_total.clone(),
+    );
+}
+
+/// The per-object and per-kind families: state, inputs, backups, approvals, waits, readiness.
+fn register_objects(r: &mut Registry, m: &Metrics) {
+    r.register(
+        "captf_state_read_errors",
+        "[ALPHA] State reads that turned unreadable",
+        m.state_read_errors_total.clone(),
+    );
+    r.register(
+        "captf_state_resources",
+        "[ALPHA] Managed resources in the state",
+        m.state_resources.clone(),
+    );
+    r.register(
+        "captf_state_bytes",
+        "[ALPHA] Compressed state size",
+        m.state_bytes.clone(),
+    );
+    r.register(
+        "captf_inputs_bytes",
+        "[ALPHA] Size of the rendered root module and tfvars",
+        m.inputs_bytes.clone(),
+    );
+    r.register(
+        "captf_state_backups",
+        "[ALPHA] State backups taken, pruned or skipped",
+        m.state_backups_total.clone(),
+    );
+    r.register(
+        "captf_state_restores",
+        "[ALPHA] Restores, by result (succeeded, failed, not_found)",
+        m.state_restores_total.clone(),
+    );
+    r.register(
+        "captf_lock_force_unlocks",
+        "[ALPHA] Stale state locks force-unlocked",
+        m.lock_force_unlocks_total.clone(),
+    );
+    r.register(
+        "captf_plan_approvals",
+        "[ALPHA] Manual plans by result (created, approved, applied, superseded, failed)",
+        m.plan_approvals_total.clone(),
+    );
+    r.register(
+        "captf_lease_waits",
+        "[ALPHA] Operations that waited for a lease or a Job slot",
+        m.lease_waits_total.clone(),
+    );
+    r.register(
+        "captf_identity_denied",
+        "[ALPHA] Identity use refused, by reason (notfound, namespace)",
+        m.identity_denied_total.clone(),
+    );
+    r.register(
+        "captf_ready",
+        "[ALPHA] Ready: 1 True, 0 False, -1 Unknown",
+        m.ready.clone(),
+    );
+    r.register(
+        "captf_drift_detected",
+        "[ALPHA] 1 while DriftDetected is True, else 0",
+        m.drift_detected.clone(),
+    );
+    r.register(
+        "captf_last_success_timestamp_seconds",
+        "[ALPHA] Finish time of the newest successful Job of an operation",
+        m.last_success_timestamp_seconds.clone(),
+    );
+    r.register(
+        "controller_runtime_reconcile_errors",
+        "Reconcile passes that returned an error",
+        m.reconcile_errors_total.clone(),
+    );
+    r.register(
+        "captf_image_inspect_errors",
+        "[ALPHA] Machine template image reads that failed, by condition reason",
+        m.image_inspect_errors_total.clone(),
+    );
+}
+
+/// The alerted counters start at 0: `increase()` sees nothing in a series' first sample, so a
+/// series born at 1 would hide the first unreadable state, force-unlock, failed Job or failed
+/// destroy after a restart (the alert tests start their series the same way).
+fn start_alerted_series(m: &Metrics) {
+    for kind in WORKLOAD_KINDS {
+        for reason in STATE_READ_ERROR_REASONS {
+            m.state_read_errors_total
+                .get_or_create(&KindReason { kind, reason })
+                .inc_by(0);
+        }
+        m.lock_force_unlocks_total
+            .get_or_create(&Kind { kind })
+            .inc_by(0);
+        for op in captf_api::Operation::ALL.map(captf_api::Operation::as_str) {
+            for result in ["failed", "deadline"] {
+                m.jobs_total
+                    .get_or_create(&KindOpResult { kind, op, result })
+                    .inc_by(0);
+            }
+        }
     }
 }
 
