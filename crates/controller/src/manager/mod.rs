@@ -248,6 +248,59 @@ struct Start {
     schemas: crate::schemas::Schemas,
 }
 
+/// The machine templates. They run no Job: only their own changes (and a retry after a
+/// failed read) wake them.
+async fn run_templates(ctx: &Arc<Context>, filtered: watcher::Config, stop: Stop) {
+    let (client, args) = (&ctx.client, &ctx.args);
+    Controller::new(
+        crate::cache::scoped::<captf_api::TerraformMachineTemplate>(client, &args.namespace),
+        filtered,
+    )
+    .with_config(
+        controller::Config::default().concurrency(args.terraformmachinetemplate_concurrency),
+    )
+    .graceful_shutdown_on(stop)
+    .run(
+        reconcile::guarded(reconcile::template::reconcile),
+        reconcile::error_policy,
+        ctx.clone(),
+    )
+    .for_each(report)
+    .await;
+}
+
+/// The identities (status only), woken by their mirrors appearing and going. Only a manager
+/// that sees every namespace knows where all the mirrors are.
+async fn run_identities<S>(ctx: &Arc<Context>, mirrors: S, stop: Stop)
+where
+    S: futures::Stream<Item = Arc<crate::cache::SecretMeta>> + Send + 'static,
+{
+    if !ctx.args.namespace.is_empty() {
+        tracing::info!(
+            "--namespace is set: TerraformClusterIdentity status is left to a manager that watches every namespace"
+        );
+        return;
+    }
+    Controller::new(
+        Api::<captf_api::TerraformClusterIdentity>::all(ctx.client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .watches_shared_stream(mirrors, |mirror| {
+        mirror
+            .annotations()
+            .get(captf_api::annotations::IDENTITY)
+            .map(|identity| kube::runtime::reflector::ObjectRef::new(identity))
+    })
+    .graceful_shutdown_on(stop)
+    .run(
+        reconcile::guarded(reconcile::identity::reconcile),
+        reconcile::error_policy,
+        ctx.clone(),
+    )
+    .for_each(report)
+    .await;
+}
+
 async fn run_controllers(start: Start, stop: Stop) {
     let crate::cache::Reflectors {
         caches,
@@ -339,49 +392,8 @@ async fn run_controllers(start: Start, stop: Stop) {
         reconcile::flow::run::<captf_api::TerraformMachinePool>,
         stop.clone(),
     );
-    // Templates run no Job: only their own changes (and a retry after a failed read) wake them.
-    let templates = Controller::new(
-        crate::cache::scoped::<captf_api::TerraformMachineTemplate>(&client, &args.namespace),
-        filtered,
-    )
-    .with_config(
-        controller::Config::default().concurrency(args.terraformmachinetemplate_concurrency),
-    )
-    .graceful_shutdown_on(stop.clone())
-    .run(
-        reconcile::guarded(reconcile::template::reconcile),
-        reconcile::error_policy,
-        ctx.clone(),
-    )
-    .for_each(report);
-    // Identities (status only), woken by their mirrors appearing and going. Only a manager
-    // that sees every namespace knows where all the mirrors are.
-    let identities = async {
-        if !args.namespace.is_empty() {
-            tracing::info!(
-                "--namespace is set: TerraformClusterIdentity status is left to a manager that watches every namespace"
-            );
-            return;
-        }
-        Controller::new(
-            Api::<captf_api::TerraformClusterIdentity>::all(client.clone()),
-            watcher::Config::default().any_semantic(),
-        )
-        .watches_shared_stream(identity_mirrors, |mirror| {
-            mirror
-                .annotations()
-                .get(captf_api::annotations::IDENTITY)
-                .map(|identity| kube::runtime::reflector::ObjectRef::new(identity))
-        })
-        .graceful_shutdown_on(stop.clone())
-        .run(
-            reconcile::guarded(reconcile::identity::reconcile),
-            reconcile::error_policy,
-            ctx.clone(),
-        )
-        .for_each(report)
-        .await;
-    };
+    let templates = run_templates(&ctx, filtered, stop.clone());
+    let identities = run_identities(&ctx, identity_mirrors, stop.clone());
     // A round cut short by the signal is only a round: the next leader sweeps again.
     let sweep = async {
         tokio::select! {
