@@ -8,8 +8,7 @@ use std::time::Duration;
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::names::WorkloadKind;
 use captf_api::{
-    Condition, Initialization, Operation, TerraformCluster, TerraformClusterStatus, WorkspaceSpec,
-    WorkspaceStatus, annotations, labels,
+    Initialization, Operation, TerraformCluster, TerraformClusterStatus, annotations, labels,
 };
 use captf_contract::{Role, RoleInputs};
 use kube::ResourceExt;
@@ -19,7 +18,7 @@ use kube::runtime::events::EventType;
 use super::act::Acted;
 use super::bookkeeping::Finished;
 use super::dependents::Dependents;
-use super::flow::{Adapter, Found, Rendering, Work, provisioned};
+use super::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use super::outputs::Reading;
 use super::pass::Pass;
 use super::{Context, approvals, outputs};
@@ -45,26 +44,11 @@ impl Adapter for TerraformCluster {
     const WORKLOAD: WorkloadKind = WorkloadKind::Cluster;
     const WITHOUT_OWNER: (Status, &'static str) = (Status::Unknown, reasons::WAITING_FOR_OWNER);
     type Owner = capi::Cluster;
-    type Status = TerraformClusterStatus;
     type Deps = capi::Cluster;
     type Inputs = captf_contract::Variables;
     type Own = Own;
 
-    fn status(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
-    fn conditions(status: &Self::Status) -> Option<&Vec<Condition>> {
-        status.conditions.as_ref()
-    }
-    fn workspace(status: &Self::Status) -> &WorkspaceStatus {
-        &status.workspace
-    }
-    fn workspace_mut(status: &mut Self::Status) -> &mut WorkspaceStatus {
-        &mut status.workspace
-    }
-    fn spec(&self) -> &WorkspaceSpec {
-        &self.spec.workspace
-    }
+    shared_parts!(TerraformClusterStatus);
 
     /// The variables sources are not needed to destroy: that runs from the durable inputs.
     async fn dependencies(

@@ -161,6 +161,30 @@ pub trait Adapter:
     }
 }
 
+/// The part of an [`Adapter`] every kind writes alike, for a kind whose status is `$status`
+/// with the shared `workspace` and `conditions`, and whose spec has the shared `workspace`.
+macro_rules! shared_parts {
+    ($status:ty) => {
+        type Status = $status;
+        fn status(&self) -> Option<&Self::Status> {
+            self.status.as_ref()
+        }
+        fn conditions(status: &Self::Status) -> Option<&Vec<captf_api::Condition>> {
+            status.conditions.as_ref()
+        }
+        fn workspace(status: &Self::Status) -> &captf_api::WorkspaceStatus {
+            &status.workspace
+        }
+        fn workspace_mut(status: &mut Self::Status) -> &mut captf_api::WorkspaceStatus {
+            &mut status.workspace
+        }
+        fn spec(&self) -> &captf_api::WorkspaceSpec {
+            &self.spec.workspace
+        }
+    };
+}
+pub(super) use shared_parts;
+
 /// The `provisioned` latch.
 pub fn provisioned(workspace: &WorkspaceStatus) -> bool {
     workspace

@@ -7,15 +7,15 @@
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::names::WorkloadKind;
 use captf_api::{
-    Condition, Initialization, Operation, TerraformCluster, TerraformMachine,
-    TerraformMachineStatus, WorkspaceSpec, WorkspaceStatus, annotations, labels,
+    Initialization, Operation, TerraformCluster, TerraformMachine, TerraformMachineStatus,
+    annotations, labels,
 };
 use captf_contract::{MachineInputs, Role, RoleInputs};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 use super::Context;
-use super::flow::{Adapter, Found, Rendering, Work, provisioned};
+use super::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use super::pass::Pass;
 use super::verify_owner::Gate;
 use super::{member, outputs, variables};
@@ -39,26 +39,11 @@ impl Adapter for TerraformMachine {
     const WITHOUT_OWNER: (Status, &'static str) =
         (Status::False, reasons::WAITING_FOR_OWNER_MACHINE);
     type Owner = capi::Machine;
-    type Status = TerraformMachineStatus;
     type Deps = Dependencies;
     type Inputs = (MachineInputs, captf_contract::Variables);
     type Own = ();
 
-    fn status(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
-    fn conditions(status: &Self::Status) -> Option<&Vec<Condition>> {
-        status.conditions.as_ref()
-    }
-    fn workspace(status: &Self::Status) -> &WorkspaceStatus {
-        &status.workspace
-    }
-    fn workspace_mut(status: &mut Self::Status) -> &mut WorkspaceStatus {
-        &mut status.workspace
-    }
-    fn spec(&self) -> &WorkspaceSpec {
-        &self.spec.workspace
-    }
+    shared_parts!(TerraformMachineStatus);
 
     /// Inputs are rendered only until provisioned: a machine is applied once.
     async fn dependencies(

@@ -11,8 +11,8 @@ use captf_api::Operation;
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::names::WorkloadKind;
 use captf_api::{
-    Condition, Initialization, MachinePoolInstance, TerraformMachinePool,
-    TerraformMachinePoolStatus, WorkspaceSpec, WorkspaceStatus, annotations, labels,
+    Initialization, MachinePoolInstance, TerraformMachinePool, TerraformMachinePoolStatus,
+    annotations, labels,
 };
 use captf_contract::{Autoscaling, MachinePoolOutputs, Role, RoleInputs};
 use kube::ResourceExt;
@@ -20,7 +20,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
 
 use super::bookkeeping::Finished;
-use super::flow::{Adapter, Found, Rendering, Work, provisioned};
+use super::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use super::pass::Pass;
 use super::pool_exports::{self, BlockedApply, PendingFate, Render, Verdict};
 use super::pool_guard::{exports_guard, newest_blocked, record_exports};
@@ -69,26 +69,11 @@ impl Adapter for TerraformMachinePool {
     const WITHOUT_OWNER: (Status, &'static str) =
         (Status::False, reasons::WAITING_FOR_OWNER_MACHINE_POOL);
     type Owner = capi::MachinePool;
-    type Status = TerraformMachinePoolStatus;
     type Deps = Dependencies;
     type Inputs = Prepared;
     type Own = Own;
 
-    fn status(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
-    fn conditions(status: &Self::Status) -> Option<&Vec<Condition>> {
-        status.conditions.as_ref()
-    }
-    fn workspace(status: &Self::Status) -> &WorkspaceStatus {
-        &status.workspace
-    }
-    fn workspace_mut(status: &mut Self::Status) -> &mut WorkspaceStatus {
-        &mut status.workspace
-    }
-    fn spec(&self) -> &WorkspaceSpec {
-        &self.spec.workspace
-    }
+    shared_parts!(TerraformMachinePoolStatus);
 
     async fn dependencies(
         pass: &Pass<'_, Self>,

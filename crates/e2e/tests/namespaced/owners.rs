@@ -47,6 +47,19 @@ spec:
     )
 }
 
+/// Waits until the API server refuses (`true`) or accepts a change of Secret `name`, tried
+/// as a dry run: an admission policy takes a moment to be in force, or lifted.
+async fn frozen(secrets: &Api<Secret>, name: &str, refused: bool) {
+    let probe = serde_json::json!({"metadata": {"labels": {"e2e.captf.io/probe": "1"}}});
+    wait_for(&format!("{name} frozen: {refused}"), TIMEOUT, || async {
+        let params = PatchParams::default().dry_run();
+        let tried = secrets.patch(name, &params, &Patch::Merge(&probe)).await;
+        Ok((tried.is_err() == refused).then_some(()))
+    })
+    .await
+    .expect("the admission policy in force, or lifted");
+}
+
 /// The references to `uid`, and whether they are the only ones.
 fn only(refs: Option<Vec<OwnerReference>>, uid: &str) -> bool {
     refs.is_some_and(|r| r.len() == 1 && r[0].uid == uid)
@@ -127,19 +140,7 @@ async fn secrets_without_owner_references_are_re_owned() {
     apply_yaml(&client, &refuse_updates(&ns, &plan_key))
         .await
         .expect("the policy");
-    let frozen = serde_json::json!({"metadata": {"labels": {"e2e.captf.io/probe": "1"}}});
-    wait_for("the plan key frozen", TIMEOUT, || async {
-        let probe = secrets
-            .patch(
-                &plan_key,
-                &PatchParams::default().dry_run(),
-                &Patch::Merge(&frozen),
-            )
-            .await;
-        Ok(probe.is_err().then_some(()))
-    })
-    .await
-    .expect("the policy in force");
+    frozen(&secrets, &plan_key, true).await;
     let errors_before = failed_passes(&manager);
 
     // Nothing wakes the object for an ownerless Secret; anything that does will repair them.
@@ -196,18 +197,7 @@ async fn secrets_without_owner_references_are_re_owned() {
         .delete(&frozen_by, &DeleteParams::default())
         .await
         .expect("the policy deleted");
-    wait_for("the plan key thawed", TIMEOUT, || async {
-        let probe = secrets
-            .patch(
-                &plan_key,
-                &PatchParams::default().dry_run(),
-                &Patch::Merge(&frozen),
-            )
-            .await;
-        Ok(probe.is_ok().then_some(()))
-    })
-    .await
-    .expect("the policy lifted");
+    frozen(&secrets, &plan_key, false).await;
     annotate(&api, name, "example.com/poke", Some("2")).await;
     wait_for("the plan key re-owned", TIMEOUT, || async {
         let refs = secrets.get(&plan_key).await?.metadata.owner_references;
