@@ -261,7 +261,7 @@ async fn run_templates(ctx: &Arc<Context>, filtered: watcher::Config, stop: Stop
     )
     .graceful_shutdown_on(stop)
     .run(
-        reconcile::guarded(reconcile::template::reconcile),
+        reconcile::guarded(reconcile::kinds::template::reconcile),
         reconcile::error_policy,
         ctx.clone(),
     )
@@ -293,7 +293,7 @@ where
     })
     .graceful_shutdown_on(stop)
     .run(
-        reconcile::guarded(reconcile::identity::reconcile),
+        reconcile::guarded(reconcile::kinds::identity::reconcile),
         reconcile::error_policy,
         ctx.clone(),
     )

@@ -16,21 +16,21 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use super::Context;
-use super::act::Acted;
-use super::bookkeeping::{self, Finished};
-use super::jobs::{ObservedJob, Phase};
-use super::launch::{Launch, RenderedExports};
-use super::object::{WithWorkspaceStatus, Workload, add_finalizer, set_block_move};
-use super::outputs::Reading;
-use super::pass::{Pass, first_visit};
-use super::snapshot::Observation;
-use super::state::{self, DurableInputs, StateRead};
-use super::verify_owner::Gate;
 use crate::conditions::Conditions;
 use crate::decide::{self, Action as Decided, Decision, Policy, Snapshot, StateView};
 use crate::error::{Error, Result};
 use crate::job::EffectivePolicy;
+use crate::reconcile::Context;
+use crate::reconcile::act::Acted;
+use crate::reconcile::act::launch::{Launch, RenderedExports};
+use crate::reconcile::act::object::{WithWorkspaceStatus, Workload, add_finalizer, set_block_move};
+use crate::reconcile::finished::bookkeeping::{self, Finished};
+use crate::reconcile::observe::jobs::{ObservedJob, Phase};
+use crate::reconcile::observe::outputs::Reading;
+use crate::reconcile::observe::owner::Gate;
+use crate::reconcile::observe::snapshot::Observation;
+use crate::reconcile::observe::state::{self, DurableInputs, StateRead};
+use crate::reconcile::pass::{Pass, first_visit};
 
 /// What a kind found from its verified owner: what it belongs to and, while it renders, its
 /// inputs; or the gate saying what is still missing.
@@ -319,7 +319,7 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
 
 /// What the pass observed once no Job runs, for the decision and the launch.
 struct Seen {
-    creds: super::credentials::Outcome,
+    creds: crate::reconcile::observe::credentials::Outcome,
     state: StateRead,
     view: StateView,
     /// A dead runner's lock, handed to the next Job to release.
@@ -393,7 +393,7 @@ async fn go<A: Adapter>(
                     .as_ref()
                     .and_then(|r| r.approval_hash.clone()),
                 exports: seen.rendering.as_ref().and_then(|r| r.exports.clone()),
-                expect_state: super::lineage::expected(&seen.state),
+                expect_state: crate::reconcile::observe::lineage::expected(&seen.state),
             };
             let acted = pass
                 .launch(

@@ -4,36 +4,11 @@
 //! Jobs).
 
 pub mod act;
-pub mod approvals;
-pub mod backups;
-pub mod bookkeeping;
-pub mod cluster;
-pub mod credentials;
-pub mod dependents;
+pub mod finished;
 pub mod flow;
-pub mod identity;
-pub mod image_pull;
-pub mod jobs;
-pub mod launch;
-pub mod leases;
-pub mod lineage;
-pub mod locks;
-pub mod machine;
-pub mod member;
-pub mod object;
-pub mod outputs;
-pub mod owners;
+pub mod kinds;
+pub mod observe;
 pub mod pass;
-pub mod pool;
-pub mod pool_exports;
-mod pool_guard;
-pub mod record;
-pub mod secrets;
-pub mod snapshot;
-pub mod state;
-pub mod template;
-pub mod variables;
-pub mod verify_owner;
 
 use std::future::Future;
 use std::sync::Arc;

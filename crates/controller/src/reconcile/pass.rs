@@ -1,4 +1,4 @@
-//! The steps of a pass that every workload kind shares, called by [`super::flow`]. Each works
+//! The steps of a pass that every workload kind shares, called by [`crate::reconcile::flow`]. Each works
 //! on the object's key, its conditions and the shared part of its status.
 
 use captf_api::conditions::{Status, reasons, types};
@@ -11,14 +11,14 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 
-use super::bookkeeping::{self, Finished};
-use super::jobs::{self, ObservedJob, Phase};
-use super::object::{patch_status, set_block_move};
-use super::state::{DurableInputs, StateRead};
-use super::{Context, credentials};
 use crate::conditions::Conditions;
 use crate::decide::{self, StateView};
 use crate::error::{KubeContext, Result};
+use crate::reconcile::act::object::{patch_status, set_block_move};
+use crate::reconcile::finished::bookkeeping::{self, Finished};
+use crate::reconcile::observe::jobs::{self, ObservedJob, Phase};
+use crate::reconcile::observe::state::{DurableInputs, StateRead};
+use crate::reconcile::{Context, observe::credentials};
 
 /// One pass over one object: who it is and when the pass runs.
 pub struct Pass<'a, K> {
@@ -34,7 +34,7 @@ pub struct Pass<'a, K> {
 /// What [`Pass::first_reads`] read: the Jobs, the owner or its gate, the durable inputs.
 pub type FirstReads<O> = (
     Vec<ObservedJob>,
-    std::result::Result<O, super::verify_owner::Gate>,
+    std::result::Result<O, crate::reconcile::observe::owner::Gate>,
     DurableInputs,
 );
 
@@ -43,12 +43,13 @@ pub struct Observed {
     pub credentials: credentials::Outcome,
     pub runner_rbac: Result<()>,
     pub state: StateRead,
-    pub lock: super::locks::Lock,
+    pub lock: crate::reconcile::observe::locks::Lock,
 }
 
 impl<K> Pass<'_, K>
 where
-    K: super::object::Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
+    K: crate::reconcile::act::object::Workload
+        + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
     /// The pass's part of [`decide::applied_per_state`]: writes it only where no apply was ever
     /// reported, so a Job's own word is never overwritten.
@@ -75,18 +76,18 @@ where
     }
 
     /// What every pass reads first, at once since none depends on another: the object's Jobs,
-    /// its verified owner `O` (or why it has none; `others` as in [`verify_owner::owner`]) and
+    /// its verified owner `O` (or why it has none; `others` as in [`owner`]) and
     /// what its last apply rendered.
     ///
-    /// [`verify_owner::owner`]: super::verify_owner::owner
+    /// [`owner`]: crate::reconcile::observe::owner::owner
     pub async fn first_reads<O: crate::capi::Owner>(
         &self,
         others: (Status, &'static str),
     ) -> Result<FirstReads<O>> {
         futures::try_join!(
             jobs::list(&self.ctx.client, self.key),
-            super::verify_owner::owner::<O, K>(self.ctx, self.object, others),
-            super::state::durable_inputs(&self.ctx.client, self.key),
+            crate::reconcile::observe::owner::owner::<O, K>(self.ctx, self.object, others),
+            crate::reconcile::observe::state::durable_inputs(&self.ctx.client, self.key),
         )
     }
 
@@ -104,8 +105,8 @@ where
             credentials::ensure(client, caches, ns, identity, owner_ref),
             // Not the pass's error: RunnerRBACReady says what failed.
             async { Ok(credentials::ensure_runner_rbac(client, caches, ns).await) },
-            super::state::read(client, self.key),
-            super::locks::inspect(client, self.key),
+            crate::reconcile::observe::state::read(client, self.key),
+            crate::reconcile::observe::locks::inspect(client, self.key),
         )?;
         if let Some(mirror) = &credentials.mirror_removed {
             self.publish(
@@ -221,7 +222,7 @@ where
                 .rev()
                 .find(|j| j.phase == Phase::Succeeded)
                 .map(|j| j.name.as_str());
-            let request = super::backups::Request {
+            let request = crate::reconcile::act::backups::Request {
                 key: self.key,
                 owner: owner_ref,
                 cluster_name,
@@ -241,7 +242,7 @@ where
         if let StateRead::Found(_, chunks) = state {
             own_secrets.extend(chunks.iter().map(|c| c.name.clone()));
         }
-        let orphans = super::owners::to_repair(
+        let orphans = crate::reconcile::act::owners::to_repair(
             &self.ctx.caches,
             self.key.namespace(),
             &own_secrets,
@@ -249,7 +250,9 @@ where
         );
         if !orphans.is_empty() {
             let client = &self.ctx.client;
-            repaired.extend(super::owners::repair(client, self.key, &orphans, owner_ref).await);
+            repaired.extend(
+                crate::reconcile::act::owners::repair(client, self.key, &orphans, owner_ref).await,
+            );
         }
         if !repaired.is_empty() {
             self.publish(
@@ -268,7 +271,7 @@ where
     /// tries again.
     async fn back_up(
         &self,
-        request: &super::backups::Request<'_>,
+        request: &crate::reconcile::act::backups::Request<'_>,
         workspace: &mut WorkspaceStatus,
     ) -> Result<Vec<String>> {
         let counter = |result| {
@@ -281,31 +284,32 @@ where
                 })
                 .inc();
         };
-        let (outcome, sets) = match super::backups::take(&self.ctx.client, request).await {
-            Ok(taken) => taken,
-            Err(e) => {
-                counter(super::backups::RESULT_FAILED);
-                return Err(e);
-            }
-        };
+        let (outcome, sets) =
+            match crate::reconcile::act::backups::take(&self.ctx.client, request).await {
+                Ok(taken) => taken,
+                Err(e) => {
+                    counter(crate::reconcile::act::backups::RESULT_FAILED);
+                    return Err(e);
+                }
+            };
         if let Some(result) = outcome.result() {
             counter(result);
         }
         let (ns, name) = (self.key.namespace(), self.key.name());
         let serial = request.state.map_or(0, |s| s.serial);
         match &outcome {
-            super::backups::Outcome::Skipped(reason) => {
+            crate::reconcile::act::backups::Outcome::Skipped(reason) => {
                 tracing::info!(namespace = %ns, name = %name, serial, reason = reason.as_str(), "state backup skipped");
             }
-            super::backups::Outcome::Taken {
+            crate::reconcile::act::backups::Outcome::Taken {
                 name: backup,
                 pruned,
             } => {
                 tracing::info!(namespace = %ns, name = %name, serial, backup = %backup, pruned = pruned.len(), "state backed up");
             }
-            super::backups::Outcome::AlreadyBackedUp { .. } => {}
+            crate::reconcile::act::backups::Outcome::AlreadyBackedUp { .. } => {}
         }
-        let entries = super::backups::status_entries(&sets);
+        let entries = crate::reconcile::act::backups::status_entries(&sets);
         workspace.state_backups = (!entries.is_empty()).then_some(entries);
         // Backups restored without owner references (a namespace restore leaves
         // status.stateBackups empty, so this listing runs once after it): owned by the object
@@ -316,12 +320,13 @@ where
             block_owner_deletion: None,
             ..request.owner.clone()
         };
-        let orphans = super::owners::to_repair(&self.ctx.caches, ns, &names, &backup_owner);
+        let orphans =
+            crate::reconcile::act::owners::to_repair(&self.ctx.caches, ns, &names, &backup_owner);
         if orphans.is_empty() {
             return Ok(Vec::new());
         }
         let client = &self.ctx.client;
-        Ok(super::owners::repair(client, self.key, &orphans, &backup_owner).await)
+        Ok(crate::reconcile::act::owners::repair(client, self.key, &orphans, &backup_owner).await)
     }
 
     /// The engine's lock, while no Job runs: a dead runner's is handed to the next Job to
@@ -330,13 +335,17 @@ where
     pub async fn inspect_lock(
         &self,
         state: &StateRead,
-        lock: &super::locks::Lock,
+        lock: &crate::reconcile::observe::locks::Lock,
         previous: &Conditions,
         conds: &mut Conditions,
     ) -> Option<(String, String)> {
         match lock {
-            super::locks::Lock::Stale { id, pod } => Some((id.clone(), pod.clone())),
-            super::locks::Lock::Foreign(holder) if matches!(state, StateRead::Found(..)) => {
+            crate::reconcile::observe::locks::Lock::Stale { id, pod } => {
+                Some((id.clone(), pod.clone()))
+            }
+            crate::reconcile::observe::locks::Lock::Foreign(holder)
+                if matches!(state, StateRead::Found(..)) =>
+            {
                 let message = format!(
                     "the state lock is {holder}: not taken by this object's Jobs, so CAPTF never forces it. Release it where it was taken (`tofu force-unlock {}` or `terraform force-unlock {}` with the same backend); until then every Job waits lockTimeoutSeconds for it and fails",
                     holder.id, holder.id
@@ -406,15 +415,19 @@ where
                         | captf_api::Operation::Plan
                         | captf_api::Operation::Destroy
                 )
-            }) && let Some(why) =
-                super::image_pull::of_active(&self.ctx.client, self.key.namespace(), job, self.now)
-                    .await?
+            }) && let Some(why) = crate::reconcile::act::image_pull::of_active(
+                &self.ctx.client,
+                self.key.namespace(),
+                job,
+                self.now,
+            )
+            .await?
             {
                 conds.set(
                     types::APPLY_JOB_SUCCEEDED,
                     Status::False,
                     reasons::IMAGE_PULL_FAILED,
-                    &super::image_pull::while_running(&job.name, &why),
+                    &crate::reconcile::act::image_pull::while_running(&job.name, &why),
                     self.generation,
                     self.now,
                 );
@@ -434,8 +447,8 @@ where
         finish_bookkeeping(self.ctx, self.key, finished).await?;
         Ok(Action::requeue(if paused {
             self.ctx.args.sync_period
-        } else if active.is_some_and(super::image_pull::no_ready_pod) {
-            super::image_pull::RECHECK
+        } else if active.is_some_and(crate::reconcile::act::image_pull::no_ready_pod) {
+            crate::reconcile::act::image_pull::RECHECK
         } else {
             crate::schedule::ACTIVE_JOB_REQUEUE
         }))
@@ -449,8 +462,8 @@ where
 
 impl<K> Pass<'_, K>
 where
-    K: super::object::Workload
-        + super::object::WithWorkspaceStatus
+    K: crate::reconcile::act::object::Workload
+        + crate::reconcile::act::object::WithWorkspaceStatus
         + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
     /// Apply Jobs that disappeared while they ran (deleted by hand or by a namespace
@@ -477,7 +490,7 @@ where
                 })
         });
         if followed {
-            super::secrets::clear_interrupted_apply(client, self.key).await?;
+            crate::reconcile::act::secrets::clear_interrupted_apply(client, self.key).await?;
         }
         let named = |object: &K| {
             object
@@ -500,7 +513,7 @@ where
         if live.as_ref().and_then(named).as_ref() != Some(&name) {
             return Ok(followed);
         }
-        super::secrets::record_interrupted_apply(client, self.key, &name).await?;
+        crate::reconcile::act::secrets::record_interrupted_apply(client, self.key, &name).await?;
         bookkeeping::release_run_lease(client, self.key, &name).await;
         conds.set(
             types::APPLY_JOB_SUCCEEDED,
@@ -559,7 +572,7 @@ pub async fn restore_request(
     conds: &mut Conditions,
     generation: Option<i64>,
     now: Timestamp,
-) -> Result<Option<super::backups::BackupSet>> {
+) -> Result<Option<crate::reconcile::act::backups::BackupSet>> {
     let Some(value) = annotation else {
         return Ok(None);
     };
@@ -570,8 +583,8 @@ pub async fn restore_request(
     if i64::try_from(serial).ok() == last_restored {
         return Ok(None);
     }
-    let sets = super::backups::list(client, key).await?;
-    match super::backups::restorable(&sets, serial) {
+    let sets = crate::reconcile::act::backups::list(client, key).await?;
+    match crate::reconcile::act::backups::restorable(&sets, serial) {
         Some(set) => Ok(Some(set.clone())),
         None => {
             let kept: Vec<String> = sets

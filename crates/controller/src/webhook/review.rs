@@ -25,7 +25,7 @@ use super::guards;
 use super::rules::{self, Change, ManagerUser};
 use super::violations::Violations;
 use crate::job::PolicyLayers;
-use crate::reconcile::member;
+use crate::reconcile::observe::member;
 use crate::registry::Registry;
 use crate::schemas::{Known, Schemas};
 

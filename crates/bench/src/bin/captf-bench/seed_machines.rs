@@ -23,7 +23,7 @@ use captf_api::{TerraformMachine, annotations, labels};
 use captf_contract::{Role, RoleInputs};
 use captf_controller::capi;
 use captf_controller::inputs::{Bootstrap, machine_inputs};
-use captf_controller::reconcile::state::{self, StateRead};
+use captf_controller::reconcile::observe::state::{self, StateRead};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;

@@ -7,12 +7,12 @@ use kube::api::Api;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
-use super::bookkeeping::Finished;
-use super::pass::{Pass, state_serial};
-use super::state::{DurableInputs, StateRead};
 use crate::conditions::Conditions;
 use crate::decide::StateView;
 use crate::error::Result;
+use crate::reconcile::finished::bookkeeping::Finished;
+use crate::reconcile::observe::state::{DurableInputs, StateRead};
+use crate::reconcile::pass::{Pass, state_serial};
 
 /// Whose state the reader found: what [`classify`] makes of a read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +124,8 @@ struct Own<'a> {
 
 impl<K> Pass<'_, K>
 where
-    K: super::object::Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
+    K: crate::reconcile::act::object::Workload
+        + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
     /// StateReadable, from the state [`observe`](Self::observe) read live (only while no Job
     /// runs), and whose it is. A missing state of an object that ever applied (the marker or
@@ -166,14 +167,14 @@ where
         // is missing applied before, or the lineage of a state nothing else recorded (an object
         // from before lineages were recorded).
         let backups = if (missing && !marked) || recorded.lineage().is_none() {
-            super::backups::list(&self.ctx.client, self.key).await?
+            crate::reconcile::act::backups::list(&self.ctx.client, self.key).await?
         } else {
             Vec::new()
         };
         let newest_backup = backups
             .iter()
             .filter(|b| b.complete() && !b.lineage.is_empty())
-            .min_by(|a, b| super::backups::newest_first(a, b));
+            .min_by(|a, b| crate::reconcile::act::backups::newest_first(a, b));
         recorded.backup = newest_backup.map(|b| b.lineage.as_str());
         let ever_applied = marked || (missing && !backups.is_empty());
         let adopt = self
@@ -295,7 +296,8 @@ where
         if let Some(lineage) = &own.record
             && durable.exists
         {
-            super::secrets::record_lineage(&self.ctx.client, self.key, lineage).await?;
+            crate::reconcile::act::secrets::record_lineage(&self.ctx.client, self.key, lineage)
+                .await?;
         }
         if own.adopted {
             let note = format!(
@@ -312,7 +314,8 @@ where
         if own.adoption_done {
             let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
             let adopt = annotations::ADOPT_STATE;
-            super::approvals::consume(&api, self.key.name(), adopt, &s.lineage).await?;
+            crate::reconcile::act::approvals::consume(&api, self.key.name(), adopt, &s.lineage)
+                .await?;
         }
         workspace.state_lineage = Some(s.lineage.clone());
         let (g, now) = (self.generation, self.now);

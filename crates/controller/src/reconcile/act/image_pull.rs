@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 
-use super::jobs::ObservedJob;
 use crate::error::{KubeContext, Result};
+use crate::reconcile::observe::jobs::ObservedJob;
 
 /// The kubelet's waiting reasons for an image it cannot get.
 const PULL_REASONS: [&str; 3] = ["ErrImagePull", "ImagePullBackOff", "InvalidImageName"];

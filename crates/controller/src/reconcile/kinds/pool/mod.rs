@@ -5,6 +5,9 @@
 //! `spec.providerIDList` and `status.replicas`; with the autoscaler's annotations the module owns
 //! the replica count and the pool writes it back to the MachinePool.
 
+pub mod exports;
+mod guard;
+
 use std::time::Duration;
 
 use captf_api::Operation;
@@ -19,18 +22,18 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
 
-use super::bookkeeping::Finished;
-use super::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
-use super::pass::Pass;
-use super::pool_exports::{self, BlockedApply, PendingFate, Render, Verdict};
-use super::pool_guard::{exports_guard, newest_blocked, record_exports};
-use super::verify_owner::Gate;
-use super::{Context, member, outputs};
 use crate::capi;
 use crate::conditions::Conditions;
 use crate::decide::{self, Action as Decided, Decision, Policy, Snapshot, StateView};
 use crate::error::{KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
+use crate::reconcile::finished::bookkeeping::Finished;
+use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
+use crate::reconcile::kinds::pool::guard::{exports_guard, newest_blocked, record_exports};
+use crate::reconcile::observe::owner::Gate;
+use crate::reconcile::pass::Pass;
+use crate::reconcile::{Context, observe::member, observe::outputs};
+use exports::{BlockedApply, PendingFate, Render, Verdict};
 
 /// Built-in `membershipRefreshIntervalSeconds`.
 const DEFAULT_MEMBERSHIP_INTERVAL: Duration = Duration::from_secs(60);
@@ -161,7 +164,7 @@ impl Adapter for TerraformMachinePool {
             .is_some_and(|r| usize::try_from(r).ok() != Some(listed));
         let guard = newest_blocked(&work.jobs, &work.finished);
         let blocked = match &work.own.guard {
-            Some((v, approval_hash)) => pool_exports::blocked_apply(
+            Some((v, approval_hash)) => exports::blocked_apply(
                 v,
                 guard.as_deref(),
                 approval_hash,
@@ -322,13 +325,18 @@ async fn render(
     let image = &pool.spec.workspace.source.image;
     let workspace = &pool.spec.workspace;
     let layers = PolicyLayers::for_member(workspace.jobs.as_deref(), Some(&deps.of.infra));
-    let variables =
-        match super::variables::resolve(ctx, namespace, Role::MachinePool, workspace, layers)
-            .await?
-        {
-            Ok(variables) => variables,
-            Err(gate) => return Ok(Err(gate)),
-        };
+    let variables = match crate::reconcile::observe::variables::resolve(
+        ctx,
+        namespace,
+        Role::MachinePool,
+        workspace,
+        layers,
+    )
+    .await?
+    {
+        Ok(variables) => variables,
+        Err(gate) => return Ok(Err(gate)),
+    };
     let role_inputs = RoleInputs::MachinePool(inputs.clone());
     let current = captf_contract::render(Role::MachinePool, image, &role_inputs, &variables)?;
     let approval_hash = captf_contract::approval_hash(&role_inputs, image, &variables)?;

@@ -13,12 +13,12 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
-use super::jobs::{ObservedJob, Phase};
 use crate::error::{KubeContext, Result};
 use crate::metrics::Metrics;
 use crate::metrics::{
     JobError, KindAction, KindOp, KindOpAction, KindOpResult, KindOpStep, ObjectOp,
 };
+use crate::reconcile::observe::jobs::{ObservedJob, Phase};
 
 /// What one finished Job told us.
 #[derive(Clone, Debug)]
@@ -40,7 +40,7 @@ pub struct Finished {
     pub container_started_at: Option<Timestamp>,
     /// The Job's annotations at creation (`captf.io/inputs-hash`, `captf.io/approved-plan`, ...).
     pub annotations: BTreeMap<String, String>,
-    /// Its pod still waits for an image ([`super::image_pull::pull_failure`]).
+    /// Its pod still waits for an image ([`crate::reconcile::act::image_pull::pull_failure`]).
     pub pull_failure: Option<String>,
 }
 
@@ -293,7 +293,9 @@ pub async fn collect(
                 .map(|t| t.0),
             finished_at: job.finished_at,
             annotations: job.annotations.clone(),
-            pull_failure: pod.as_ref().and_then(super::image_pull::pull_failure),
+            pull_failure: pod
+                .as_ref()
+                .and_then(crate::reconcile::act::image_pull::pull_failure),
         });
     }
     Ok(out)
@@ -335,9 +337,10 @@ pub async fn finish(client: &kube::Client, key: &ObjectKey, finished: &Finished)
 /// Releases the leases the finished Job `holder` took: the object's run lease and, for a
 /// cluster, the cluster write lease (each only while `holder` still holds it).
 pub async fn release_run_lease(client: &kube::Client, key: &ObjectKey, holder: &str) {
-    super::leases::release(client, key.namespace(), &key.run_lease(), holder).await;
+    crate::reconcile::act::leases::release(client, key.namespace(), &key.run_lease(), holder).await;
     if key.kind() == captf_api::names::WorkloadKind::Cluster {
-        super::leases::release_cluster_lease_of(client, key.namespace(), holder).await;
+        crate::reconcile::act::leases::release_cluster_lease_of(client, key.namespace(), holder)
+            .await;
     }
 }
 

@@ -9,12 +9,12 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
 
-use super::Context;
-use super::state::{self, StateRead};
-use super::verify_owner::Gate;
 use crate::capi;
 use crate::error::{Error, KubeContext, Result};
 use crate::inputs::Bootstrap;
+use crate::reconcile::Context;
+use crate::reconcile::observe::owner::Gate;
+use crate::reconcile::observe::state::{self, StateRead};
 
 /// The CAPI Cluster of a member and the TerraformCluster it names.
 pub struct ClusterOf {

@@ -3,6 +3,8 @@
 //! plans, its outputs written to status and spec (endpoint, failure domains, exports), and a
 //! deletion that waits for its machines and pools.
 
+pub mod dependents;
+
 use std::time::Duration;
 
 use captf_api::conditions::{Status, reasons, types};
@@ -15,18 +17,18 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 
-use super::act::Acted;
-use super::bookkeeping::Finished;
-use super::dependents::Dependents;
-use super::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
-use super::outputs::Reading;
-use super::pass::Pass;
-use super::{Context, approvals, outputs};
 use crate::capi;
 use crate::conditions::Conditions;
 use crate::decide::{self, Approvals, Policy, Snapshot, StateView};
 use crate::error::{KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
+use crate::reconcile::act::Acted;
+use crate::reconcile::finished::bookkeeping::Finished;
+use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
+use crate::reconcile::kinds::cluster::dependents::Dependents;
+use crate::reconcile::observe::outputs::Reading;
+use crate::reconcile::pass::Pass;
+use crate::reconcile::{Context, act::approvals, observe::outputs};
 
 const KIND: &str = "TerraformCluster";
 
@@ -63,11 +65,15 @@ impl Adapter for TerraformCluster {
         let (tc, workspace) = (pass.object, &pass.object.spec.workspace);
         let layers = PolicyLayers::for_cluster(tc);
         let ns = pass.key.namespace();
-        Ok(
-            super::variables::resolve(pass.ctx, ns, Role::Cluster, workspace, layers)
-                .await?
-                .map(|variables| (cluster, Some(variables))),
+        Ok(crate::reconcile::observe::variables::resolve(
+            pass.ctx,
+            ns,
+            Role::Cluster,
+            workspace,
+            layers,
         )
+        .await?
+        .map(|variables| (cluster, Some(variables))))
     }
     fn paused_by(cluster: &capi::Cluster) -> bool {
         cluster.paused()

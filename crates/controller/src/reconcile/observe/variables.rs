@@ -7,9 +7,9 @@ use captf_contract::{Role, Variables};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ObjectMeta};
 
-use super::Context;
 use crate::error::{KubeContext, Result};
 use crate::job::policy::PolicyLayers;
+use crate::reconcile::Context;
 use crate::schemas::Known;
 use crate::variables::{self, Fetched, Gate, SourceKind};
 

@@ -1,5 +1,5 @@
 //! The pool pass's side of the exports guard (concepts §12.8): the record of the exports a
-//! successful apply rendered, the facts [`pool_exports::decide`] needs, and carrying out its
+//! successful apply rendered, the facts [`exports::decide`] needs, and carrying out its
 //! verdict (what the Jobs render, the pending change, the approval, the condition).
 
 use captf_api::conditions::{Status, reasons, types};
@@ -11,18 +11,18 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::bookkeeping::Finished;
-use super::flow::Rendering;
-use super::jobs::{ObservedJob, Phase};
-use super::launch::RenderedExports;
-use super::pass::Pass;
-use super::pool::Prepared;
-use super::pool_exports::{self, Facts, Pending, PendingFate, Render, Verdict};
-use super::state::DurableInputs;
-use super::{approvals, member, secrets};
 use crate::conditions::Conditions;
 use crate::decide::StateView;
 use crate::error::{KubeContext, Result};
+use crate::reconcile::act::launch::RenderedExports;
+use crate::reconcile::finished::bookkeeping::Finished;
+use crate::reconcile::flow::Rendering;
+use crate::reconcile::kinds::pool::Prepared;
+use crate::reconcile::kinds::pool::exports::{self, Facts, Pending, PendingFate, Render, Verdict};
+use crate::reconcile::observe::jobs::{ObservedJob, Phase};
+use crate::reconcile::observe::state::DurableInputs;
+use crate::reconcile::pass::Pass;
+use crate::reconcile::{act::approvals, act::secrets, observe::member};
 
 /// The hash the newest finished apply was blocked for, if the guard stopped it. The markers of
 /// a Job recorded this pass are not on the listed Job yet: `finished` has them.
@@ -87,7 +87,7 @@ pub(super) async fn record_exports(
         let record = applied_exports_of(client, key, f, hash, durable)
             .await?
             .and_then(|v| captf_contract::canonicalize_exports(&v).ok())
-            .filter(|r| pool_exports::fits(durable.rendered_size, r.len()));
+            .filter(|r| exports::fits(durable.rendered_size, r.len()));
         // Stale values never stay: without the new ones the record is dropped (unrecorded).
         if record.is_some() || durable.applied_exports.is_some() {
             secrets::write_applied_exports(client, key, record.as_deref()).await?;
@@ -106,7 +106,7 @@ pub(super) async fn record_exports(
             job: f.name.clone(),
             approval_hash: approval.clone(),
             exports_hash,
-            resources: super::record::destructive_resources(f),
+            resources: crate::reconcile::finished::status::destructive_resources(f),
         };
         secrets::set_pool_exports_mark(
             client,
@@ -121,7 +121,7 @@ pub(super) async fn record_exports(
         return Ok(false);
     }
     // It got past the guard and failed: part of the change may be applied.
-    let partial = pool_exports::Partial {
+    let partial = exports::Partial {
         job: f.name.clone(),
         exports_hash,
     };
@@ -188,7 +188,7 @@ pub(super) async fn exports_guard(
         .annotations()
         .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
         .map(String::as_str);
-    let verdict = pool_exports::decide(&Facts {
+    let verdict = exports::decide(&Facts {
         applied_hash: applied.as_deref(),
         recorded: record.is_some(),
         applied_before: durable.applied(),
@@ -276,7 +276,7 @@ async fn keep_records(
         if let Some(bytes) = found
             .as_ref()
             .and_then(|v| captf_contract::canonicalize_exports(v).ok())
-            .filter(|b| pool_exports::fits(room, b.len()))
+            .filter(|b| exports::fits(room, b.len()))
         {
             secrets::write_applied_exports(client, key, Some(&bytes)).await?;
             durable.applied_exports = Some(bytes);
@@ -286,7 +286,7 @@ async fn keep_records(
     // The record shares the durable inputs' budget with what the next apply writes.
     if let Some(len) = durable.applied_exports.as_ref().map(Vec::len)
         && record.is_some()
-        && !pool_exports::fits(room, len)
+        && !exports::fits(room, len)
     {
         secrets::write_applied_exports(client, key, None).await?;
         durable.applied_exports = None;
@@ -304,7 +304,7 @@ async fn keep_records(
         && let (Some(applied), Some(lost_exports)) = (&applied, lost_exports)
         && *applied != lost_exports
     {
-        let partial = pool_exports::Partial {
+        let partial = exports::Partial {
             job: lost,
             exports_hash: lost_exports,
         }
@@ -375,7 +375,7 @@ fn held_rendering(
     // A held apply that failed reports its failure; otherwise the change stays blocked.
     if held_apply(Phase::Failed).is_none() {
         let succeeded = held_apply(Phase::Succeeded).map(|j| j.name.as_str());
-        let message = pool_exports::held_message(key.namespace(), key.name(), p, succeeded);
+        let message = exports::held_message(key.namespace(), key.name(), p, succeeded);
         let (g, now) = (pass.generation, pass.now);
         let reason = reasons::DESTRUCTIVE_PLAN_BLOCKED;
         conds.set(
@@ -405,7 +405,7 @@ pub(super) fn withdrawn(
     {
         return;
     }
-    let note = pool_exports::withdrawn_note(p);
+    let note = exports::withdrawn_note(p);
     let last = jobs.iter().rev().find(|j| {
         j.op == Operation::Apply
             && j.phase != Phase::Active

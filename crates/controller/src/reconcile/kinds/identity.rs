@@ -15,11 +15,11 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
-use super::Context;
-use super::pass::publish;
 use crate::cache::Caches;
 use crate::conditions::Conditions;
 use crate::error::{KubeContext, Result};
+use crate::reconcile::Context;
+use crate::reconcile::pass::publish;
 
 /// How often the credentials Secret is looked at (it is not watched).
 const RECHECK: Duration = Duration::from_secs(300);
@@ -67,7 +67,7 @@ pub async fn reconcile(
         namespaces: (!namespaces.is_empty()).then_some(namespaces),
     };
     let api: Api<TerraformClusterIdentity> = Api::all(ctx.client.clone());
-    super::object::write_status(&api, &name, previous, &next).await?;
+    crate::reconcile::act::object::write_status(&api, &name, previous, &next).await?;
     // One event per transition; a first reading that finds the Secret says nothing.
     match (before.as_deref(), reason) {
         (Some(r), reasons::SECRET_FOUND) if r != reasons::SECRET_FOUND => {

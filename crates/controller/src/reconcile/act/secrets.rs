@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
-use super::bookkeeping::Finished;
 use crate::error::{Error, KubeContext, Result};
+use crate::reconcile::finished::bookkeeping::Finished;
 
 /// Writes the durable inputs (`captf-inputs-<c|m|mp>-<name>`) when an apply starts: a destroy,
 /// refresh or drift later renders from them.
@@ -278,7 +278,7 @@ pub async fn write_applied_exports(
 ) -> Result<()> {
     let value = record.map(|r| k8s_openapi::ByteString(r.to_vec()));
     let patch = serde_json::json!({"data": {
-        super::pool_exports::APPLIED_EXPORTS_KEY: value,
+        crate::reconcile::kinds::pool::exports::APPLIED_EXPORTS_KEY: value,
     }});
     patch_durable(client, key, &patch, "recording the applied exports on").await
 }

@@ -6,9 +6,9 @@ use captf_api::labels;
 use kube::api::{Api, DynamicObject};
 use kube::{Resource, ResourceExt};
 
-use super::Context;
 use crate::capi::{self, Owner};
 use crate::error::{KubeContext, Result};
+use crate::reconcile::Context;
 
 /// Why the owner does not count: `DependenciesReady` status, reason and message.
 pub type Gate = (Status, &'static str, String);

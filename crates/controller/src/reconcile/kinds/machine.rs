@@ -14,16 +14,16 @@ use captf_contract::{MachineInputs, Role, RoleInputs};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
-use super::Context;
-use super::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
-use super::pass::Pass;
-use super::verify_owner::Gate;
-use super::{member, outputs, variables};
 use crate::capi;
 use crate::decide::{Policy, Snapshot, StateView};
 use crate::error::{KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::machine::{self, MachinePolicy, RemediationChange};
+use crate::reconcile::Context;
+use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
+use crate::reconcile::observe::owner::Gate;
+use crate::reconcile::pass::Pass;
+use crate::reconcile::{observe::member, observe::outputs, observe::variables};
 
 /// What a machine belongs to, found from its verified Machine.
 pub struct Dependencies {

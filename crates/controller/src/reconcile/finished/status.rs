@@ -8,12 +8,12 @@ use kube::api::Api;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
-use super::bookkeeping::{self, Finished};
-use super::object::Workload;
-use super::pass::Pass;
-use super::{approvals, secrets};
 use crate::conditions::Conditions;
 use crate::error::Result;
+use crate::reconcile::act::object::Workload;
+use crate::reconcile::finished::bookkeeping::{self, Finished};
+use crate::reconcile::pass::Pass;
+use crate::reconcile::{act::approvals, act::secrets};
 
 /// What a blocked apply's plan would have deleted or replaced, `<address> (<actions>)`: the
 /// plan lists every change, the destructive ones are named; else the runner's error names them.
@@ -89,7 +89,7 @@ where
                     "{}. Nothing ran against that state; StateReadable says what the state is now and what to do",
                     f.summary()
                 );
-                let type_ = super::launch::condition_of(op);
+                let type_ = crate::reconcile::act::launch::condition_of(op);
                 conds.set(
                     type_,
                     Status::False,
@@ -213,7 +213,9 @@ where
         let seen_earlier = conds
             .get(types::APPLY_JOB_SUCCEEDED)
             .filter(|c| c.reason == reasons::IMAGE_PULL_FAILED)
-            .and_then(|c| super::image_pull::said_while_running(&c.message, &f.name))
+            .and_then(|c| {
+                crate::reconcile::act::image_pull::said_while_running(&c.message, &f.name)
+            })
             .map(str::to_owned);
         let pull = f
             .pull_failure

@@ -14,14 +14,14 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
-use super::jobs::{self, ObservedJob};
-use super::object::{Workload, set_block_move};
-use super::pass::Pass;
-use super::{Context, approvals, bookkeeping, leases, secrets};
 use crate::conditions::Conditions;
 use crate::decide;
 use crate::error::{Error, KubeContext, Result};
 use crate::job::{EffectivePolicy, JobSpec, build_job, job_owner, per_run_secret};
+use crate::reconcile::act::object::{Workload, set_block_move};
+use crate::reconcile::observe::jobs::{self, ObservedJob};
+use crate::reconcile::pass::Pass;
+use crate::reconcile::{Context, act::approvals, act::leases, act::secrets, finished::bookkeeping};
 
 /// Retry after a gate (credentials, policy, inputs, leases): a condition says what it waits for.
 pub const GATE_REQUEUE: Duration = Duration::from_secs(30);
@@ -49,7 +49,7 @@ pub struct Launch<'a> {
     /// whether they are the held exports of the last successful apply.
     pub exports: Option<RenderedExports>,
     /// The state the pass read, which the Job must find when it runs (`--expect-state`);
-    /// see [`super::lineage::expected`].
+    /// see [`crate::reconcile::observe::lineage::expected`].
     pub expect_state: Option<captf_runner::expect::ExpectedState>,
 }
 
@@ -78,7 +78,7 @@ struct JobFacts<'a> {
     identity: &'a str,
     inputs_hash: &'a str,
     interrupted: Option<&'a str>,
-    restore: Option<&'a super::backups::BackupSet>,
+    restore: Option<&'a crate::reconcile::act::backups::BackupSet>,
     force_unlock: Option<&'a (String, String)>,
 }
 
@@ -104,7 +104,7 @@ where
         rendered: Option<&captf_contract::Rendered>,
         identity: &str,
         interrupted: Option<&str>,
-        restore: Option<&super::backups::BackupSet>,
+        restore: Option<&crate::reconcile::act::backups::BackupSet>,
         force_unlock: Option<&(String, String)>,
         conds: &mut Conditions,
     ) -> Result<Started> {
@@ -240,7 +240,7 @@ where
         &self,
         op: Operation,
         rendered: Option<&captf_contract::Rendered>,
-        restore: Option<&super::backups::BackupSet>,
+        restore: Option<&crate::reconcile::act::backups::BackupSet>,
         conds: &mut Conditions,
     ) -> Result<Option<JobInputs>> {
         let (g, now) = (self.generation, self.now);

@@ -15,12 +15,12 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
-use super::Context;
-use super::pass::publish;
 use crate::capacity::{self, Read, Resolved};
 use crate::conditions::Conditions;
 use crate::error::{Error, KubeContext, Result};
 use crate::metrics::KindReason;
+use crate::reconcile::Context;
+use crate::reconcile::pass::publish;
 use crate::registry::{self, KeyringError};
 
 const KIND: &str = "TerraformMachineTemplate";
@@ -51,7 +51,7 @@ pub async fn reconcile(
     let status = status(&template, &resolved);
     if previous != Some(&status) {
         let api: Api<TerraformMachineTemplate> = Api::namespaced(ctx.client.clone(), &namespace);
-        super::object::write_status(&api, &name, previous, &status).await?;
+        crate::reconcile::act::object::write_status(&api, &name, previous, &status).await?;
         announce(&ctx, &template, previous, &resolved).await;
     }
     Ok(if resolved.reason == reasons::IMAGE_INSPECT_FAILED {

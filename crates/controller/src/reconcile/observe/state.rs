@@ -19,7 +19,7 @@ pub enum StateRead {
     Unreadable(StateError),
     /// Readable state, and the chunks it was decoded from (for backups).
     Found(Box<DecodedState>, Vec<Chunk>),
-    /// A readable state of another lineage than the object's (see [`super::lineage::classify`]): not its
+    /// A readable state of another lineage than the object's (see [`crate::reconcile::observe::lineage::classify`]): not its
     /// state, so nothing reads its outputs, backs it up or runs against it; only a restore
     /// replaces it.
     Foreign(Box<DecodedState>),
@@ -74,7 +74,7 @@ pub struct DurableInputs {
     /// Bytes of `main.tf.json` and `terraform.tfvars.json` together.
     pub rendered_size: usize,
     /// Pools: the canonical JSON of the exports the last successful apply rendered (its own data
-    /// key, see [`super::pool_exports::APPLIED_EXPORTS_KEY`]).
+    /// key, see [`crate::reconcile::kinds::pool::exports::APPLIED_EXPORTS_KEY`]).
     pub applied_exports: Option<Vec<u8>>,
 }
 
@@ -130,7 +130,7 @@ pub async fn durable_inputs(client: &kube::Client, key: &ObjectKey) -> Result<Du
         rendered_size: size(captf_contract::render::MAIN_TF_FILE)
             + size(captf_contract::render::TFVARS_FILE),
         applied_exports: data
-            .get(super::pool_exports::APPLIED_EXPORTS_KEY)
+            .get(crate::reconcile::kinds::pool::exports::APPLIED_EXPORTS_KEY)
             .map(|b| b.0.clone()),
     })
 }

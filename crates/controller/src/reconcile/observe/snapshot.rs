@@ -5,14 +5,14 @@ use captf_api::conditions::{reasons, types};
 use captf_api::{WorkspaceStatus, annotations};
 use kube::{Resource, ResourceExt};
 
-use super::backups::BackupSet;
-use super::jobs::{self, ObservedJob};
-use super::object::Workload;
-use super::pass::{Pass, abandon_requested, drift_found, restore_request};
-use super::state::DurableInputs;
 use crate::conditions::Conditions;
 use crate::decide::{Approvals, Observed, Policy, Snapshot, StateView};
 use crate::error::Result;
+use crate::reconcile::act::backups::BackupSet;
+use crate::reconcile::act::object::Workload;
+use crate::reconcile::observe::jobs::{self, ObservedJob};
+use crate::reconcile::observe::state::DurableInputs;
+use crate::reconcile::pass::{Pass, abandon_requested, drift_found, restore_request};
 
 /// What a pass observed that every kind's snapshot holds.
 pub struct Observation<'a> {

@@ -2,6 +2,15 @@
 //! of the preamble, carrying out a decision (hold a deletion, release the object, start a Job)
 //! and the one status write that ends a pass.
 
+pub mod approvals;
+pub mod backups;
+pub mod image_pull;
+pub mod launch;
+pub mod leases;
+pub mod object;
+pub mod owners;
+pub mod secrets;
+
 use std::time::Duration;
 
 use captf_api::ActiveJob;
@@ -12,16 +21,16 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
-use super::bookkeeping::Finished;
-use super::jobs::{self, ObservedJob};
-use super::launch::{GATE_REQUEUE, Launch, Started};
-use super::object::{Workload, patch_status, remove_finalizer};
-use super::pass::{Pass, abandon_cause, finish_bookkeeping};
-use super::{credentials, secrets};
 use crate::conditions::Conditions;
 use crate::decide::{self, StateView};
 use crate::error::Result;
 use crate::job::EffectivePolicy;
+use crate::reconcile::act::launch::{GATE_REQUEUE, Launch, Started};
+use crate::reconcile::act::object::{Workload, patch_status, remove_finalizer};
+use crate::reconcile::finished::bookkeeping::Finished;
+use crate::reconcile::observe::credentials;
+use crate::reconcile::observe::jobs::{self, ObservedJob};
+use crate::reconcile::pass::{Pass, abandon_cause, finish_bookkeeping};
 
 /// How often a Job waiting for its ServiceAccount's opt-in looks again (the label is not
 /// watched).
@@ -69,7 +78,7 @@ where
     /// why it is missing.
     pub fn dependencies<T>(
         &self,
-        found: std::result::Result<T, super::verify_owner::Gate>,
+        found: std::result::Result<T, crate::reconcile::observe::owner::Gate>,
         conds: &mut Conditions,
     ) -> Option<T> {
         let (status, reason, message, found) = match found {
@@ -272,7 +281,7 @@ where
         start: &decide::Start,
         rendered: Option<&captf_contract::Rendered>,
         interrupted: Option<&str>,
-        restore: Option<&super::backups::BackupSet>,
+        restore: Option<&crate::reconcile::act::backups::BackupSet>,
         force_unlock: Option<&(String, String)>,
         conds: &mut Conditions,
     ) -> Result<Acted> {

@@ -1,0 +1,14 @@
+//! What a pass reads before it decides: the owner and what the object belongs to, its
+//! variables and credentials, its Jobs, its state and whose it is, the engine's lock, its
+//! outputs, and the snapshot [`crate::decide`] reads.
+
+pub mod credentials;
+pub mod jobs;
+pub mod lineage;
+pub mod locks;
+pub mod member;
+pub mod outputs;
+pub mod owner;
+pub mod snapshot;
+pub mod state;
+pub mod variables;
