@@ -34,7 +34,6 @@ pub struct Snapshot {
     pub uid: String,
     pub created_at: Timestamp,
     pub deleting: bool,
-    pub job_active: bool,
     pub state: StateView,
     /// Hash of the inputs rendered now; `None` when they cannot be built (e.g. an immutable kind
     /// after provisioning, or missing dependencies).
@@ -283,11 +282,33 @@ pub fn applied_per_state(s: &Snapshot, d: &Decision) -> Option<String> {
     })
 }
 
-/// Decides the next step for `s` at `now`.
-pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
-    if s.job_active {
-        return wait(Reason::JobActive, schedule::ACTIVE_JOB_REQUEUE);
+/// What a pass knows before it reads anything a Job of the object could be writing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Preamble {
+    /// The object, or the Cluster it belongs to, is paused.
+    pub paused: bool,
+    /// One of its Jobs has not finished.
+    pub job_active: bool,
+}
+
+/// Whether the pass stops before it observes: a paused object only books its finished Jobs
+/// (a deletion waits too), and while a Job runs nothing is read that it may be writing (the
+/// state, its lock) and nothing else starts. `None`: observe, then [`decide`]. A paused
+/// object looks again at the sync period (`requeue: None`).
+pub fn hold(p: Preamble) -> Option<Decision> {
+    if p.paused {
+        return Some(Decision {
+            action: Action::Wait,
+            reason: Reason::Paused,
+            requeue: None,
+        });
     }
+    p.job_active
+        .then(|| wait(Reason::JobActive, schedule::ACTIVE_JOB_REQUEUE))
+}
+
+/// Decides the next step for `s` at `now`, once [`hold`] let the pass observe.
+pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
     // Before abandon too: releasing the cluster's finalizer under live machines would drop
     // the state they were built against.
     if s.deleting && s.dependents {

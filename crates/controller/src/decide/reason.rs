@@ -3,6 +3,7 @@
 /// The reason of a [`super::Decision`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reason {
+    Paused,
     JobActive,
     DependentsExist,
     RestoreRequested,
@@ -69,6 +70,7 @@ impl Reason {
     pub fn as_str(self) -> &'static str {
         use Reason::*;
         match self {
+            Paused => "Paused",
             JobActive => "JobActive",
             DependentsExist => "DependentsExist",
             RestoreRequested => "RestoreRequested",

@@ -297,7 +297,11 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         work.durable = state::durable_inputs(&ctx.client, key).await?;
     }
     let active = work.jobs.iter().find(|j| j.phase == Phase::Active);
-    if paused || active.is_some() {
+    let preamble = decide::Preamble {
+        paused,
+        job_active: active.is_some(),
+    };
+    if decide::hold(preamble).is_some() {
         let provisioned = provisioned(A::workspace(&work.status));
         let action = pass
             .hold(

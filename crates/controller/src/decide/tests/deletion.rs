@@ -48,15 +48,6 @@ pub(super) fn rows() -> Rows {
             WaitFor(Reason::DependentsExist, Duration::from_secs(30)),
         ),
         (
-            "a running Job is waited for before dependents",
-            cluster().with(|s| {
-                s.deleting = true;
-                s.dependents = true;
-                s.job_active = true
-            }),
-            Wait(Reason::JobActive),
-        ),
-        (
             "dependents mean nothing when not deleting",
             cluster().with(|s| {
                 s.dependents = true;

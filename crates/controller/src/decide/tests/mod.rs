@@ -35,7 +35,6 @@ fn base(kind: WorkloadKind) -> Snapshot {
         uid: UID.into(),
         created_at: t(0),
         deleting: false,
-        job_active: false,
         state: StateView::Found {
             inputs_hash: Some("h2:a".into()),
         },

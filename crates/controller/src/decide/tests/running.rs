@@ -1,5 +1,5 @@
-//! What runs before anything else: a running Job holds every decision, and a requested
-//! restore comes next.
+//! What holds a pass before it observes (pause, a running Job), and what comes first once it
+//! observes: a requested restore.
 
 use super::*;
 
@@ -7,28 +7,6 @@ pub(super) fn rows() -> Rows {
     use Operation::*;
     use Want::*;
     vec![
-        // A running Job: nothing else happens.
-        (
-            "job active",
-            cluster().with(|s| s.job_active = true),
-            WaitFor(Reason::JobActive, MIN),
-        ),
-        (
-            "job active beats deletion",
-            cluster().with(|s| {
-                s.job_active = true;
-                s.deleting = true
-            }),
-            Wait(Reason::JobActive),
-        ),
-        (
-            "job active beats input change",
-            cluster().with(|s| {
-                s.job_active = true;
-                s.inputs_hash = Some("h2:b".into())
-            }),
-            Wait(Reason::JobActive),
-        ),
         // Restore.
         (
             "restore requested",
@@ -82,4 +60,31 @@ pub(super) fn rows() -> Rows {
 #[test]
 fn table() {
     run(rows());
+}
+
+#[test]
+fn what_holds_a_pass_before_it_observes() {
+    let held = |paused, job_active| {
+        hold(Preamble { paused, job_active }).map(|d| (d.action, d.reason, d.requeue))
+    };
+    let active = Some((
+        Action::Wait,
+        Reason::JobActive,
+        Some(crate::schedule::ACTIVE_JOB_REQUEUE),
+    ));
+    let paused = Some((Action::Wait, Reason::Paused, None));
+    let cases = [
+        ("nothing holds it", false, false, None),
+        (
+            "a running Job: nothing else is read or started",
+            false,
+            true,
+            active,
+        ),
+        ("paused: the sync period", true, false, paused.clone()),
+        ("paused with a running Job: paused", true, true, paused),
+    ];
+    for (case, p, j, want) in cases {
+        assert_eq!(held(p, j), want, "{case}");
+    }
 }

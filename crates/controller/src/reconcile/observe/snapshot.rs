@@ -100,7 +100,6 @@ where
                 .as_ref()
                 .map_or(self.now, |t| t.0),
             deleting: seen.deleting,
-            job_active: false,
             state: seen.state,
             inputs_hash: seen.inputs_hash,
             interrupted_apply: seen.durable.interrupted_apply().is_some(),
