@@ -1,7 +1,7 @@
 //! The reconcile of the workload kinds, one flow ([`flow`]) with a kind adapter each
-//! ([`cluster`], [`machine`], [`pool`]): observe a snapshot, [`crate::decide`], act, and write
-//! status once per pass. The identity and the machine template have passes of their own (no
-//! Jobs).
+//! ([`kinds::cluster`], [`kinds::machine`], [`kinds::pool`]): observe a snapshot,
+//! [`crate::decide`], act, and write status once per pass. The identity and the machine
+//! template have passes of their own (no Jobs).
 
 pub mod act;
 pub mod finished;
