@@ -13,12 +13,14 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Resource;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
 
 /// A ValidatingAdmissionPolicy (the API server's own admission, no webhook) that refuses every
-/// update of Secret `secret` in `ns`.
+/// update of Secret `secret` in `ns` that leaves it with an owner reference: its references can
+/// be taken away, never given back.
 fn refuse_updates(ns: &str, secret: &str) -> String {
     format!(
         r#"
@@ -31,8 +33,8 @@ spec:
     resourceRules:
     - {{apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [secrets]}}
   validations:
-  - expression: "object.metadata.name != '{secret}'"
-    message: "e2e: {secret} is frozen"
+  - expression: "object.metadata.name != '{secret}' || !has(object.metadata.ownerReferences) || size(object.metadata.ownerReferences) == 0"
+    message: "e2e: {secret} may not be owned"
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
@@ -47,10 +49,10 @@ spec:
     )
 }
 
-/// Waits until the API server refuses (`true`) or accepts a change of Secret `name`, tried
-/// as a dry run: an admission policy takes a moment to be in force, or lifted.
-async fn frozen(secrets: &Api<Secret>, name: &str, refused: bool) {
-    let probe = serde_json::json!({"metadata": {"labels": {"e2e.captf.io/probe": "1"}}});
+/// Waits until the API server refuses (`true`) or accepts giving Secret `name` the owner
+/// `owner`, tried as a dry run: an admission policy takes a moment to be in force, or lifted.
+async fn frozen(secrets: &Api<Secret>, name: &str, owner: &OwnerReference, refused: bool) {
+    let probe = serde_json::json!({"metadata": {"ownerReferences": [owner]}});
     wait_for(&format!("{name} frozen: {refused}"), TIMEOUT, || async {
         let params = PatchParams::default().dry_run();
         let tried = secrets.patch(name, &params, &Patch::Merge(&probe)).await;
@@ -100,6 +102,13 @@ async fn secrets_without_owner_references_are_re_owned() {
         format!("tfstate-default-{suffix}"),
         format!("captf-inputs-c-{name}"),
     ];
+    // From now on the API server refuses to give the plan key an owner back.
+    let owner = tc.controller_owner_ref(&()).expect("owner reference");
+    apply_yaml(&client, &refuse_updates(&ns, &plan_key))
+        .await
+        .expect("the policy");
+    frozen(&secrets, &plan_key, &owner, true).await;
+    let errors_before = failed_passes(&manager);
     for secret in names.iter().chain([&plan_key, &mirror]) {
         secrets
             .patch(
@@ -136,12 +145,6 @@ async fn secrets_without_owner_references_are_re_owned() {
     )
     .await
     .expect("forget status.stateBackups");
-    // The API server refuses any change of the plan key from now on.
-    apply_yaml(&client, &refuse_updates(&ns, &plan_key))
-        .await
-        .expect("the policy");
-    frozen(&secrets, &plan_key, true).await;
-    let errors_before = failed_passes(&manager);
 
     // Nothing wakes the object for an ownerless Secret; anything that does will repair them.
     annotate(&api, name, "example.com/poke", Some("1")).await;
@@ -155,15 +158,12 @@ async fn secrets_without_owner_references_are_re_owned() {
     .await
     .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
     // The refused repair is logged, the pass goes on and ends well.
-    wait_for("the refused repair logged", TIMEOUT, || async {
-        Ok(manager
-            .log()
-            .lines()
-            .any(|l| l.contains("owner reference not repaired") && l.contains(&plan_key))
-            .then_some(()))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    manager
+        .logged("the refused repair", TIMEOUT, |l| {
+            l.contains("owner reference not repaired") && l.contains(&plan_key)
+        })
+        .await
+        .expect("the refused repair logged");
     assert_eq!(
         failed_passes(&manager),
         errors_before,
@@ -197,7 +197,7 @@ async fn secrets_without_owner_references_are_re_owned() {
         .delete(&frozen_by, &DeleteParams::default())
         .await
         .expect("the policy deleted");
-    frozen(&secrets, &plan_key, false).await;
+    frozen(&secrets, &plan_key, &owner, false).await;
     annotate(&api, name, "example.com/poke", Some("2")).await;
     wait_for("the plan key re-owned", TIMEOUT, || async {
         let refs = secrets.get(&plan_key).await?.metadata.owner_references;
