@@ -129,7 +129,7 @@ pub async fn apply_yaml(client: &kube::Client, yaml: &str) -> anyhow::Result<()>
             .rsplit_once('/')
             .unwrap_or(("", &types.api_version));
         let gvk = GroupVersionKind::gvk(group, version, &types.kind);
-        let plural = format!("{}s", types.kind.to_lowercase()).replace("identitys", "identities");
+        let plural = plural(&types.kind);
         let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
         let name = object
             .metadata
@@ -149,6 +149,17 @@ pub async fn apply_yaml(client: &kube::Client, yaml: &str) -> anyhow::Result<()>
         .with_context(|| format!("applying {} {name}", types.kind))?;
     }
     Ok(())
+}
+
+/// The resource name of `kind`, as the API server pluralizes the kinds these tests apply
+/// (`TerraformClusterIdentity` to `terraformclusteridentities`, `ValidatingAdmissionPolicy` to
+/// `validatingadmissionpolicies`, `Secret` to `secrets`).
+fn plural(kind: &str) -> String {
+    let lower = kind.to_lowercase();
+    match lower.strip_suffix('y') {
+        Some(stem) if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) => format!("{stem}ies"),
+        _ => format!("{lower}s"),
+    }
 }
 
 /// Installs the manager's ServiceAccount and RBAC from `config/rbac` and writes a kubeconfig
@@ -559,5 +570,24 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
         self.provider
             .signature_verification_algorithms
             .supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn plurals_as_the_api_server_names_them() {
+        for (kind, plural) in [
+            ("Secret", "secrets"),
+            ("TerraformClusterIdentity", "terraformclusteridentities"),
+            ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+            (
+                "ValidatingAdmissionPolicyBinding",
+                "validatingadmissionpolicybindings",
+            ),
+            ("Gateway", "gateways"),
+        ] {
+            assert_eq!(super::plural(kind), plural, "{kind}");
+        }
     }
 }
