@@ -567,27 +567,7 @@ where
                 "cluster_operation",
             )
         };
-        let type_ = condition_of(op);
-        let already = conds.get(type_).is_some_and(|c| c.reason == reason);
-        conds.set(
-            type_,
-            Status::Unknown,
-            reason,
-            &message,
-            self.generation,
-            self.now,
-        );
-        if !already {
-            self.publish(EventType::Normal, reason, &message).await;
-        }
-        self.ctx
-            .metrics
-            .lease_waits_total
-            .get_or_create(&crate::metrics::KindReason {
-                kind: self.kind,
-                reason: metric,
-            })
-            .inc();
+        self.waits(op, reason, &message, metric, conds).await;
         Ok(Some(GATE_REQUEUE))
     }
 }
