@@ -43,7 +43,6 @@ fn snapshot(state_hash: &str, inputs_hash: &str) -> Snapshot {
         uid: "3f0c6b8e-1d2a-4c5b-9e7f-0a1b2c3d4e5f".into(),
         created_at: now,
         deleting: false,
-        job_active: false,
         state: StateView::Found {
             inputs_hash: Some(state_hash.into()),
         },
