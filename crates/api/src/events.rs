@@ -22,7 +22,9 @@ pub const STATE_LOCKED: &str = "StateLocked";
 pub const OWNER_REFERENCES_REPAIRED: &str = "OwnerReferencesRepaired";
 /// Warning: `exports` is over 65536 bytes and was not published.
 pub const EXPORTS_NOT_PUBLISHED: &str = "ExportsNotPublished";
-/// An operation had no pinned digest and fell back to the spec image.
+/// A successful apply pinned the digest later operations run.
+pub const DIGEST_PINNED: &str = "DigestPinned";
+/// Warning: no digest is known; an operation runs the spec image as written.
 pub const DIGEST_UNKNOWN: &str = "DigestUnknown";
 /// A (re)apply or plan starts for changed inputs.
 pub const INPUTS_CHANGED: &str = "InputsChanged";

@@ -60,6 +60,34 @@ pub fn parse(reference: &str) -> Result<ImageReference, String> {
     })
 }
 
+/// The reference that runs exactly what a pod ran, from the image its container named and the
+/// `imageID` the kubelet reported: the named image when it is already `repo@sha256:<hex>`, else
+/// [`pullable`] of the `imageID`.
+pub fn pin(named: &str, image_id: &str) -> Option<String> {
+    by_digest(named)
+        .then(|| named.to_owned())
+        .or_else(|| pullable(image_id))
+}
+
+/// An `imageID` (or a recorded pin) as a reference a pod can pull: `repo@sha256:<hex>`, with the
+/// `docker-pullable://` scheme of older runtimes removed. A bare `sha256:<hex>` may name the
+/// image's configuration rather than a manifest a registry serves, so it is none; neither is
+/// anything that does not parse.
+pub fn pullable(image_id: &str) -> Option<String> {
+    let id = image_id.trim();
+    let id = id.strip_prefix("docker-pullable://").unwrap_or(id);
+    (id.contains('@') && by_digest(id)).then(|| id.to_owned())
+}
+
+fn by_digest(reference: &str) -> bool {
+    parse(reference).ok().is_some_and(|r| {
+        r.tag.is_none()
+            && r.digest
+                .as_deref()
+                .is_some_and(|d| d.starts_with("sha256:"))
+    })
+}
+
 fn check_component(c: &str) -> Result<(), String> {
     let bytes = c.as_bytes();
     let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
@@ -143,7 +171,32 @@ fn check_digest(d: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::{parse, pin};
+
+    #[test]
+    fn a_pin_is_a_pullable_digest_reference() {
+        let sha = "b".repeat(64);
+        let by_digest = format!("r.io/m@sha256:{sha}");
+        let other = format!("r.io/m@sha256:{}", "c".repeat(64));
+        let cases: [(&str, String, Option<&str>); 7] = [
+            // containerd and CRI-O: the repository digest the pull resolved.
+            ("r.io/m:v1", by_digest.clone(), Some(&by_digest)),
+            (
+                "r.io/m:v1",
+                format!("docker-pullable://{by_digest}"),
+                Some(&by_digest),
+            ),
+            // A Job that already ran a digest: that digest, whatever the runtime says.
+            (&by_digest, other.clone(), Some(&by_digest)),
+            ("r.io/m:v1", format!("sha256:{sha}"), None),
+            ("r.io/m:v1", String::new(), None),
+            ("r.io/m:v1", format!("r.io/m:v1@sha256:{sha}"), None),
+            ("r.io/m:v1", "r.io/m@sha256:short".to_owned(), None),
+        ];
+        for (named, id, want) in cases {
+            assert_eq!(pin(named, &id).as_deref(), want, "{named} / {id}");
+        }
+    }
 
     #[test]
     fn valid_references() {

@@ -66,6 +66,7 @@ fn snapshot(state_hash: &str, inputs_hash: &str) -> Snapshot {
         approvals: Default::default(),
         plan: None,
         observed: Default::default(),
+        pinned_image: None,
     }
 }
 

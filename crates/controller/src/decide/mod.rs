@@ -11,6 +11,9 @@
 //!    interrupted, drift to remediate), gated by `applyPolicy: Manual`, the destructive guard and
 //!    backoff;
 //! 6. the schedule: refresh after apply, pool membership, pending health, health checks, drift.
+//!
+//! A Job it starts runs the digest the last successful apply ran, unless it is an apply or
+//! plan of inputs the state was not written from ([`ModuleImage`]).
 
 mod reason;
 #[cfg(test)]
@@ -57,6 +60,9 @@ pub struct Snapshot {
     /// The plan shown in `status.plan` (Manual apply policy).
     pub plan: Option<PendingPlan>,
     pub observed: Observed,
+    /// The image the last successful apply ran, by digest (`captf.io/image-digest` on the
+    /// durable inputs), when the runtime reported one.
+    pub pinned_image: Option<String>,
 }
 
 /// What the state reader found.
@@ -227,6 +233,8 @@ pub struct Start {
     pub allow_destructive: Option<String>,
     /// The apply remediates drift.
     pub remediation: bool,
+    /// The image the Job runs.
+    pub image: ModuleImage,
 }
 
 impl Start {
@@ -236,7 +244,40 @@ impl Start {
             expect_plan: None,
             allow_destructive: None,
             remediation: false,
+            image: ModuleImage::Spec,
         }
+    }
+}
+
+/// Which image a Job runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModuleImage {
+    /// `spec.source.image` as written: an apply or plan of inputs that changed (the image is
+    /// one of them), or of inputs never applied.
+    Spec,
+    /// The digest the last successful apply ran: a destroy, refresh, drift check, restore or
+    /// remediation runs the module that made the resources, whatever its tag names now.
+    Pinned(String),
+    /// No digest is known (the runtime reported none, or nothing applied here yet):
+    /// `spec.source.image` as written, announced by a `DigestUnknown` warning.
+    Unpinned,
+}
+
+/// The image of a Job `decide` starts. Only an apply or plan of inputs the state was not
+/// written from (the image is one of them) takes the spec's word; everything else, a
+/// remediation of the applied inputs included, runs what the last apply ran.
+fn image(s: &Snapshot, op: Operation) -> ModuleImage {
+    let applied_inputs = match &s.state {
+        StateView::Found {
+            inputs_hash: Some(applied),
+        } => s.inputs_hash.as_ref() == Some(applied),
+        _ => false,
+    };
+    let spec_driven = matches!(op, Operation::Apply | Operation::Plan) && !applied_inputs;
+    match &s.pinned_image {
+        _ if spec_driven => ModuleImage::Spec,
+        Some(pin) => ModuleImage::Pinned(pin.clone()),
+        None => ModuleImage::Unpinned,
     }
 }
 
@@ -309,6 +350,15 @@ pub fn hold(p: Preamble) -> Option<Decision> {
 
 /// Decides the next step for `s` at `now`, once [`hold`] let the pass observe.
 pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
+    let mut d = next(s, now);
+    if let Action::Start(start) = &mut d.action {
+        start.image = image(s, start.op);
+    }
+    d
+}
+
+/// What is due, in the order of the module docs.
+fn next(s: &Snapshot, now: Timestamp) -> Decision {
     // Before abandon too: releasing the cluster's finalizer under live machines would drop
     // the state they were built against.
     if s.deleting && s.dependents {

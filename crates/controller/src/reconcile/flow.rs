@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use captf_api::conditions::Status;
 use captf_api::names::{ObjectKey, WorkloadKind};
-use captf_api::{Condition, WorkspaceSpec, WorkspaceStatus, annotations};
+use captf_api::{Condition, Operation, WorkspaceSpec, WorkspaceStatus, annotations};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
@@ -25,6 +25,7 @@ use crate::reconcile::act::Acted;
 use crate::reconcile::act::launch::{Launch, RenderedExports};
 use crate::reconcile::act::object::{WithWorkspaceStatus, Workload, add_finalizer, set_block_move};
 use crate::reconcile::finished::bookkeeping::{self, Finished};
+use crate::reconcile::finished::status::Source;
 use crate::reconcile::observe::jobs::{ObservedJob, Phase};
 use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Gate;
@@ -281,15 +282,22 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         .interrupted_applies(&work.jobs, &finished, &mut work.conds)
         .await?;
     let owner_ref = owner_reference(object)?;
+    let pinned = work.durable.pinned_image();
     for f in &finished {
+        let source = Source {
+            spec_image: &object.spec().source.image,
+            pinned: pinned.as_deref(),
+        };
         pass.record(
             f,
             &mut work.conds,
             A::workspace_mut(&mut work.status),
             &owner_ref,
-            &object.spec().source.image,
+            source,
         )
         .await?;
+        // A successful apply re-pinned the image on the durable inputs.
+        reread |= f.op == Operation::Apply && f.succeeded;
         reread |= A::record(pass, f, &mut work).await?;
     }
     work.finished = finished;

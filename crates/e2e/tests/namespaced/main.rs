@@ -9,6 +9,7 @@ mod cluster_changes;
 mod cluster_deletion;
 mod cluster_lifecycle;
 mod crash_points;
+mod digest_pinning;
 mod drift;
 mod locks;
 mod machines;

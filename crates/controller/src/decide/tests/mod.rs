@@ -16,6 +16,7 @@ mod deletion;
 mod drift;
 mod guards;
 mod health;
+mod images;
 mod pools;
 mod running;
 
@@ -73,6 +74,7 @@ fn base(kind: WorkloadKind) -> Snapshot {
             last_refresh: Some(t(NOW - 60)),
             ..Default::default()
         },
+        pinned_image: None,
     }
 }
 

@@ -308,7 +308,12 @@ where
             self.object.uid().unwrap_or_default(),
             launch.cluster_name.clone(),
             start.op,
-            launch.image.to_owned(),
+            match &start.image {
+                decide::ModuleImage::Pinned(pin) => pin.clone(),
+                decide::ModuleImage::Spec | decide::ModuleImage::Unpinned => {
+                    launch.image.to_owned()
+                }
+            },
             ctx.args.runner_image.clone(),
             f.identity,
         );
@@ -461,8 +466,8 @@ where
         }
     }
 
-    /// What the start of `job_name` says beyond itself: a lock it releases, the approved plan
-    /// it applies, and a first apply's `Provisioning`.
+    /// What the start of `job_name` says beyond itself: a lock it releases, an image it runs
+    /// unpinned, the approved plan it applies, and a first apply's `Provisioning`.
     async fn announce(
         &self,
         job_name: &str,
@@ -480,6 +485,15 @@ where
                 "{job_name} force-unlocks the state lock {id} left by pod {pod}, which is gone"
             );
             self.publish(EventType::Warning, captf_api::events::FORCE_UNLOCKED, &note)
+                .await;
+        }
+        if start.image == decide::ModuleImage::Unpinned {
+            let note = format!(
+                "{job_name} runs spec.source.image {} as written: no digest of an earlier apply is known (captf.io/image-digest on Secret {}), so a tag moved since would run another module",
+                launch.image,
+                self.key.durable_inputs_secret()
+            );
+            self.publish(EventType::Warning, captf_api::events::DIGEST_UNKNOWN, &note)
                 .await;
         }
         if let Some(plan) = start

@@ -112,7 +112,8 @@ pub async fn ensure_plan_key(
 }
 
 /// After a successful apply: the state's base Secret records the inputs hash and is owned by
-/// the object; the durable inputs record that the object applied and which digest ran.
+/// the object; the durable inputs record that the object applied and, for an apply, which
+/// digest ran (removed when the runtime reported none).
 pub async fn adopt_state(
     client: &kube::Client,
     key: &ObjectKey,
@@ -155,8 +156,10 @@ pub async fn adopt_state(
     {
         marks[annotations::STATE_LINEAGE] = lineage.clone().into();
     }
-    if let Some(digest) = &f.image_id {
-        marks[annotations::IMAGE_DIGEST] = digest.clone().into();
+    // Only an apply pins: it made the resources. One whose digest is unknown unpins, so later
+    // Jobs run the spec's image rather than a module older than the resources.
+    if f.op == captf_api::Operation::Apply {
+        marks[annotations::IMAGE_DIGEST] = f.pin.clone().into();
     }
     annotate_durable_inputs(client, key, marks, "marking it applied").await
 }

@@ -28,8 +28,11 @@ pub struct Finished {
     pub succeeded: bool,
     pub deadline: bool,
     pub result: Option<ResultDocument>,
-    /// The pod's resolved image (`imageID`), for pinning.
+    /// The pod's resolved image (`imageID`) as the runtime reported it (`status.source`).
     pub image_id: Option<String>,
+    /// What a later Job pulls to run this Job's module again, `repo@sha256:<hex>`, when known
+    /// ([`captf_api::image::pin`]).
+    pub pin: Option<String>,
     /// Markers to write on the Job with `captf.io/bookkept`.
     pub markers: BTreeMap<String, String>,
     /// When the Job was created, started (Kubernetes' `startTime`) and finished.
@@ -168,6 +171,21 @@ impl Finished {
     }
 }
 
+/// The image the Job's `source` container names.
+fn source_image(job: &ObservedJob) -> String {
+    job.job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| {
+            p.containers
+                .iter()
+                .find(|c| c.name == crate::job::build::SOURCE_CONTAINER)
+        })
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 impl Finished {
     /// A finished Job of `op` with no result, timestamps or markers.
@@ -179,6 +197,7 @@ impl Finished {
             deadline,
             result: None,
             image_id: None,
+            pin: None,
             markers: BTreeMap::new(),
             created_at: None,
             started_at: None,
@@ -282,6 +301,9 @@ pub async fn collect(
                 .and_then(|s| s.terminated.as_ref())
                 .and_then(|t| t.started_at.as_ref())
                 .map(|t| t.0),
+            pin: status
+                .as_ref()
+                .and_then(|c| captf_api::image::pin(&source_image(job), &c.image_id)),
             image_id: status.map(|c| c.image_id).filter(|i| !i.is_empty()),
             markers,
             created_at: job.created_at,

@@ -38,6 +38,15 @@ pub fn destructive_resources(f: &Finished) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The module image of the object as the pass found it.
+#[derive(Clone, Copy, Debug)]
+pub struct Source<'a> {
+    /// `spec.source.image`.
+    pub spec_image: &'a str,
+    /// The digest the last successful apply ran (`captf.io/image-digest`), before this pass.
+    pub pinned: Option<&'a str>,
+}
+
 impl<K> Pass<'_, K>
 where
     K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
@@ -51,7 +60,7 @@ where
         conds: &mut Conditions,
         workspace: &mut WorkspaceStatus,
         owner_ref: &OwnerReference,
-        image: &str,
+        source: Source<'_>,
     ) -> Result<()> {
         let (g, now) = (self.generation, self.now);
         workspace.last_run = Some(f.last_run());
@@ -68,8 +77,9 @@ where
                     now,
                 );
                 self.applied(f, owner_ref).await?;
+                self.pinned(f, source.pinned).await;
                 workspace.source = Some(SourceStatus {
-                    image: Some(image.to_owned()),
+                    image: Some(source.spec_image.to_owned()),
                     image_digest: f.image_id.clone(),
                     runtime_version: f
                         .result
@@ -172,6 +182,33 @@ where
             self.publish(EventType::Normal, reason, &note).await;
         }
         Ok(())
+    }
+
+    /// `DigestPinned` when a successful apply recorded another digest than the one pinned
+    /// before (the first, or a spec change that moved it); `DigestUnknown` when the runtime
+    /// reported none, so the next destroy, refresh or drift check runs the spec's image.
+    async fn pinned(&self, f: &Finished, before: Option<&str>) {
+        let durable = self.key.durable_inputs_secret();
+        match f.pin.as_deref() {
+            Some(pin) if Some(pin) != before => {
+                let note = format!(
+                    "{} ran {pin}; later destroy, refresh, drift and restore Jobs run it until an apply of changed inputs succeeds (captf.io/image-digest on Secret {durable})",
+                    f.name
+                );
+                let reason = captf_api::events::DIGEST_PINNED;
+                self.publish(EventType::Normal, reason, &note).await;
+            }
+            Some(_) => {}
+            None => {
+                let id = f.image_id.as_deref().unwrap_or("nothing");
+                let note = format!(
+                    "{} ran an image the runtime reported as {id}, which is no repo@sha256 digest: later Jobs run spec.source.image as written, and a moved tag would run another module. Name the image by digest in spec.source.image to pin it",
+                    f.name
+                );
+                let reason = captf_api::events::DIGEST_UNKNOWN;
+                self.publish(EventType::Warning, reason, &note).await;
+            }
+        }
     }
 
     /// `DestructivePlanBlocked`: what the plan would delete or replace, and the command that

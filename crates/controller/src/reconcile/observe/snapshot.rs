@@ -113,6 +113,7 @@ where
             approvals: Approvals::default(),
             plan: None,
             observed,
+            pinned_image: seen.durable.pinned_image(),
         }
     }
 }

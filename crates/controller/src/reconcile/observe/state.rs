@@ -87,6 +87,13 @@ impl DurableInputs {
             || self.annotations.contains_key(annotations::IMAGE_DIGEST)
     }
 
+    /// The digest the last successful apply ran, as a reference a pod can pull.
+    pub fn pinned_image(&self) -> Option<String> {
+        self.annotations
+            .get(annotations::IMAGE_DIGEST)
+            .and_then(|id| captf_api::image::pullable(id))
+    }
+
     /// The apply Job recorded as lost while it ran (`captf.io/interrupted-apply`).
     pub fn interrupted_apply(&self) -> Option<&str> {
         self.annotations
