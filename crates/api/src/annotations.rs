@@ -122,6 +122,9 @@ pub const PLAN_UNREADABLE: &str = "captf.io/plan-unreadable";
 pub const DRIFT_REMEDIATION: &str = "captf.io/drift-remediation";
 /// Under Manual: the plan hash the apply must reproduce.
 pub const APPROVED_PLAN: &str = "captf.io/approved-plan";
+/// A cluster apply a `captf.io/approve-destructive-plan` approval let start: the hash of the
+/// destructive plan the guard lets through.
+pub const APPROVED_DESTRUCTIVE_PLAN: &str = "captf.io/approved-destructive-plan";
 /// The apply started while the newest apply had failed.
 pub const AFTER_FAILED_APPLY: &str = "captf.io/after-failed-apply";
 /// The vanished apply Job this apply follows.

@@ -155,6 +155,21 @@ impl TestRegistry {
         Ok(format!("{repository}@{}", written.digest()))
     }
 
+    /// Creates the pull Secret `registry` for this registry in `ns`, for `jobs.imagePullSecrets`.
+    pub async fn pull_secret(&self, client: &kube::Client, ns: &str) -> anyhow::Result<()> {
+        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(client.clone(), ns);
+        let secret = serde_json::json!({
+            "metadata": {"name": "registry"},
+            "type": "kubernetes.io/dockerconfigjson",
+            "stringData": {".dockerconfigjson": self.docker_config()},
+        });
+        secrets
+            .create(&Default::default(), &serde_json::from_value(secret)?)
+            .await?;
+        Ok(())
+    }
+
     /// The `.dockerconfigjson` of a pull Secret for this registry.
     pub fn docker_config(&self) -> String {
         let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
@@ -193,4 +208,23 @@ impl Drop for TestRegistry {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A module image of `role` built as the standard images are (OpenTofu, no provider mirror)
+/// from the module in `module`, told apart from others of the same module by `version`.
+pub fn module_image(
+    role: &str,
+    module: &std::path::Path,
+    version: &str,
+) -> anyhow::Result<captf_testenv::oci::Image> {
+    let tools = captf_testenv::tools::Tools::locate()?;
+    let tofu = captf_testenv::images::tofu_engine(&tools.tofu)?;
+    captf_testenv::images::module_image(captf_testenv::images::ModuleImage {
+        role,
+        module: captf_testenv::images::module_layer(role, module)?,
+        engine: &tofu,
+        providers: None,
+        version,
+        revision: "test",
+    })
 }

@@ -119,9 +119,13 @@ pub struct RunArgs {
     /// The inputs hash an approval must name.
     #[arg(long, default_value = "")]
     pub inputs_hash: String,
-    /// The inputs hash approved for a destructive plan.
+    /// The inputs hash approved for a destructive plan (a pool's exports guard).
     #[arg(long, default_value = "")]
     pub allow_deletes_hash: String,
+    /// The plan hash approved as destructive: the guard lets through exactly this plan, so a
+    /// plan that deletes anything else is blocked again.
+    #[arg(long, default_value = "")]
+    pub allow_deletes_plan: String,
     /// Apply: the approved plan hash; stop with plan-changed unless the new plan matches.
     #[arg(long, default_value = "")]
     pub expect_plan: String,

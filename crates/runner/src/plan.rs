@@ -95,9 +95,13 @@ impl ActionKind {
         }
     }
 
-    /// Whether the change removes the object (delete or replace).
+    /// Whether the guard holds a change of this kind: it removes the object (delete or
+    /// replace), or its actions are not known to the runner.
     pub fn is_destructive(self) -> bool {
-        matches!(self, ActionKind::Delete | ActionKind::Replace)
+        matches!(
+            self,
+            ActionKind::Delete | ActionKind::Replace | ActionKind::Other
+        )
     }
 }
 
@@ -366,16 +370,23 @@ impl Plan {
         s
     }
 
-    /// `<address> (delete)` / `<address> (replace)` for every change that removes an object,
-    /// sorted by address. `forget`, import and move are not destructive.
+    /// `<address> (<what>)` for every change that may remove an object, sorted by address:
+    /// `replace` (delete and create), `delete` for any other action list containing a delete,
+    /// and the actions themselves for a list the runner does not know, which is guarded rather
+    /// than waved through. `forget`, import and move are not destructive.
     pub fn destructive(&self) -> Vec<String> {
-        let mut out: Vec<(&str, &str)> = self
+        let mut out: Vec<(&str, String)> = self
             .resource_changes
             .iter()
-            .filter_map(|rc| match rc.kind() {
-                ActionKind::Delete => Some((rc.address.as_str(), "delete")),
-                ActionKind::Replace => Some((rc.address.as_str(), "replace")),
-                _ => None,
+            .filter_map(|rc| {
+                let deletes = rc.change.actions.iter().any(|a| a == "delete");
+                let what = match rc.kind() {
+                    ActionKind::Replace => "replace".to_owned(),
+                    _ if deletes => "delete".to_owned(),
+                    ActionKind::Other => rc.change.actions.join(","),
+                    _ => return None,
+                };
+                Some((rc.address.as_str(), what))
             })
             .collect();
         out.sort();

@@ -751,10 +751,15 @@ impl<'a> Runner<'a> {
         }
         if a.guard_deletes {
             let destructive = plan.destructive();
-            let approved =
+            let inputs_approved =
                 !a.allow_deletes_hash.is_empty() && a.allow_deletes_hash == a.inputs_hash;
-            if !destructive.is_empty() && !approved {
-                let msg = blocked_summary(&destructive);
+            let plan_approved =
+                !a.allow_deletes_plan.is_empty() && a.allow_deletes_plan == summary.hash;
+            if !destructive.is_empty() && !inputs_approved && !plan_approved {
+                let mut msg = blocked_summary(&destructive);
+                if !a.allow_deletes_plan.is_empty() {
+                    msg = format!("not the approved plan {}: {msg}", a.allow_deletes_plan);
+                }
                 self.doc.plan = Some(summary);
                 return self.fail(ErrorKind::Blocked, None, &msg);
             }

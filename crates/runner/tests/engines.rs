@@ -235,6 +235,57 @@ async fn terraform_guard_blocks_a_replace_until_approved() {
 }
 
 #[tokio::test]
+async fn a_destructive_approval_lets_through_only_the_plan_it_names() {
+    let f = applied(Engine::Tofu, &Vars::default()).await;
+    let serial = f.state()["serial"].clone();
+    let guarded = |inputs: &str, plan: &str| {
+        vec![
+            "--guard-deletes".to_owned(),
+            format!("--inputs-hash={inputs}"),
+            format!("--allow-deletes-plan={plan}"),
+        ]
+    };
+    let f = &f;
+    let run = |args: Vec<String>| async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        f.run("apply", &args).await
+    };
+    let inputs = f.configure(&Vars {
+        generation: "g2",
+        ..Vars::default()
+    });
+    let blocked = run(guarded(&inputs, "")).await;
+    let approved = blocked.result.plan.expect("the blocked plan").hash;
+
+    // The plan changed since it was approved (here: other inputs under the same approval):
+    // blocked again, naming the approval, nothing applied.
+    let other = f.configure(&Vars {
+        generation: "g3",
+        ..Vars::default()
+    });
+    let out = run(guarded(&other, &approved)).await;
+    let err = out.result.error.expect("blocked again");
+    assert_eq!(err.kind, ErrorKind::Blocked);
+    assert_eq!(
+        err.tail,
+        format!(
+            "not the approved plan {approved}: the plan deletes or replaces 1 resource(s): module.role.terraform_data.node (replace)"
+        )
+    );
+    assert_ne!(out.result.plan.expect("the new plan").hash, approved);
+    assert_eq!(f.state()["serial"], serial, "state untouched");
+
+    // The plan it names applies, deletes included.
+    f.configure(&Vars {
+        generation: "g2",
+        ..Vars::default()
+    });
+    let out = run(guarded(&inputs, &approved)).await;
+    assert_eq!(out.exit, 0, "{:?}", out.result.error);
+    assert_eq!(out.result.changes.map(|c| (c.add, c.destroy)), Some((1, 1)));
+}
+
+#[tokio::test]
 async fn an_approved_plan_applies_only_when_it_plans_the_same() {
     let f = applied(Engine::Tofu, &Vars::default()).await;
     f.configure(&Vars {

@@ -139,10 +139,11 @@ pub struct ApplyAttempt {
 pub enum ApplyOutcome {
     Succeeded,
     Failed,
-    /// The guard stopped it before a deleting or replacing plan; `guard_hash` is what an
-    /// approval must name.
+    /// The guard stopped it before a deleting or replacing plan: `guard_hash` is the hash it
+    /// was guarded by (the inputs, or a pool's approval hash), `plan_hash` the plan it made.
     Blocked {
         guard_hash: String,
+        plan_hash: Option<String>,
     },
     /// The approved plan no longer matched.
     PlanChanged,
@@ -229,8 +230,8 @@ pub struct Start {
     pub op: Operation,
     /// Manual policy: the plan hash the apply must reproduce.
     pub expect_plan: Option<String>,
-    /// The guard hash an approval named: the runner lets this one destructive plan through.
-    pub allow_destructive: Option<String>,
+    /// What a destructive approval lets the guard pass.
+    pub allow_destructive: Option<DestructiveApproval>,
     /// The apply remediates drift.
     pub remediation: bool,
     /// The image the Job runs.
@@ -245,6 +246,26 @@ impl Start {
             allow_destructive: None,
             remediation: false,
             image: ModuleImage::Spec,
+        }
+    }
+}
+
+/// What a `captf.io/approve-destructive-plan` approval names, and so lets through.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DestructiveApproval {
+    /// A cluster's blocked plan, by hash: the approved apply must plan exactly that again, and
+    /// a plan that deletes anything else is blocked again.
+    Plan(String),
+    /// A pool's exports change, by its approval hash (the inputs without bootstrap data), so a
+    /// bootstrap token rotated since does not void it.
+    Inputs(String),
+}
+
+impl DestructiveApproval {
+    /// The hash the approval annotation holds.
+    pub fn hash(&self) -> &str {
+        match self {
+            DestructiveApproval::Plan(h) | DestructiveApproval::Inputs(h) => h,
         }
     }
 }
@@ -499,17 +520,26 @@ fn gate_apply(s: &Snapshot, now: Timestamp, reason: Reason) -> Option<Decision> 
     }
     if let Some(ApplyAttempt {
         inputs_hash,
-        outcome: ApplyOutcome::Blocked { guard_hash },
+        outcome: ApplyOutcome::Blocked {
+            guard_hash,
+            plan_hash,
+        },
         ..
     }) = &s.history.newest_apply
         && reason != Reason::NoState
     {
-        // Blocked for these very inputs: only an approval naming the guard hash lets it run;
-        // new inputs are guarded afresh by the runner.
+        // Blocked for these very inputs: only an approval naming the blocked plan (a pool's:
+        // its approval hash) lets it run; new inputs are guarded afresh by the runner.
         if current.as_deref() == Some(inputs_hash.as_str()) || reason != Reason::InputsChanged {
-            if s.approvals.destructive.as_deref() == Some(guard_hash.as_str()) {
+            let approvable = match plan_hash {
+                Some(plan) if s.kind == WorkloadKind::Cluster => {
+                    DestructiveApproval::Plan(plan.clone())
+                }
+                _ => DestructiveApproval::Inputs(guard_hash.clone()),
+            };
+            if s.approvals.destructive.as_deref() == Some(approvable.hash()) {
                 let approved = Start {
-                    allow_destructive: Some(guard_hash.clone()),
+                    allow_destructive: Some(approvable),
                     remediation,
                     ..Start::op(Operation::Apply)
                 };

@@ -122,6 +122,9 @@ pub struct JobSpec {
     /// The hash a `captf.io/approve-destructive-plan` approval named: the guarded apply lets one
     /// destructive plan through when it equals the guard hash.
     pub allow_deletes_hash: Option<String>,
+    /// The plan hash a `captf.io/approve-destructive-plan` approval named (clusters): the
+    /// guarded apply lets exactly that plan through.
+    pub allow_deletes_plan: Option<String>,
     /// Apply under `applyPolicy: Manual`: the approved plan hash (or the empty-plan hash) the
     /// apply must reproduce.
     pub expect_plan: Option<String>,
@@ -171,6 +174,7 @@ impl JobSpec {
             identity: identity.into(),
             approval_hash: None,
             allow_deletes_hash: None,
+            allow_deletes_plan: None,
             expect_plan: None,
             drift_remediation: false,
             force_unlock: None,
@@ -356,6 +360,9 @@ pub fn runner_args(spec: &JobSpec) -> Vec<String> {
         if let Some(h) = spec.allow_deletes_hash.as_deref().filter(|s| !s.is_empty()) {
             a.push(format!("--allow-deletes-hash={h}"));
         }
+        if let Some(p) = spec.allow_deletes_plan.as_deref().filter(|s| !s.is_empty()) {
+            a.push(format!("--allow-deletes-plan={p}"));
+        }
     }
     if let Some(h) = spec.expect_plan() {
         a.push(format!("--expect-plan={h}"));
@@ -428,6 +435,16 @@ fn job_annotations(spec: &JobSpec) -> BTreeMap<String, String> {
         }
         if let Some(h) = spec.expect_plan() {
             a.insert(annotations::APPROVED_PLAN.to_owned(), h.to_owned());
+        }
+        if let Some(p) = spec
+            .allow_deletes_plan
+            .as_deref()
+            .filter(|p| spec.guards_deletes() && !p.is_empty())
+        {
+            a.insert(
+                annotations::APPROVED_DESTRUCTIVE_PLAN.to_owned(),
+                p.to_owned(),
+            );
         }
         if spec.guards_deletes() && spec.key.kind() == WorkloadKind::MachinePool {
             a.insert(

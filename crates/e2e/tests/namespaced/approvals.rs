@@ -1,6 +1,7 @@
 //! Nothing is applied that nobody approved: `applyPolicy: Manual` plans and waits for
 //! `captf.io/approve-plan=<hash>`; under Automatic a plan that deletes or replaces waits for
-//! `captf.io/approve-destructive-plan=<inputs hash>`. Both approvals are used up by the apply.
+//! `captf.io/approve-destructive-plan=<plan hash>`, and an approved apply that plans anything
+//! else is blocked again. Both approvals are used up by the apply.
 
 use captf_api::TerraformCluster;
 use captf_e2e::fixture::*;
@@ -27,6 +28,22 @@ async fn applies(client: &kube::Client, ns: &str) -> Vec<Job> {
 
 fn annotation(tc: &TerraformCluster, key: &str) -> Option<String> {
     tc.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
+/// The hash the `DestructivePlanBlocked` message's command approves.
+fn approval_command(message: &str) -> String {
+    message
+        .rsplit("captf.io/approve-destructive-plan=")
+        .next()
+        .and_then(|command| command.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no approval command in {message}"))
+        .to_owned()
+}
+
+fn observed_serial(tc: &TerraformCluster) -> Option<i64> {
+    tc.status
+        .as_ref()
+        .and_then(|s| s.workspace.observed_state_serial)
 }
 
 #[tokio::test]
@@ -204,10 +221,13 @@ async fn a_destructive_change_waits_for_its_approval_which_is_then_used_up() {
     let hash = message
         .rsplit("captf.io/approve-destructive-plan=")
         .next()
+        .and_then(|command| command.split_whitespace().next())
         .expect("command")
-        .trim()
         .to_owned();
-    assert!(hash.starts_with("h2:"), "{message}");
+    assert!(
+        hash.starts_with("p2:"),
+        "the approval names the plan: {message}"
+    );
     assert_eq!(
         blocked
             .status
@@ -334,4 +354,106 @@ async fn prevent_destroy_fails_even_an_approved_plan() {
         Some(inputs.as_str()),
         "a failed apply does not use the approval up"
     );
+}
+
+#[tokio::test]
+async fn a_destructive_approval_lets_through_only_the_plan_it_names() {
+    let Scene {
+        env,
+        client,
+        ns,
+        manager,
+    } = scene("boundplan", &[]).await;
+    // Two versions of one module under one tag: the first also keeps terraform_data.extra,
+    // the second has dropped it, so its plans delete it.
+    let registry = captf_e2e::registry::TestRegistry::start_for_node(&env, &ns)
+        .await
+        .expect("registry");
+    registry
+        .pull_secret(&client, &ns)
+        .await
+        .expect("pull Secret");
+    let noop = captf_e2e::workspace().join("modules/noop/cluster");
+    let with_extra = tempfile::tempdir().expect("temp dir");
+    for entry in std::fs::read_dir(&noop).expect("module") {
+        let path = entry.expect("entry").path();
+        std::fs::copy(
+            &path,
+            with_extra.path().join(path.file_name().expect("name")),
+        )
+        .expect("copy");
+    }
+    std::fs::write(
+        with_extra.path().join("extra.tf"),
+        "resource \"terraform_data\" \"extra\" {\n  input = \"kept\"\n}\n",
+    )
+    .expect("extra.tf");
+    let image = |dir: &std::path::Path, version: &str| {
+        let image = captf_e2e::registry::module_image("cluster", dir, version).expect("image");
+        registry
+            .push_image("modules/guarded:v1", &image)
+            .expect("push")
+    };
+    image(with_extra.path(), "with-extra");
+    let tag = format!("{}/modules/guarded:v1", registry.host);
+    let name = "bound";
+    create_cluster(
+        &client,
+        &ns,
+        name,
+        &tag,
+        "  jobs: {imagePullSecrets: [{name: registry}]}",
+    )
+    .await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    wait_until(&api, name, "the first apply", &manager, ready).await;
+    let always = serde_json::json!({"spec": {"source": {"imagePullPolicy": "Always"}}});
+    merge_patch(&api, name, always).await;
+
+    // Replacing the load balancer is blocked; the command approves that plan by its hash.
+    let replace = serde_json::json!({"spec": {"variables": {"replace_trigger": "one"}}});
+    merge_patch(&api, name, replace).await;
+    let blocked =
+        |t: &TerraformCluster| has(t, "ApplyJobSucceeded", "False", "DestructivePlanBlocked");
+    let first = wait_until(&api, name, "the replace to be blocked", &manager, blocked).await;
+    let serial = observed_serial(&first);
+    let (_, _, message) = condition(&first, "ApplyJobSucceeded").expect("condition");
+    let approved = approval_command(&message);
+    assert!(approved.starts_with("p2:"), "{message}");
+    assert!(!message.contains("terraform_data.extra"), "{message}");
+
+    // The module changed under the tag since: the approved apply plans to delete more than
+    // was approved, and is blocked again, naming both plans. Nothing is applied.
+    image(&noop, "without-extra");
+    let approve = |hash: &str| serde_json::json!({"metadata": {"annotations": {"captf.io/approve-destructive-plan": hash}}});
+    merge_patch(&api, name, approve(&approved)).await;
+    let again = wait_until(&api, name, "the larger plan blocked again", &manager, |t| {
+        blocked(t)
+            && condition(t, "ApplyJobSucceeded")
+                .is_some_and(|c| c.2.contains(&format!("not the approved plan {approved}")))
+    })
+    .await;
+    let (_, _, message) = condition(&again, "ApplyJobSucceeded").expect("condition");
+    assert!(
+        message.contains("terraform_data.extra (delete)"),
+        "{message}"
+    );
+    let larger = approval_command(&message);
+    assert_ne!(larger, approved, "{message}");
+    assert_eq!(observed_serial(&again), serial, "nothing was applied");
+    assert_eq!(
+        annotation(&again, "captf.io/approve-destructive-plan").as_deref(),
+        Some(approved.as_str()),
+        "an approval that let nothing through stays"
+    );
+
+    // Approving the plan it shows now applies it, and the approval is used up.
+    merge_patch(&api, name, approve(&larger)).await;
+    let applied = wait_until(&api, name, "the approved apply", &manager, |t| {
+        ready(t)
+            && has(t, "ApplyJobSucceeded", "True", "ApplySucceeded")
+            && annotation(t, "captf.io/approve-destructive-plan").is_none()
+    })
+    .await;
+    assert_ne!(observed_serial(&applied), serial);
 }

@@ -8,22 +8,12 @@ use captf_e2e::fixture::*;
 use captf_e2e::registry::TestRegistry;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams};
 
-/// The no-op cluster module as the standard images are built, told apart by its version label.
+/// The no-op cluster module, told apart by its version label.
 fn noop_cluster(version: &str) -> captf_testenv::oci::Image {
-    let tools = captf_testenv::tools::Tools::locate().expect("tools");
-    let tofu = captf_testenv::images::tofu_engine(&tools.tofu).expect("tofu layer");
     let module = captf_e2e::workspace().join("modules/noop/cluster");
-    captf_testenv::images::module_image(captf_testenv::images::ModuleImage {
-        role: "cluster",
-        module: captf_testenv::images::module_layer("cluster", &module).expect("module layer"),
-        engine: &tofu,
-        providers: None,
-        version,
-        revision: "test",
-    })
-    .expect("module image")
+    captf_e2e::registry::module_image("cluster", &module, version).expect("module image")
 }
 
 #[tokio::test]
@@ -41,17 +31,8 @@ async fn a_destroy_runs_the_digest_the_apply_ran_after_its_tag_moved() {
     let first = registry
         .push_image("modules/pinned:v1", &noop_cluster("one"))
         .expect("push");
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    let pull_secret = serde_json::json!({
-        "metadata": {"name": "registry"},
-        "type": "kubernetes.io/dockerconfigjson",
-        "stringData": {".dockerconfigjson": registry.docker_config()},
-    });
-    secrets
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(pull_secret).expect("Secret"),
-        )
+    registry
+        .pull_secret(&client, &ns)
         .await
         .expect("pull Secret");
     let name = "pinned";
@@ -68,6 +49,7 @@ async fn a_destroy_runs_the_digest_the_apply_ran_after_its_tag_moved() {
 
     // The apply ran the tag; what it resolved to is pinned where a lost status cannot take it.
     let key = ObjectKey::new(&ns, WorkloadKind::Cluster, name).expect("key");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let durable = secrets
         .get(&key.durable_inputs_secret())
         .await

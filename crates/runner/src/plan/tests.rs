@@ -44,7 +44,10 @@ fn action_kinds() {
         assert_eq!(ActionKind::of(&actions), *want, "{actions:?}");
         assert_eq!(
             want.is_destructive(),
-            matches!(want, ActionKind::Delete | ActionKind::Replace)
+            matches!(
+                want,
+                ActionKind::Delete | ActionKind::Replace | ActionKind::Other
+            )
         );
     }
 }
@@ -122,6 +125,17 @@ fn summary_counts_and_labels() {
     assert_eq!(
         plan.destructive(),
         ["c.replace (replace)", "d.delete (delete)"]
+    );
+    // Any list with a delete is destructive, and so is one the runner does not know.
+    let odd = parse(json!({"resource_changes": [
+        rc("a.update_delete", json!({"actions": ["update", "delete"]})),
+        rc("b.unknown", json!({"actions": ["create", "read"]})),
+        rc("c.forget", json!({"actions": ["forget"]})),
+        rc("d.update_forget", json!({"actions": ["update", "forget"]})),
+    ]}));
+    assert_eq!(
+        odd.destructive(),
+        ["a.update_delete (delete)", "b.unknown (create,read)"]
     );
     // Serialized keys: zero/empty optional members are left out.
     let v = serde_json::to_value(PlanSummary::empty()).expect("json");

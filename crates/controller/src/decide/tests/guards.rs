@@ -21,9 +21,32 @@ pub(super) fn rows() -> Rows {
             Wait(Reason::DestructivePlanBlocked),
         ),
         (
-            "matching approval applies",
+            "an approval of the blocked plan applies",
             cluster().with(|s| {
                 blocked(s, "h2:b", "h2:b");
+                s.approvals.destructive = Some(BLOCKED_PLAN.into())
+            }),
+            Run(Apply, Reason::DestructiveApproved),
+        ),
+        (
+            "a cluster approval naming the inputs, not the plan, does not unblock",
+            cluster().with(|s| {
+                blocked(s, "h2:b", "h2:b");
+                s.approvals.destructive = Some("h2:b".into())
+            }),
+            Wait(Reason::DestructivePlanBlocked),
+        ),
+        (
+            "a blocked apply that reported no plan is approved by its guard hash",
+            cluster().with(|s| {
+                blocked(s, "h2:b", "h2:b");
+                if let Some(ApplyAttempt {
+                    outcome: ApplyOutcome::Blocked { plan_hash, .. },
+                    ..
+                }) = &mut s.history.newest_apply
+                {
+                    *plan_hash = None;
+                }
                 s.approvals.destructive = Some("h2:b".into())
             }),
             Run(Apply, Reason::DestructiveApproved),
@@ -54,6 +77,7 @@ pub(super) fn rows() -> Rows {
                     inputs_hash: "h2:a".into(),
                     outcome: ApplyOutcome::Blocked {
                         guard_hash: "h2:a".into(),
+                        plan_hash: Some(BLOCKED_PLAN.into()),
                     },
                     remediation: true,
                 })

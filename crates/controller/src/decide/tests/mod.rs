@@ -109,12 +109,18 @@ fn failed_apply(s: &mut Snapshot, hash: &str, failures: u32, at: i64) {
     });
 }
 
+/// The blocked plan of [`blocked`].
+const BLOCKED_PLAN: &str = "p2:blocked";
+
+/// The newest apply, of inputs `hash`, was guarded by `guard` and blocked before
+/// [`BLOCKED_PLAN`].
 fn blocked(s: &mut Snapshot, hash: &str, guard: &str) {
     s.inputs_hash = Some(hash.into());
     s.history.newest_apply = Some(ApplyAttempt {
         inputs_hash: hash.into(),
         outcome: ApplyOutcome::Blocked {
             guard_hash: guard.into(),
+            plan_hash: Some(BLOCKED_PLAN.into()),
         },
         remediation: false,
     });
@@ -190,12 +196,24 @@ fn approved_starts_carry_their_hashes() {
     let d = decide(
         &cluster().with(|s| {
             blocked(s, "h2:b", "h2:b");
-            s.approvals.destructive = Some("h2:b".into())
+            s.approvals.destructive = Some(BLOCKED_PLAN.into())
         }),
         t(NOW),
     );
+    let plan = DestructiveApproval::Plan(BLOCKED_PLAN.into());
     assert!(
-        matches!(d.action, Action::Start(Start { allow_destructive: Some(ref h), .. }) if h == "h2:b")
+        matches!(d.action, Action::Start(Start { allow_destructive: Some(ref a), .. }) if *a == plan)
+    );
+    let d = decide(
+        &pool().with(|s| {
+            blocked(s, "h2:b", "h2:approval");
+            s.approvals.destructive = Some("h2:approval".into())
+        }),
+        t(NOW),
+    );
+    let inputs = DestructiveApproval::Inputs("h2:approval".into());
+    assert!(
+        matches!(d.action, Action::Start(Start { allow_destructive: Some(ref a), .. }) if *a == inputs)
     );
     let d = decide(
         &cluster().with(|s| {

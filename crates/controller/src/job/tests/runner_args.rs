@@ -49,7 +49,7 @@ fn runner_args_per_op() {
         ]),
     ));
     let mut approved = cluster.clone();
-    approved.allow_deletes_hash = Some(H.to_owned());
+    approved.allow_deletes_plan = Some(P.to_owned());
     approved.force_unlock = Some("lock-id".to_owned());
     cases.push((
         "cluster apply approved, unlocking",
@@ -58,7 +58,7 @@ fn runner_args_per_op() {
             "--force-unlock",
             "--guard-deletes",
             "--inputs-hash",
-            "--allow-deletes-hash",
+            "--allow-deletes-plan",
             "--plan-key-file",
             events[0],
             events[1],
@@ -81,6 +81,7 @@ fn runner_args_per_op() {
     let mut plan = base(WorkloadKind::Cluster, "c1", Operation::Plan, CLUSTER_IMAGE);
     plan.expect_plan = Some(P.to_owned()); // only an apply passes it
     plan.allow_deletes_hash = Some(H.to_owned()); // only a guarded apply passes it
+    plan.allow_deletes_plan = Some(P.to_owned());
     cases.push((
         "plan",
         plan,

@@ -335,7 +335,15 @@ where
         spec.pull_policy = launch
             .pull_policy
             .unwrap_or(captf_api::ImagePullPolicy::IfNotPresent);
-        spec.allow_deletes_hash = start.allow_destructive.clone();
+        match &start.allow_destructive {
+            Some(decide::DestructiveApproval::Plan(plan)) => {
+                spec.allow_deletes_plan = Some(plan.clone());
+            }
+            Some(decide::DestructiveApproval::Inputs(hash)) => {
+                spec.allow_deletes_hash = Some(hash.clone());
+            }
+            None => {}
+        }
         if start.op == Operation::Apply {
             spec.approval_hash = launch.approval_hash.clone();
             if let Some(exports) = &launch.exports {

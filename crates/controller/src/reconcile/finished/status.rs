@@ -144,7 +144,7 @@ where
     }
 
     /// What a successful apply leaves behind: the state adopted, the exports it rendered
-    /// recorded, and a destructive approval of its inputs used up.
+    /// recorded, and the destructive approval it applied used up.
     async fn applied(&self, f: &Finished, owner_ref: &OwnerReference) -> Result<()> {
         let (ctx, key) = (self.ctx, self.key);
         secrets::adopt_state(&ctx.client, key, owner_ref, f).await?;
@@ -152,30 +152,33 @@ where
             secrets::record_applied_cluster_outputs(&ctx.client, key, exports).await?;
         }
         let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
-        // A destructive approval names inputs, not a plan: any successful apply of those
-        // inputs uses it up, so a later remediation of the same inputs is guarded again.
-        // A pool's approval names its approval hash (the inputs without bootstrap data).
-        if let Some(inputs) = f
-            .annotations
-            .get(annotations::APPROVAL_HASH)
-            .map(String::as_str)
-            .or(f.inputs_hash())
-            && self
-                .object
-                .annotations()
-                .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
-                .map(String::as_str)
-                == Some(inputs)
+        // The apply a destructive approval let through uses it up: a cluster's names the plan,
+        // a pool's its approval hash (the inputs without bootstrap data), so a later apply is
+        // guarded again. An approval of a cluster's inputs (before approvals named plans) goes
+        // with any successful apply of those inputs.
+        let approval = self
+            .object
+            .annotations()
+            .get(annotations::APPROVE_DESTRUCTIVE_PLAN)
+            .map(String::as_str);
+        let mut used = [
+            annotations::APPROVED_DESTRUCTIVE_PLAN,
+            annotations::APPROVAL_HASH,
+            annotations::INPUTS_HASH,
+        ]
+        .into_iter()
+        .filter_map(|k| f.annotations.get(k).map(String::as_str));
+        if let Some(approved) = approval.filter(|a| used.any(|u| u == *a))
             && approvals::consume(
                 &api,
                 key.name(),
                 annotations::APPROVE_DESTRUCTIVE_PLAN,
-                inputs,
+                approved,
             )
             .await?
         {
             let note = format!(
-                "Job {} applied the approved inputs {inputs}; the approval is removed",
+                "Job {} applied what {approved} approved; the approval is removed",
                 f.name
             );
             let reason = captf_api::events::DESTRUCTIVE_PLAN_APPROVAL_CONSUMED;
@@ -211,19 +214,29 @@ where
         }
     }
 
-    /// `DestructivePlanBlocked`: what the plan would delete or replace, and the command that
-    /// approves it.
+    /// `DestructivePlanBlocked`: what the plan would delete or replace, an approved plan it
+    /// differs from, and the command that approves it: a cluster's names the plan's hash, a
+    /// pool's the approval hash of its exports change.
     fn blocked(&self, f: &Finished, conds: &mut Conditions) {
         let key = self.key;
-        let hash = &f.markers[annotations::DESTRUCTIVE_PLAN_BLOCKED];
+        let guard = &f.markers[annotations::DESTRUCTIVE_PLAN_BLOCKED];
+        let hash = match f.markers.get(annotations::PLAN_HASH) {
+            Some(plan) if key.kind() == captf_api::names::WorkloadKind::Cluster => plan,
+            _ => guard,
+        };
         let named = destructive_resources(f);
         let resources = if named.is_empty() {
             "some resources".to_owned()
         } else {
             named.join(", ")
         };
+        let differs = f
+            .annotations
+            .get(annotations::APPROVED_DESTRUCTIVE_PLAN)
+            .map(|approved| format!(", not the approved plan {approved}"))
+            .unwrap_or_default();
         let message = format!(
-            "Job {}: the plan would delete or replace {resources}; nothing was applied. To apply it anyway: kubectl annotate {} {} -n {} {}={hash}",
+            "Job {}: the plan would delete or replace {resources}{differs}; nothing was applied. To apply it anyway: kubectl annotate {} {} -n {} {}={hash} --overwrite",
             f.name,
             self.kind.to_lowercase(),
             key.name(),

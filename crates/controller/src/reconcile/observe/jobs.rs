@@ -173,6 +173,7 @@ pub fn history(jobs: &[ObservedJob]) -> History {
             } else if let Some(guard) = j.annotations.get(annotations::DESTRUCTIVE_PLAN_BLOCKED) {
                 ApplyOutcome::Blocked {
                     guard_hash: guard.clone(),
+                    plan_hash: j.annotations.get(annotations::PLAN_HASH).cloned(),
                 }
             } else if j.annotations.contains_key(annotations::PLAN_CHANGED) {
                 ApplyOutcome::PlanChanged

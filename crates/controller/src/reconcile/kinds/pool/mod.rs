@@ -203,7 +203,8 @@ impl Adapter for TerraformMachinePool {
         {
             // The approval names the approval hash, not a plan: a bootstrap rotation since the
             // block does not invalidate it.
-            start.allow_destructive = Some(approval_hash.clone());
+            start.allow_destructive =
+                Some(decide::DestructiveApproval::Inputs(approval_hash.clone()));
         }
         decision
     }
