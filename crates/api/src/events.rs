@@ -52,6 +52,8 @@ pub const JOB_SUCCEEDED: &str = "JobSucceeded";
 pub const WAITING_FOR_JOB_SLOT: &str = "WaitingForJobSlot";
 /// An operation waits for the run lease (once per wait).
 pub const WAITING_FOR_RUN_LEASE: &str = "WaitingForRunLease";
+/// The Job `status.activeJob` names is gone, but its pod still runs.
+pub const WAITING_FOR_JOB_POD: &str = "WaitingForJobPod";
 /// A machine or pool operation waits for the cluster's (once per wait).
 pub const WAITING_FOR_CLUSTER_OPERATION: &str = "WaitingForClusterOperation";
 /// A cluster operation waits for its machines' and pools' (once per wait).

@@ -28,7 +28,7 @@ use crate::reconcile::finished::bookkeeping::{self, Finished};
 use crate::reconcile::finished::status::Source;
 use crate::reconcile::observe::jobs::{ObservedJob, Phase};
 use crate::reconcile::observe::outputs::Reading;
-use crate::reconcile::observe::owner::Gate;
+use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::observe::snapshot::Observation;
 use crate::reconcile::observe::state::{self, DurableInputs, StateRead};
 use crate::reconcile::pass::{Pass, first_visit};
@@ -36,7 +36,7 @@ use crate::reconcile::pass::{Pass, first_visit};
 /// What a kind found from its verified owner: what it belongs to and, while it renders, its
 /// inputs; or the gate saying what is still missing.
 pub type Found<A> =
-    std::result::Result<(<A as Adapter>::Deps, Option<<A as Adapter>::Inputs>), Gate>;
+    std::result::Result<(<A as Adapter>::Deps, Option<<A as Adapter>::Inputs>), Hold>;
 
 /// What the Jobs of a live object render.
 pub struct Rendering {
@@ -242,7 +242,19 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         Ok(owner) => {
             A::dependencies(pass, owner, provisioned(A::workspace(&status)), deleting).await?
         }
-        Err(gate) => Err(gate),
+        Err(gate) => Err(Hold::Gate(gate)),
+    };
+    let found = match found {
+        Ok(found) => Ok(found),
+        Err(Hold::Gate(gate)) => Err(gate),
+        // Read nothing the cluster's Job may be writing.
+        Err(Hold::ClusterBusy { cluster, job }) => {
+            tracing::debug!(namespace = key.namespace(), name = key.name(), %cluster, %job, "the cluster's Job may be writing its state; looking again soon");
+            let provisioned = provisioned(A::workspace(&status));
+            let busy = (cluster.as_str(), job.as_str());
+            let action = pass.busy(before, &status, conds, provisioned, busy).await?;
+            return Ok(Begun::Done(action));
+        }
     };
     let (deps, inputs) = match pass.dependencies(found, &mut conds) {
         Some((deps, inputs)) => (Some(deps), inputs),
@@ -276,10 +288,11 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         deleting,
         own: A::Own::default(),
     };
+    let stopping = pass.stopping(&work.jobs).await?;
     // The durable inputs were read before the finished Jobs were recorded: read again if an
     // interrupted apply or the kind's record of one changed them.
     let mut reread = pass
-        .interrupted_applies(&work.jobs, &finished, &mut work.conds)
+        .interrupted_applies(&work.jobs, stopping.as_ref(), &finished, &mut work.conds)
         .await?;
     let owner_ref = owner_reference(object)?;
     let pinned = work.durable.pinned_image();
@@ -304,7 +317,11 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
     if reread {
         work.durable = state::durable_inputs(&ctx.client, key).await?;
     }
-    let active = work.jobs.iter().find(|j| j.phase == Phase::Active);
+    let active = work
+        .jobs
+        .iter()
+        .find(|j| j.phase == Phase::Active)
+        .or(stopping.as_ref());
     let preamble = decide::Preamble {
         paused,
         job_active: active.is_some(),

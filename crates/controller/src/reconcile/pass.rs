@@ -466,6 +466,41 @@ where
         + crate::reconcile::act::object::WithWorkspaceStatus
         + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
+    /// The Job `status.activeJob` names when it is not listed any more but one of its pods
+    /// still runs: it may still write the state, so the pass holds as if it ran, and says so.
+    /// The object is read live first, so a stale cache never names a Job already booked.
+    pub async fn stopping(&self, jobs: &[ObservedJob]) -> Result<Option<ObservedJob>> {
+        let named = |object: &K| object.workspace_status().and_then(|s| s.active_job.clone());
+        let Some(active) = named(self.object).filter(|a| !jobs.iter().any(|j| j.name == a.name))
+        else {
+            return Ok(None);
+        };
+        let ns = self.key.namespace();
+        let Some(pod) = jobs::running_pod(&self.ctx.client, ns, &active.name).await? else {
+            return Ok(None);
+        };
+        let api: Api<K> = Api::namespaced(self.ctx.client.clone(), ns);
+        let live = api
+            .get_opt(self.key.name())
+            .await
+            .during(|| "reading the object live".to_owned())?;
+        if live.as_ref().and_then(named).map(|a| a.name) != Some(active.name.clone()) {
+            return Ok(None);
+        }
+        let note = format!(
+            "Job {} is gone, but its pod {pod} still runs and may still write the state: nothing is read or started until it ends (at most its 600 s grace; delete the pod if it was orphaned)",
+            active.name
+        );
+        tracing::info!(namespace = ns, job = %active.name, %pod, "a deleted Job's pod still runs");
+        self.publish(
+            EventType::Normal,
+            captf_api::events::WAITING_FOR_JOB_POD,
+            &note,
+        )
+        .await;
+        Ok(Some(jobs::as_started(&active)))
+    }
+
     /// Apply Jobs that disappeared while they ran (deleted by hand or by a namespace
     /// clean-up) may have applied part of their change. One is recorded on the durable inputs,
     /// so the apply runs again under a new name even with unchanged inputs; its run lease is
@@ -476,6 +511,7 @@ where
     pub async fn interrupted_applies(
         &self,
         jobs: &[ObservedJob],
+        stopping: Option<&ObservedJob>,
         finished: &[Finished],
         conds: &mut Conditions,
     ) -> Result<bool> {
@@ -502,7 +538,8 @@ where
         let Some(name) = named(self.object) else {
             return Ok(followed);
         };
-        if jobs.iter().any(|j| j.name == name) {
+        // Listed, or gone with its pod still running: not lost (yet).
+        if jobs.iter().chain(stopping).any(|j| j.name == name) {
             return Ok(followed);
         }
         let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());

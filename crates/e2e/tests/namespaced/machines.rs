@@ -317,10 +317,11 @@ async fn the_cluster_write_lease_orders_cluster_and_machine_writes() {
         "the cluster applied while the machine wrote: machine done {slow_done:?}, cluster started {cluster_started}"
     );
 
-    // A machine created while the cluster writes waits for it.
+    // A machine created while the cluster writes waits for it, and reads nothing of the
+    // cluster's state meanwhile: its dependencies (the exports) are not known yet.
     write_bootstrap(client, ns, "late").await;
     create_machine(client, ns, &cluster, "late", MACHINE_IMAGE, "", "").await;
-    wait_until(
+    let late = wait_until(
         &machines,
         "late",
         "WaitingForClusterOperation",
@@ -335,6 +336,18 @@ async fn the_cluster_write_lease_orders_cluster_and_machine_writes() {
         },
     )
     .await;
+    let (_, _, message) = condition(&late, "ApplyJobSucceeded").expect("condition");
+    assert!(
+        message.contains(&format!(
+            "TerraformCluster {cluster}: its Job captf-c-{cluster}-apply-"
+        )) && message.contains("may be writing its state"),
+        "{message}"
+    );
+    assert!(
+        condition(&late, "DependenciesReady").is_none_or(|c| c.0 != "True"),
+        "the exports were read while the cluster's Job ran: {:?}",
+        condition(&late, "DependenciesReady")
+    );
     wait_until(&machines, "late", "the late machine Ready", manager, ready).await;
     let (_, cluster_done) = job_times(client, ns, &cluster_apply)
         .await

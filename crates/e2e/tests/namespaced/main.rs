@@ -20,5 +20,6 @@ mod pools;
 mod restore;
 mod runner_accounts;
 mod state_identity;
+mod stopping_pods;
 mod templates;
 mod variables;

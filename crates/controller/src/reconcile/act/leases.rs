@@ -101,6 +101,22 @@ pub async fn cluster_writer(
     live_holder(client, namespace, &lease).await
 }
 
+/// The Job holding `key`'s run lease, while it is live: any of its operations may write its
+/// state.
+pub async fn run_holder(client: &kube::Client, key: &ObjectKey) -> Result<Option<String>> {
+    let namespace = key.namespace();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let name = key.run_lease();
+    let Some(lease) = leases
+        .get_opt(&name)
+        .await
+        .during(|| format!("reading Lease {namespace}/{name}"))?
+    else {
+        return Ok(None);
+    };
+    live_holder(client, namespace, &lease).await
+}
+
 /// The Jobs of `cluster`'s machines and pools that hold a live run lease for a writing
 /// operation, sorted.
 pub async fn member_writers(
@@ -193,7 +209,8 @@ pub async fn release_cluster_lease_of(client: &kube::Client, namespace: &str, ho
 }
 
 /// The holder of `lease` while it holds it: its Job exists and has not finished (or was about
-/// to be created less than a minute ago), and the lease is younger than its backstop.
+/// to be created less than a minute ago, or is gone while its pod still runs), and the lease is
+/// younger than its backstop.
 async fn live_holder(
     client: &kube::Client,
     namespace: &str,
@@ -228,7 +245,13 @@ async fn live_holder(
             .unwrap_or_default()
             .iter()
             .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True"),
-        None => age.is_some_and(|a| a <= SignedDuration::try_from(LEASE_GRACE).unwrap_or_default()),
+        // About to be created, or deleted with its pod still running (and writing).
+        None => {
+            age.is_some_and(|a| a <= SignedDuration::try_from(LEASE_GRACE).unwrap_or_default())
+                || crate::reconcile::observe::jobs::running_pod(client, namespace, &holder)
+                    .await?
+                    .is_some()
+        }
     };
     Ok(live.then_some(holder))
 }

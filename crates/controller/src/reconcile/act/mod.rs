@@ -110,6 +110,38 @@ where
         Ok(Action::requeue(GATE_REQUEUE))
     }
 
+    /// A member whose cluster's Job `job` may be writing the cluster's state: nothing of that
+    /// state is read. One never provisioned says so (`ApplyJobSucceeded` reads
+    /// `Unknown/WaitingForClusterOperation`); a provisioned one keeps its conditions, so its
+    /// Ready does not flap at every refresh of the cluster. Looks again soon.
+    pub async fn busy<S: serde::Serialize>(
+        &self,
+        before: Option<&S>,
+        status: &S,
+        mut conds: Conditions,
+        provisioned: bool,
+        (cluster, job): (&str, &str),
+    ) -> Result<Action> {
+        let (g, now) = (self.generation, self.now);
+        if !provisioned {
+            let message = format!(
+                "TerraformCluster {cluster}: its Job {job} may be writing its state, which holds the exports this object renders; they are read once it ends"
+            );
+            conds.set(
+                types::APPLY_JOB_SUCCEEDED,
+                Status::Unknown,
+                reasons::WAITING_FOR_CLUSTER_OPERATION,
+                &message,
+                g,
+                now,
+            );
+            conds.summarize_ready(self.key.kind(), provisioned, g, now);
+            let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
+            patch_status(&api, self.key, before, status, conds, g, None).await?;
+        }
+        Ok(Action::requeue(crate::schedule::ACTIVE_JOB_REQUEUE))
+    }
+
     /// `Deleting` and `Paused` as the preamble found them.
     pub fn lifecycle(&self, conds: &mut Conditions, deleting: bool, paused: bool) {
         let (g, now) = (self.generation, self.now);

@@ -21,7 +21,7 @@ use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::machine::{self, MachinePolicy, RemediationChange};
 use crate::reconcile::Context;
 use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
-use crate::reconcile::observe::owner::Gate;
+use crate::reconcile::observe::owner::{Gate, Hold};
 use crate::reconcile::pass::Pass;
 use crate::reconcile::{observe::member, observe::outputs, observe::variables};
 
@@ -55,21 +55,22 @@ impl Adapter for TerraformMachine {
         let (ctx, tm, namespace) = (pass.ctx, pass.object, pass.key.namespace());
         let deps = match dependencies(ctx, tm, namespace, machine).await? {
             Ok(deps) => deps,
-            Err(gate) => return Ok(Err(gate)),
+            Err(gate) => return Ok(Err(gate.into())),
         };
         if provisioned || deleting {
             return Ok(Ok((deps, None)));
         }
         let inputs = match machine_inputs(ctx, tm, namespace, &deps).await? {
             Ok(inputs) => inputs,
-            Err(gate) => return Ok(Err(gate)),
+            Err(hold) => return Ok(Err(hold)),
         };
         let workspace = &tm.spec.workspace;
         let layers = PolicyLayers::for_member(workspace.jobs.as_deref(), Some(&deps.infra));
         Ok(
             variables::resolve(ctx, namespace, Role::Machine, workspace, layers)
                 .await?
-                .map(|variables| (deps, Some((inputs, variables)))),
+                .map(|variables| (deps, Some((inputs, variables))))
+                .map_err(Hold::from),
         )
     }
     fn paused_by(deps: &Dependencies) -> bool {
@@ -176,10 +177,10 @@ async fn machine_inputs(
     tm: &TerraformMachine,
     namespace: &str,
     deps: &Dependencies,
-) -> Result<std::result::Result<MachineInputs, Gate>> {
+) -> Result<std::result::Result<MachineInputs, Hold>> {
     let handoff = match member::handoff(ctx, namespace, &deps.infra).await? {
         Ok(h) => h,
-        Err(gate) => return Ok(Err(gate)),
+        Err(hold) => return Ok(Err(hold)),
     };
     let owner = format!(
         "Machine {}",
@@ -190,7 +191,8 @@ async fn machine_inputs(
         .await?
         .map(|bootstrap| {
             crate::inputs::machine_inputs(tm, &deps.machine, &bootstrap, handoff.exports)
-        }))
+        })
+        .map_err(Hold::from))
 }
 
 /// Outputs from state into status and spec: providerID (once), addresses, failure domain,

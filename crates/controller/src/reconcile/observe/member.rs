@@ -13,7 +13,8 @@ use crate::capi;
 use crate::error::{Error, KubeContext, Result};
 use crate::inputs::Bootstrap;
 use crate::reconcile::Context;
-use crate::reconcile::observe::owner::Gate;
+use crate::reconcile::act::leases;
+use crate::reconcile::observe::owner::{Gate, Hold};
 use crate::reconcile::observe::state::{self, StateRead};
 
 /// The CAPI Cluster of a member and the TerraformCluster it names.
@@ -33,6 +34,10 @@ pub struct Handoff {
 
 fn waiting<T>(reason: &'static str, message: String) -> Result<std::result::Result<T, Gate>> {
     Ok(Err((Status::Unknown, reason, message)))
+}
+
+fn held<T>(reason: &'static str, message: String) -> Result<std::result::Result<T, Hold>> {
+    Ok(Err(Hold::Gate((Status::Unknown, reason, message))))
 }
 
 /// Cluster `name` and its TerraformCluster. `WaitingForOwner` while the Cluster is missing,
@@ -89,12 +94,13 @@ pub async fn cluster_of(
 }
 
 /// The cluster's handoff, read from the TerraformCluster's state, or the gate saying why it
-/// cannot be handed over yet (not provisioned, state unreadable, exports not canonical).
+/// cannot be handed over yet (not provisioned, state unreadable, exports not canonical). While
+/// a Job of the cluster may be writing that state, nothing is read: [`Hold::ClusterBusy`].
 pub async fn handoff(
     ctx: &Context,
     namespace: &str,
     tc: &TerraformCluster,
-) -> Result<std::result::Result<Handoff, Gate>> {
+) -> Result<std::result::Result<Handoff, Hold>> {
     let published = || {
         tc.status
             .as_ref()
@@ -115,15 +121,21 @@ pub async fn handoff(
         .and_then(|i| i.provisioned)
         .unwrap_or(false);
     if !provisioned {
-        return waiting(
+        return held(
             reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
             format!("TerraformCluster {} is not provisioned yet", tc.name_any()),
         );
     }
     let key = ObjectKey::new(namespace, WorkloadKind::Cluster, tc.name_any())
         .map_err(|e| Error::InvalidObject(e.to_string()))?;
+    if let Some(job) = leases::run_holder(&ctx.client, &key).await? {
+        return Ok(Err(Hold::ClusterBusy {
+            cluster: tc.name_any(),
+            job,
+        }));
+    }
     let StateRead::Found(state, _) = state::read(&ctx.client, &key).await? else {
-        return waiting(
+        return held(
             reasons::WAITING_FOR_CLUSTER_EXPORTS,
             format!(
                 "the state of TerraformCluster {} cannot be read (see its StateReadable)",
@@ -138,7 +150,7 @@ pub async fn handoff(
         .and_then(|s| s.workspace.state_lineage.as_deref())
         .filter(|own| *own != state.lineage)
     {
-        return waiting(
+        return held(
             reasons::WAITING_FOR_CLUSTER_EXPORTS,
             format!(
                 "the state of TerraformCluster {} is of lineage {}, not its own {own} (see its StateReadable)",
@@ -153,7 +165,7 @@ pub async fn handoff(
         .cloned()
         .unwrap_or_else(|| serde_json::json!({}));
     if let Err(e) = captf_contract::canonicalize_exports(&exports) {
-        return waiting(
+        return held(
             reasons::WAITING_FOR_CLUSTER_EXPORTS,
             format!(
                 "the exports output of TerraformCluster {} cannot be handed over: {e}",

@@ -13,6 +13,22 @@ use crate::reconcile::Context;
 /// Why the owner does not count: `DependenciesReady` status, reason and message.
 pub type Gate = (Status, &'static str, String);
 
+/// Why the preamble ends the pass before it observes anything of the object's own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// A dependency is missing or not ready: `DependenciesReady` says which.
+    Gate(Gate),
+    /// A Job of the cluster may be writing the cluster's state, which the member would read:
+    /// the pass looks again soon and changes nothing meanwhile.
+    ClusterBusy { cluster: String, job: String },
+}
+
+impl From<Gate> for Hold {
+    fn from(gate: Gate) -> Self {
+        Hold::Gate(gate)
+    }
+}
+
 /// The verified owner `O` of `object`, or the gate saying why there is none. With no owner
 /// reference at all the object waits (`Unknown/WaitingForOwner`); `others` is the status and
 /// reason when it has owners, but none of kind `O` (a control plane's, before the Machine's).

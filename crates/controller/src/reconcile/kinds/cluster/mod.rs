@@ -27,6 +27,7 @@ use crate::reconcile::finished::bookkeeping::Finished;
 use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::kinds::cluster::dependents::Dependents;
 use crate::reconcile::observe::outputs::Reading;
+use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::pass::Pass;
 use crate::reconcile::{Context, act::approvals, observe::outputs};
 
@@ -73,7 +74,8 @@ impl Adapter for TerraformCluster {
             layers,
         )
         .await?
-        .map(|variables| (cluster, Some(variables))))
+        .map(|variables| (cluster, Some(variables)))
+        .map_err(Hold::from))
     }
     fn paused_by(cluster: &capi::Cluster) -> bool {
         cluster.paused()

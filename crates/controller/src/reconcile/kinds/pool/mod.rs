@@ -30,7 +30,7 @@ use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::reconcile::finished::bookkeeping::Finished;
 use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::kinds::pool::guard::{exports_guard, newest_blocked, record_exports};
-use crate::reconcile::observe::owner::Gate;
+use crate::reconcile::observe::owner::{Gate, Hold};
 use crate::reconcile::pass::Pass;
 use crate::reconcile::{Context, observe::member, observe::outputs};
 use exports::{BlockedApply, PendingFate, Render, Verdict};
@@ -87,7 +87,7 @@ impl Adapter for TerraformMachinePool {
         let (ctx, pool, namespace) = (pass.ctx, pass.object, pass.key.namespace());
         let deps = match dependencies(ctx, pool, namespace, owner).await? {
             Ok(deps) => deps,
-            Err(gate) => return Ok(Err(gate)),
+            Err(gate) => return Ok(Err(gate.into())),
         };
         if deleting {
             return Ok(Ok((deps, None)));
@@ -288,10 +288,10 @@ async fn render(
     pool: &TerraformMachinePool,
     namespace: &str,
     deps: &Dependencies,
-) -> Result<std::result::Result<Prepared, Gate>> {
+) -> Result<std::result::Result<Prepared, Hold>> {
     let handoff = match member::handoff(ctx, namespace, &deps.of.infra).await? {
         Ok(h) => h,
-        Err(gate) => return Ok(Err(gate)),
+        Err(hold) => return Ok(Err(hold)),
     };
     let owner = format!(
         "MachinePool {}",
@@ -307,7 +307,7 @@ async fn render(
         .as_deref();
     let bootstrap = match member::bootstrap(ctx, namespace, secret, &owner).await? {
         Ok(b) => b,
-        Err(gate) => return Ok(Err(gate)),
+        Err(gate) => return Ok(Err(gate.into())),
     };
     let scaling = scaling(&deps.owner).unwrap_or(Autoscaling {
         enabled: false,
@@ -336,7 +336,7 @@ async fn render(
     .await?
     {
         Ok(variables) => variables,
-        Err(gate) => return Ok(Err(gate)),
+        Err(gate) => return Ok(Err(gate.into())),
     };
     let role_inputs = RoleInputs::MachinePool(inputs.clone());
     let current = captf_contract::render(Role::MachinePool, image, &role_inputs, &variables)?;
