@@ -129,7 +129,8 @@ pub struct RunArgs {
     /// Apply: the approved plan hash; stop with plan-changed unless the new plan matches.
     #[arg(long, default_value = "")]
     pub expect_plan: String,
-    /// Key of the plan fingerprint (plan runs and guarded or approved applies).
+    /// Key of the plan fingerprint: plan runs and applies of an approved plan (`--expect-plan`).
+    /// A guarded apply keys it with `--inputs-hash`.
     #[arg(long, default_value = DEFAULT_PLAN_KEY_FILE)]
     pub plan_key_file: PathBuf,
     /// Restore: number of backup chunks under <config>/restore.

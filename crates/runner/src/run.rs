@@ -212,6 +212,27 @@ impl<'a> Runner<'a> {
             || (a.op == Operation::Apply && (a.guard_deletes || !a.expect_plan.is_empty()))
     }
 
+    /// The key of the plan fingerprint. A plan and the apply of an approved plan use the
+    /// object's plan key (`--plan-key-file`): only those Jobs have it. A guarded apply keys its
+    /// fingerprint with its own `--inputs-hash` instead, so the hash of a blocked plan, which a
+    /// destructive approval names, is bound to the object and its inputs, and the approved
+    /// apply of those inputs computes it again without the plan key.
+    fn fingerprint_key(&self) -> std::result::Result<Vec<u8>, String> {
+        let a = self.args;
+        if !self.fingerprints() {
+            return Ok(Vec::new());
+        }
+        if a.op == Operation::Apply && a.expect_plan.is_empty() {
+            if a.inputs_hash.is_empty() {
+                return Err(
+                    "--guard-deletes needs --inputs-hash, the key of the plan's fingerprint".into(),
+                );
+            }
+            return Ok(a.inputs_hash.as_bytes().to_vec());
+        }
+        prepare::read_plan_key(&a.plan_key_file).map_err(|e| e.to_string())
+    }
+
     async fn steps(&mut self) -> Flow {
         let a = self.args;
         // Secrets of the environment and the credentials mirror first, so every text is redacted.
@@ -318,13 +339,9 @@ impl<'a> Runner<'a> {
             (None, _) => {}
         }
 
-        let key = if self.fingerprints() {
-            match prepare::read_plan_key(&a.plan_key_file) {
-                Ok(k) => k,
-                Err(e) => return self.fail(ErrorKind::Step, Some(PREPARE_STEP), &e.to_string()),
-            }
-        } else {
-            Vec::new()
+        let key = match self.fingerprint_key() {
+            Ok(k) => k,
+            Err(e) => return self.fail(ErrorKind::Step, Some(PREPARE_STEP), &e),
         };
 
         let engine = Engine {

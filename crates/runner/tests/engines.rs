@@ -257,6 +257,18 @@ async fn a_destructive_approval_lets_through_only_the_plan_it_names() {
     let blocked = run(guarded(&inputs, "")).await;
     let approved = blocked.result.plan.expect("the blocked plan").hash;
 
+    // A guarded apply keys its fingerprint with its inputs hash: it needs no plan key, and
+    // hashes the same plan the same way without one.
+    let mut args = f.args("apply", &guarded(&inputs, ""));
+    args.plan_key_file = f.path("no-plan-key");
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let keyless = captf_runner::run(&args, common::env(), rx).await;
+    assert_eq!(
+        keyless.result.error.map(|e| e.kind),
+        Some(ErrorKind::Blocked)
+    );
+    assert_eq!(keyless.result.plan.map(|p| p.hash), Some(approved.clone()));
+
     // The plan changed since it was approved (here: other inputs under the same approval):
     // blocked again, naming the approval, nothing applied.
     let other = f.configure(&Vars {

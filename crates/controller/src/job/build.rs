@@ -218,11 +218,12 @@ impl JobSpec {
             .filter(|_| self.op == Operation::Apply)
     }
 
-    /// Whether the runner fingerprints a plan and so needs the plan key mounted: plan Jobs, and
-    /// applies that are guarded or approved (`--expect-plan`). The caller ensures the plan key
-    /// Secret exists before creating such a Job.
+    /// Whether the runner needs the plan key mounted: plan Jobs and applies of an approved
+    /// plan (`--expect-plan`), and no other (seed 004: a module can read it). A guarded apply
+    /// keys its fingerprint with its inputs hash. The caller ensures the plan key Secret exists
+    /// before creating such a Job.
     pub fn needs_plan_key(&self) -> bool {
-        self.op == Operation::Plan || self.guards_deletes() || self.expect_plan().is_some()
+        self.op == Operation::Plan || self.expect_plan().is_some()
     }
 
     /// The runner's `--event-object` value: `<apiVersion>/<kind>/<namespace>/<name>/<uid>`.

@@ -40,6 +40,15 @@ fn approval_command(message: &str) -> String {
         .to_owned()
 }
 
+/// Whether the Job mounts the object's plan key (seed 004: only plan Jobs and applies of an
+/// approved plan do, since the module can read it).
+fn mounts_plan_key(job: &Job) -> bool {
+    job.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .is_some_and(|p| p.volumes.iter().flatten().any(|v| v.name == "plan-key"))
+}
+
 fn observed_serial(tc: &TerraformCluster) -> Option<i64> {
     tc.status
         .as_ref()
@@ -66,7 +75,12 @@ async fn manual_applies_exactly_the_approved_plan_and_consumes_the_approval() {
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
     // The first apply is not gated.
     wait_until(&api, name, "the first apply", &manager, ready).await;
-    assert_eq!(applies(&client, &ns).await.len(), 1);
+    let first = applies(&client, &ns).await;
+    assert_eq!(first.len(), 1);
+    assert!(
+        !mounts_plan_key(&first[0]),
+        "a guarded apply has no plan key"
+    );
 
     merge_patch(
         &api,
@@ -152,7 +166,20 @@ async fn manual_applies_exactly_the_approved_plan_and_consumes_the_approval() {
                 == Some(&plan.plan_hash)
         })
         .expect("the apply ran with the approved plan");
-    assert!(approved.metadata.name.is_some());
+    assert!(
+        mounts_plan_key(approved),
+        "the approved apply checks the plan with the key"
+    );
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    let plans: Vec<Job> = jobs
+        .list(&ListParams::default().labels("captf.infrastructure.cluster.x-k8s.io/op=plan"))
+        .await
+        .expect("plan Jobs")
+        .items;
+    assert!(
+        !plans.is_empty() && plans.iter().all(mounts_plan_key),
+        "plans use the plan key"
+    );
     let consumed = wait_until(&api, name, "the approval consumed", &manager, |t| {
         annotation(t, "captf.io/approve-plan").is_none()
     })

@@ -86,9 +86,26 @@ async fn secrets_without_owner_references_are_re_owned() {
         ..
     } = scene("owners", &[]).await;
     let name = "owners";
-    create_cluster(&client, &ns, name, IMAGE, "").await;
+    create_cluster(&client, &ns, name, IMAGE, "  applyPolicy: Manual").await;
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
-    let tc = wait_until(&api, name, "Ready", &manager, ready).await;
+    wait_until(&api, name, "Ready", &manager, ready).await;
+    // A change is planned and the plan approved: those Jobs make and use the plan key.
+    let change = serde_json::json!({"spec": {"variables": {"extra_exports": {"token": "two"}}}});
+    merge_patch(&api, name, change).await;
+    let planned = wait_until(&api, name, "a plan", &manager, |t| {
+        has(t, "ApplyJobSucceeded", "Unknown", "PlanAwaitingApproval")
+    })
+    .await;
+    let plan = planned
+        .status
+        .and_then(|s| s.plan)
+        .expect("status.plan")
+        .plan_hash;
+    annotate(&api, name, "captf.io/approve-plan", Some(&plan)).await;
+    let tc = wait_until(&api, name, "the approved apply", &manager, |t| {
+        ready(t) && exports(t).contains("two")
+    })
+    .await;
     let uid = tc.metadata.uid.clone().expect("uid");
     let suffix = tc
         .status

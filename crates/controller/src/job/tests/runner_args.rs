@@ -40,13 +40,7 @@ fn runner_args_per_op() {
     cases.push((
         "cluster apply",
         cluster.clone(),
-        with(&[
-            "--guard-deletes",
-            "--inputs-hash",
-            "--plan-key-file",
-            events[0],
-            events[1],
-        ]),
+        with(&["--guard-deletes", "--inputs-hash", events[0], events[1]]),
     ));
     let mut approved = cluster.clone();
     approved.allow_deletes_plan = Some(P.to_owned());
@@ -59,7 +53,6 @@ fn runner_args_per_op() {
             "--guard-deletes",
             "--inputs-hash",
             "--allow-deletes-plan",
-            "--plan-key-file",
             events[0],
             events[1],
         ]),
@@ -99,13 +92,7 @@ fn runner_args_per_op() {
     cases.push((
         "pool exports apply",
         pool_guarded,
-        with(&[
-            "--guard-deletes",
-            "--inputs-hash",
-            "--plan-key-file",
-            events[0],
-            events[1],
-        ]),
+        with(&["--guard-deletes", "--inputs-hash", events[0], events[1]]),
     ));
     for op in [Operation::Destroy, Operation::Refresh, Operation::Drift] {
         let mut s = base(WorkloadKind::Cluster, "c1", op, CLUSTER_PINNED);
@@ -215,7 +202,6 @@ fn runner_arg_values() {
         "--guard-deletes".to_owned(),
         format!("--inputs-hash={POOL_APPROVAL}"),
         format!("--allow-deletes-hash={POOL_APPROVAL}"),
-        "--plan-key-file=/captf/plan-key/key".to_owned(),
         format!("--event-object=infrastructure.cluster.x-k8s.io/v1alpha1/TerraformMachinePool/team-a/p1/{UID}"),
         format!("--job-name={name}"),
     ];
