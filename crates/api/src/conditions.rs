@@ -156,6 +156,9 @@ pub mod reasons {
     pub const IMAGE_INVALID: &str = "ImageInvalid";
     /// The image could not be pulled.
     pub const IMAGE_PULL_FAILED: &str = "ImagePullFailed";
+    /// The Job's runner has not started: a ResourceQuota refused the Job or its pod, no node
+    /// takes the pod, or a container cannot be created.
+    pub const JOB_NOT_STARTED: &str = "JobNotStarted";
     /// The rendered inputs exceed what a Secret can carry.
     pub const INPUTS_TOO_LARGE: &str = "InputsTooLarge";
     /// The merged lock timeout is not below the deadline.
@@ -421,6 +424,7 @@ pub fn allowed_reasons(condition_type: &str) -> Option<AllowedReasons> {
                 IDENTITY_NOT_ALLOWED,
                 IMAGE_INVALID,
                 IMAGE_PULL_FAILED,
+                JOB_NOT_STARTED,
                 INPUTS_TOO_LARGE,
                 JOB_POLICY_INVALID,
                 DESTRUCTIVE_PLAN_BLOCKED,
@@ -452,7 +456,7 @@ pub fn allowed_reasons(condition_type: &str) -> Option<AllowedReasons> {
         ),
         types::RESTORE_JOB_SUCCEEDED => allowed(
             &[STATE_RESTORED],
-            &[RESTORE_FAILED, RESTORE_BACKUP_NOT_FOUND],
+            &[RESTORE_FAILED, RESTORE_BACKUP_NOT_FOUND, JOB_NOT_STARTED],
             WAITS,
         ),
         types::OUTPUTS_VALID => allowed(
@@ -487,6 +491,7 @@ pub fn allowed_reasons(condition_type: &str) -> Option<AllowedReasons> {
                 DRIFT_JOB_FAILED,
                 DRIFT_JOB_DEADLINE_EXCEEDED,
                 STATE_MISMATCH,
+                JOB_NOT_STARTED,
             ],
             &[
                 DRIFT_NOT_CHECKED,

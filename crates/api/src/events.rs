@@ -52,6 +52,9 @@ pub const JOB_SUCCEEDED: &str = "JobSucceeded";
 pub const WAITING_FOR_JOB_SLOT: &str = "WaitingForJobSlot";
 /// An operation waits for the run lease (once per wait).
 pub const WAITING_FOR_RUN_LEASE: &str = "WaitingForRunLease";
+/// Warning: a Job's runner has not started (a quota, no node, a container that cannot be
+/// created).
+pub const JOB_NOT_STARTED: &str = "JobNotStarted";
 /// The Job `status.activeJob` names is gone, but its pod still runs.
 pub const WAITING_FOR_JOB_POD: &str = "WaitingForJobPod";
 /// A machine or pool operation waits for the cluster's (once per wait).

@@ -130,6 +130,12 @@ pub struct Metrics {
     pub jobs_total: Family<KindOpResult, Counter>,
     pub job_duration_seconds: Histograms<KindOpResult>,
     pub job_queue_seconds: Histograms<KindOp>,
+    /// Seconds an active Job of the object has waited with no ready pod, past the 20 s grace;
+    /// no series once it runs or ends.
+    pub job_unstarted_seconds: Family<ObjectOp, Gauge>,
+    /// Jobs whose runner could not start, by kind and `reason` (the cause: quota, refused,
+    /// unschedulable, container), counted once per Job and cause.
+    pub jobs_not_started_total: Family<KindReason, Counter>,
     pub job_errors_total: Family<JobError, Counter>,
     pub job_step_duration_seconds: Histograms<KindOpStep>,
     pub resources_changed_total: Family<KindOpAction, Counter>,
@@ -194,6 +200,8 @@ impl Metrics {
             jobs_total: Family::default(),
             job_duration_seconds: Family::new_with_constructor(job_duration as fn() -> Histogram),
             job_queue_seconds: Family::new_with_constructor(queue as fn() -> Histogram),
+            job_unstarted_seconds: Family::default(),
+            jobs_not_started_total: Family::default(),
             job_errors_total: Family::default(),
             job_step_duration_seconds: Family::new_with_constructor(
                 step_duration as fn() -> Histogram,
@@ -299,12 +307,14 @@ impl Metrics {
             family.remove(&object);
         }
         for op in captf_api::Operation::ALL {
-            self.last_success_timestamp_seconds.remove(&ObjectOp {
+            let series = ObjectOp {
                 kind,
                 namespace: namespace.to_owned(),
                 name: name.to_owned(),
                 op: op.as_str(),
-            });
+            };
+            self.last_success_timestamp_seconds.remove(&series);
+            self.job_unstarted_seconds.remove(&series);
         }
     }
 }
@@ -331,6 +341,16 @@ fn register_jobs(r: &mut Registry, m: &Metrics) {
         "captf_job_queue_seconds",
         "[ALPHA] Job creation to container start",
         m.job_queue_seconds.clone(),
+    );
+    r.register(
+        "captf_job_unstarted_seconds",
+        "[ALPHA] How long an active Job has waited for its runner to start",
+        m.job_unstarted_seconds.clone(),
+    );
+    r.register(
+        "captf_jobs_not_started",
+        "[ALPHA] Jobs whose runner could not start, by cause",
+        m.jobs_not_started_total.clone(),
     );
     r.register(
         "captf_job_errors",

@@ -71,6 +71,7 @@ const EXPECTED: &[&str] = &[
     "ClusterRole captf-editor-role: infrastructure.cluster.x-k8s.io/terraformmachines: create,update,patch,delete",
     "ClusterRole captf-editor-role: infrastructure.cluster.x-k8s.io/terraformmachinetemplates: create,update,patch,delete",
     "ClusterRole captf-manager-role: /configmaps: get,list,watch",
+    "ClusterRole captf-manager-role: /events: list",
     "ClusterRole captf-manager-role: /namespaces: get,list,watch",
     "ClusterRole captf-manager-role: /pods: get,list",
     "ClusterRole captf-manager-role: /secrets: create,delete,get,list,patch,update,watch",

@@ -14,9 +14,10 @@ use crate::tools::Tools;
 /// installed providers), Services' endpoints (kube-proxy routes by EndpointSlices), disruption
 /// budgets, aggregated ClusterRoles (Cluster API's manager role is one), garbage collection,
 /// namespace deletion, ServiceAccounts and their tokens, the root CA ConfigMap,
-/// TTL-after-finished, and the node's lifecycle (it lifts the `not-ready` taint the kubelet
-/// registers with).
-pub const CONTROLLERS: &str = "job-controller,deployment-controller,clusterrole-aggregation-controller,replicaset-controller,endpoints-controller,endpointslice-controller,disruption-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,ttl-after-finished-controller,node-lifecycle-controller";
+/// TTL-after-finished, the node's lifecycle (it lifts the `not-ready` taint the kubelet
+/// registers with), and ResourceQuotas (the admission check refuses only against a quota this
+/// controller has counted).
+pub const CONTROLLERS: &str = "resourcequota-controller,job-controller,deployment-controller,clusterrole-aggregation-controller,replicaset-controller,endpoints-controller,endpointslice-controller,disruption-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,ttl-after-finished-controller,node-lifecycle-controller";
 
 /// The files of one control plane under its directory.
 #[derive(Clone, Debug)]

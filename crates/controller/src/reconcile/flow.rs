@@ -326,6 +326,9 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         paused,
         job_active: active.is_some(),
     };
+    if active.is_none() {
+        pass.note_unstarted(None, None);
+    }
     if decide::hold(preamble).is_some() {
         let provisioned = provisioned(A::workspace(&work.status));
         let action = pass

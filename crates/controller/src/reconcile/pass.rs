@@ -408,29 +408,8 @@ where
             }
         } else {
             set_block_move(&api, self.object, true).await?;
-            if let Some(job) = active.filter(|j| {
-                matches!(
-                    j.op,
-                    captf_api::Operation::Apply
-                        | captf_api::Operation::Plan
-                        | captf_api::Operation::Destroy
-                )
-            }) && let Some(why) = crate::reconcile::act::image_pull::of_active(
-                &self.ctx.client,
-                self.key.namespace(),
-                job,
-                self.now,
-            )
-            .await?
-            {
-                conds.set(
-                    types::APPLY_JOB_SUCCEEDED,
-                    Status::False,
-                    reasons::IMAGE_PULL_FAILED,
-                    &crate::reconcile::act::image_pull::while_running(&job.name, &why),
-                    self.generation,
-                    self.now,
-                );
+            if let Some(job) = active {
+                self.unstarted(job, &mut conds).await?;
             }
         }
         conds.summarize_ready(self.key.kind(), provisioned, self.generation, self.now);
@@ -452,6 +431,104 @@ where
         } else {
             crate::schedule::ACTIVE_JOB_REQUEUE
         }))
+    }
+
+    /// What holds an active Job's runner, on its operation's condition: `ImagePullFailed` (an
+    /// apply, plan or destroy; its deadline failure keeps that reason) or `JobNotStarted`,
+    /// announced by an event and `captf_jobs_not_started_total` when it says something new. How long
+    /// it has waited is `captf_job_unstarted_seconds` while it has no ready pod.
+    async fn unstarted(&self, job: &ObservedJob, conds: &mut Conditions) -> Result<()> {
+        use crate::reconcile::act::image_pull;
+        use crate::reconcile::observe::unstarted::{self, Unstarted};
+        let ns = self.key.namespace();
+        self.note_unstarted(
+            Some(job.op),
+            image_pull::overdue(job, self.now)
+                .then(|| job.created_at.map(|t| self.now.duration_since(t).as_secs()))
+                .flatten(),
+        );
+        let (g, now) = (self.generation, self.now);
+        match unstarted::of_active(&self.ctx.client, ns, job, now).await? {
+            Some(Unstarted::Pull(why))
+                if matches!(
+                    job.op,
+                    captf_api::Operation::Apply
+                        | captf_api::Operation::Plan
+                        | captf_api::Operation::Destroy
+                ) =>
+            {
+                let message = image_pull::while_running(&job.name, &why);
+                let type_ = types::APPLY_JOB_SUCCEEDED;
+                conds.set(
+                    type_,
+                    Status::False,
+                    reasons::IMAGE_PULL_FAILED,
+                    &message,
+                    g,
+                    now,
+                );
+            }
+            Some(Unstarted::Stuck { cause, message }) => {
+                let type_ = crate::reconcile::act::launch::condition_of(job.op);
+                let text = unstarted::message(&job.name, cause, &message);
+                let new = conds
+                    .get(type_)
+                    .is_none_or(|c| c.reason != reasons::JOB_NOT_STARTED || *c.message != *text);
+                conds.set(
+                    type_,
+                    Status::False,
+                    reasons::JOB_NOT_STARTED,
+                    &text,
+                    g,
+                    now,
+                );
+                if new {
+                    self.not_started(cause, &text).await;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A Job that could not start, announced: an event and `captf_jobs_not_started_total`.
+    pub async fn not_started(
+        &self,
+        cause: crate::reconcile::observe::unstarted::Cause,
+        text: &str,
+    ) {
+        self.ctx
+            .metrics
+            .jobs_not_started_total
+            .get_or_create(&crate::metrics::KindReason {
+                kind: self.kind,
+                reason: cause.as_str(),
+            })
+            .inc();
+        self.publish(EventType::Warning, captf_api::events::JOB_NOT_STARTED, text)
+            .await;
+    }
+
+    /// `captf_job_unstarted_seconds` of the object: `waited` for `op` (the series of its other
+    /// operations go), or no series at all.
+    pub fn note_unstarted(&self, op: Option<captf_api::Operation>, waited: Option<i64>) {
+        let gauge = &self.ctx.metrics.job_unstarted_seconds;
+        for each in captf_api::Operation::ALL {
+            let series = crate::metrics::ObjectOp {
+                kind: self.kind,
+                namespace: self.key.namespace().to_owned(),
+                name: self.key.name().to_owned(),
+                op: each.as_str(),
+            };
+            match waited.filter(|_| op == Some(each)) {
+                Some(seconds) => {
+                    gauge.get_or_create(&series).set(seconds);
+                }
+                None => {
+                    gauge.remove(&series);
+                }
+            }
+        }
     }
 
     /// An event about the object.

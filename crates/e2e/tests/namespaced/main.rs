@@ -11,6 +11,7 @@ mod cluster_lifecycle;
 mod crash_points;
 mod digest_pinning;
 mod drift;
+mod job_not_started;
 mod locks;
 mod machines;
 mod metrics_auth;

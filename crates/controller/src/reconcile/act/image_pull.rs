@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams};
 
-use crate::error::{KubeContext, Result};
 use crate::reconcile::observe::jobs::ObservedJob;
 
 /// The kubelet's waiting reasons for an image it cannot get.
@@ -17,7 +15,7 @@ const PULL_REASONS: [&str; 3] = ["ErrImagePull", "ImagePullBackOff", "InvalidIma
 
 /// A Job younger than this is not looked into: most pods pull within it, and a pass that
 /// starts a Job must not pay for a pod list.
-const GRACE: Duration = Duration::from_secs(20);
+pub const GRACE: Duration = Duration::from_secs(20);
 
 /// Longest quote of the kubelet's message.
 const MAX_QUOTE: usize = 300;
@@ -81,26 +79,13 @@ pub fn no_ready_pod(job: &ObservedJob) -> bool {
     job.job.status.as_ref().and_then(|s| s.ready).unwrap_or(0) == 0
 }
 
-/// The pull failure of an active Job's pod, looked up only once the Job is older than
-/// [`GRACE`] and has no ready pod (a running runner is ready).
-pub async fn of_active(
-    client: &kube::Client,
-    namespace: &str,
-    job: &ObservedJob,
-    now: Timestamp,
-) -> Result<Option<String>> {
+/// Whether an active Job is worth looking into: older than [`GRACE`] with no ready pod (a
+/// running runner is ready). A pass that starts a Job does not pay for a pod list.
+pub fn overdue(job: &ObservedJob, now: Timestamp) -> bool {
     let young = job
         .created_at
         .is_none_or(|t| now.duration_since(t).as_secs_f64() < GRACE.as_secs_f64());
-    if young || !no_ready_pod(job) {
-        return Ok(None);
-    }
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let list = pods
-        .list(&ListParams::default().labels(&format!("job-name={}", job.name)))
-        .await
-        .during(|| format!("listing pods of Job {namespace}/{}", job.name))?;
-    Ok(list.items.iter().find_map(pull_failure))
+    !young && no_ready_pod(job)
 }
 
 #[cfg(test)]

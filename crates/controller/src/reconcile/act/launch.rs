@@ -184,7 +184,13 @@ where
         self.write_job_inputs(launch, &spec, &inputs, identity)
             .await?;
         crate::failpoint::reached("before-job");
-        let created = self.create_job(&spec).await?;
+        let created = match self.create_job(&spec).await? {
+            Ok(job) => job,
+            Err(refusal) => {
+                self.refused(&job_name, op, &refusal, conds).await;
+                return Ok(Started::Waiting(GATE_REQUEUE));
+            }
+        };
         crate::failpoint::reached("after-job");
         self.hand_over(&created, op).await;
         self.announce(&job_name, launch, start, force_unlock, conds)
@@ -427,8 +433,9 @@ where
     }
 
     /// Creates the Job (one of that name already there is the one a crashed pass created);
-    /// a refusal gives the run lease back.
-    async fn create_job(&self, spec: &JobSpec) -> Result<Job> {
+    /// a refusal gives the run lease back. `Ok(Err(message))`: a ResourceQuota refused it,
+    /// which the object says rather than failing the pass.
+    async fn create_job(&self, spec: &JobSpec) -> Result<std::result::Result<Job, String>> {
         let (client, ns) = (&self.ctx.client, self.key.namespace());
         let job_name = spec.job_name();
         let job_api: Api<Job> = Api::namespaced(client.clone(), ns);
@@ -436,18 +443,49 @@ where
             .create(&PostParams::default(), &build_job(spec))
             .await
         {
-            Ok(j) => Ok(j),
+            Ok(j) => Ok(Ok(j)),
             Err(kube::Error::Api(e)) if e.code == 409 => job_api
                 .get(&job_name)
                 .await
-                .during(|| format!("reading Job {ns}/{job_name}")),
+                .during(|| format!("reading Job {ns}/{job_name}"))
+                .map(Ok),
             Err(e) => {
                 bookkeeping::release_run_lease(client, self.key, &job_name).await;
-                Err(Error::Kube {
-                    action: format!("creating Job {ns}/{job_name}"),
-                    source: e,
-                })
+                match e {
+                    kube::Error::Api(e)
+                        if e.code == 403 && e.message.contains("exceeded quota") =>
+                    {
+                        Ok(Err(e.message))
+                    }
+                    source => Err(Error::Kube {
+                        action: format!("creating Job {ns}/{job_name}"),
+                        source,
+                    }),
+                }
             }
+        }
+    }
+
+    /// `JobNotStarted` for a Job a ResourceQuota refused to create, announced once.
+    async fn refused(&self, job_name: &str, op: Operation, refusal: &str, conds: &mut Conditions) {
+        use crate::reconcile::observe::unstarted::{self, Cause};
+        let type_ = condition_of(op);
+        let why = format!("creating it was refused: {refusal}");
+        let text = unstarted::message(job_name, Cause::Quota, &why);
+        let new = conds
+            .get(type_)
+            .is_none_or(|c| c.reason != reasons::JOB_NOT_STARTED || *c.message != *text);
+        let (g, now) = (self.generation, self.now);
+        conds.set(
+            type_,
+            Status::False,
+            reasons::JOB_NOT_STARTED,
+            &text,
+            g,
+            now,
+        );
+        if new {
+            self.not_started(Cause::Quota, &text).await;
         }
     }
 

@@ -11,4 +11,5 @@ pub mod outputs;
 pub mod owner;
 pub mod snapshot;
 pub mod state;
+pub mod unstarted;
 pub mod variables;
