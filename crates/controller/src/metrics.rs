@@ -162,6 +162,36 @@ pub struct Metrics {
     pub last_success_timestamp_seconds: Family<ObjectOp, Gauge>,
     pub reconcile_errors_total: Family<Controller, Counter>,
     pub image_inspect_errors_total: Family<KindReason, Counter>,
+    /// What each object's transition counters last counted, so a pass that starts from a
+    /// cached object older than its own last status patch does not count the same thing again.
+    pub counted: Counted,
+}
+
+/// The last value a transition counter counted, per object and counter.
+#[derive(Default)]
+pub struct Counted(std::sync::Mutex<std::collections::HashMap<(String, &'static str), String>>);
+
+impl Counted {
+    /// Records that `object`'s `counter` now says `value` (`None`: nothing to count any more);
+    /// `true` when that is new, so the caller counts it.
+    pub fn first(&self, object: &str, counter: &'static str, value: Option<&str>) -> bool {
+        let mut seen = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (object.to_owned(), counter);
+        match value {
+            None => {
+                seen.remove(&key);
+                false
+            }
+            Some(v) if seen.get(&key).is_some_and(|old| old == v) => false,
+            Some(v) => {
+                seen.insert(key, v.to_owned());
+                true
+            }
+        }
+    }
 }
 
 fn job_duration() -> Histogram {
@@ -228,6 +258,7 @@ impl Metrics {
             last_success_timestamp_seconds: Family::default(),
             reconcile_errors_total: Family::default(),
             image_inspect_errors_total: Family::default(),
+            counted: Counted::default(),
             registry,
         };
         let mut m = m;
@@ -504,6 +535,27 @@ fn start_alerted_series(m: &Metrics) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_transition_counts_once_until_it_ends() {
+        let c = Counted::default();
+        let rows = [
+            ("uid-a", Some("namespace"), true),
+            ("uid-a", Some("namespace"), false),
+            ("uid-b", Some("namespace"), true),
+            ("uid-a", Some("notfound"), true),
+            ("uid-a", None, false),
+            ("uid-a", Some("notfound"), true),
+        ];
+        for (object, value, want) in rows {
+            assert_eq!(
+                c.first(object, "identity_denied", value),
+                want,
+                "{object} {value:?}"
+            );
+        }
+        assert!(c.first("uid-a", "jobs_not_started", Some("notfound")));
+    }
 
     #[test]
     fn every_family_is_exported_under_its_spec_name() {

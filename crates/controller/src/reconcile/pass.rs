@@ -142,11 +142,19 @@ where
             _ => None,
         }
         .filter(|_| *status == Status::False);
-        // Once per refusal, not once per pass: the condition held its reason already.
+        // Once per refusal, not once per pass: the condition held its reason already (its
+        // status says so after a restart), or this manager counted it (a pass may start from a
+        // cached object that lags its last status patch).
         let held = conds
             .get(types::IDENTITY_ALLOWED)
             .is_some_and(|c| c.reason == *reason);
-        if let Some(denied) = denied.filter(|_| !held) {
+        let uid = self.object.meta().uid.clone().unwrap_or_default();
+        let first = self
+            .ctx
+            .metrics
+            .counted
+            .first(&uid, "identity_denied", denied);
+        if let Some(denied) = denied.filter(|_| !held && first) {
             self.ctx
                 .metrics
                 .identity_denied_total
@@ -469,34 +477,39 @@ where
                 );
             }
             Some(Unstarted::Stuck { cause, message }) => {
-                let type_ = crate::reconcile::act::launch::condition_of(job.op);
                 let text = unstarted::message(&job.name, cause, &message);
-                let new = conds
-                    .get(type_)
-                    .is_none_or(|c| c.reason != reasons::JOB_NOT_STARTED || *c.message != *text);
-                conds.set(
-                    type_,
-                    Status::False,
-                    reasons::JOB_NOT_STARTED,
-                    &text,
-                    g,
-                    now,
-                );
-                if new {
-                    self.not_started(cause, &text).await;
-                }
+                self.not_started(job.op, cause, &text, conds).await;
             }
             _ => {}
         }
         Ok(())
     }
 
-    /// A Job that could not start, announced: an event and `captf_jobs_not_started_total`.
+    /// `JobNotStarted` with `text` on `op`'s condition; when it says something new, an event
+    /// and `captf_jobs_not_started_total` too.
     pub async fn not_started(
         &self,
+        op: captf_api::Operation,
         cause: crate::reconcile::observe::unstarted::Cause,
         text: &str,
+        conds: &mut Conditions,
     ) {
+        let type_ = crate::reconcile::act::launch::condition_of(op);
+        let uid = self.object.meta().uid.clone().unwrap_or_default();
+        let first = self
+            .ctx
+            .metrics
+            .counted
+            .first(&uid, "jobs_not_started", Some(text));
+        let new = first
+            && conds
+                .get(type_)
+                .is_none_or(|c| c.reason != reasons::JOB_NOT_STARTED || *c.message != *text);
+        let (g, now) = (self.generation, self.now);
+        conds.set(type_, Status::False, reasons::JOB_NOT_STARTED, text, g, now);
+        if !new {
+            return;
+        }
         self.ctx
             .metrics
             .jobs_not_started_total

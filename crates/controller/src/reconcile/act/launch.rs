@@ -469,24 +469,10 @@ where
     /// `JobNotStarted` for a Job a ResourceQuota refused to create, announced once.
     async fn refused(&self, job_name: &str, op: Operation, refusal: &str, conds: &mut Conditions) {
         use crate::reconcile::observe::unstarted::{self, Cause};
-        let type_ = condition_of(op);
+
         let why = format!("creating it was refused: {refusal}");
         let text = unstarted::message(job_name, Cause::Quota, &why);
-        let new = conds
-            .get(type_)
-            .is_none_or(|c| c.reason != reasons::JOB_NOT_STARTED || *c.message != *text);
-        let (g, now) = (self.generation, self.now);
-        conds.set(
-            type_,
-            Status::False,
-            reasons::JOB_NOT_STARTED,
-            &text,
-            g,
-            now,
-        );
-        if new {
-            self.not_started(Cause::Quota, &text).await;
-        }
+        self.not_started(op, Cause::Quota, &text, conds).await;
     }
 
     /// Hands the per-run Secret to the Job, so it goes with it; until then (a crash before) it

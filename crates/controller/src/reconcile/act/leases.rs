@@ -89,26 +89,21 @@ pub async fn cluster_writer(
     namespace: &str,
     cluster: &str,
 ) -> Result<Option<String>> {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let name = captf_api::names::cluster_lease(namespace, cluster);
-    let Some(lease) = leases
-        .get_opt(&name)
-        .await
-        .during(|| format!("reading Lease {namespace}/{name}"))?
-    else {
-        return Ok(None);
-    };
-    live_holder(client, namespace, &lease).await
+    holder_of(client, namespace, &name).await
 }
 
 /// The Job holding `key`'s run lease, while it is live: any of its operations may write its
 /// state.
 pub async fn run_holder(client: &kube::Client, key: &ObjectKey) -> Result<Option<String>> {
-    let namespace = key.namespace();
+    holder_of(client, key.namespace(), &key.run_lease()).await
+}
+
+/// The live holder of lease `name`, if it exists.
+async fn holder_of(client: &kube::Client, namespace: &str, name: &str) -> Result<Option<String>> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    let name = key.run_lease();
     let Some(lease) = leases
-        .get_opt(&name)
+        .get_opt(name)
         .await
         .during(|| format!("reading Lease {namespace}/{name}"))?
     else {
