@@ -10,6 +10,7 @@ pub mod leases;
 pub mod object;
 pub mod owners;
 pub mod secrets;
+pub mod unstarted;
 
 use std::time::Duration;
 
