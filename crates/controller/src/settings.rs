@@ -207,6 +207,66 @@ impl ManagerArgs {
     }
 }
 
+/// What a reconcile pass takes from the flags, and nothing more of them: a pass cannot
+/// depend on how the manager listens, elects or logs.
+#[derive(Clone, Debug)]
+pub struct PassSettings {
+    /// `--sync-period`: the longest a pass waits before it looks again.
+    pub sync_period: Duration,
+    /// `--drift-default-interval`.
+    pub drift_default_interval: Duration,
+    /// `--state-backups`: backups kept per object (0: none taken).
+    pub state_backups: usize,
+    /// `--runner-image`.
+    pub runner_image: String,
+    /// `--runner-events`.
+    pub runner_events: bool,
+    /// `--max-active-jobs` and `--cluster-max-active-jobs` (0: no cap).
+    pub max_active_jobs: i64,
+    pub cluster_max_active_jobs: i64,
+    /// `--cluster-operation-gate`.
+    pub cluster_operation_gate: bool,
+}
+
+/// What the webhook server takes from the flags.
+#[derive(Clone, Debug)]
+pub struct WebhookServer {
+    /// `--webhook-port` (0: serve none).
+    pub port: u16,
+    pub cert_dir: std::path::PathBuf,
+    pub cert_name: String,
+    pub key_name: String,
+    /// `--tls-min-version`.
+    pub tls_min_version: String,
+}
+
+impl ManagerArgs {
+    /// The flags a reconcile pass reads.
+    pub fn pass(&self) -> PassSettings {
+        PassSettings {
+            sync_period: self.sync_period,
+            drift_default_interval: self.drift_default_interval,
+            state_backups: usize::try_from(self.state_backups).unwrap_or(0),
+            runner_image: self.runner_image.clone(),
+            runner_events: self.runner_events,
+            max_active_jobs: self.max_active_jobs,
+            cluster_max_active_jobs: self.cluster_max_active_jobs,
+            cluster_operation_gate: self.cluster_operation_gate,
+        }
+    }
+
+    /// The flags the webhook server reads.
+    pub fn webhook_server(&self) -> WebhookServer {
+        WebhookServer {
+            port: self.webhook_port,
+            cert_dir: self.webhook_cert_dir.clone(),
+            cert_name: self.webhook_cert_name.clone(),
+            key_name: self.webhook_key_name.clone(),
+            tls_min_version: self.tls_min_version.clone(),
+        }
+    }
+}
+
 /// The bind address of a Go-style `:port` or `host:port` flag.
 pub fn bind_address(flag: &str) -> Result<std::net::SocketAddr, String> {
     let full = if flag.starts_with(':') {

@@ -69,7 +69,7 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
             .ok(),
         schemas: schemas.clone(),
     });
-    let webhooks = crate::webhook::serve(&args, webhook, webhook_ready);
+    let webhooks = crate::webhook::serve(args.webhook_server(), webhook, webhook_ready);
     let metrics_router = metrics_router(metrics.clone(), caches.clone());
     let metrics_server = async {
         if args.insecure_diagnostics {
@@ -250,8 +250,13 @@ struct Start {
 
 /// The machine templates. They run no Job: only their own changes (and a retry after a
 /// failed read) wake them.
-async fn run_templates(ctx: &Arc<Context>, filtered: watcher::Config, stop: Stop) {
-    let (client, args) = (&ctx.client, &ctx.args);
+async fn run_templates(
+    ctx: &Arc<Context>,
+    args: &ManagerArgs,
+    filtered: watcher::Config,
+    stop: Stop,
+) {
+    let client = &ctx.client;
     Controller::new(
         crate::cache::scoped::<captf_api::TerraformMachineTemplate>(client, &args.namespace),
         filtered,
@@ -271,11 +276,11 @@ async fn run_templates(ctx: &Arc<Context>, filtered: watcher::Config, stop: Stop
 
 /// The identities (status only), woken by their mirrors appearing and going. Only a manager
 /// that sees every namespace knows where all the mirrors are.
-async fn run_identities<S>(ctx: &Arc<Context>, mirrors: S, stop: Stop)
+async fn run_identities<S>(ctx: &Arc<Context>, namespace: &str, mirrors: S, stop: Stop)
 where
     S: futures::Stream<Item = Arc<crate::cache::SecretMeta>> + Send + 'static,
 {
-    if !ctx.args.namespace.is_empty() {
+    if !namespace.is_empty() {
         tracing::info!(
             "--namespace is set: TerraformClusterIdentity status is left to a manager that watches every namespace"
         );
@@ -320,13 +325,13 @@ async fn run_controllers(start: Start, stop: Stop) {
     );
     let ctx = Arc::new(Context::new(
         start.client.clone(),
-        start.args.clone(),
+        start.args.pass(),
         start.metrics.clone(),
         caches,
         start.schemas.clone(),
     ));
     let client = ctx.client.clone();
-    let args = &ctx.args;
+    let args = &start.args;
     // Passes count Jobs from the cache (the caps); start only once it holds the whole list.
     let filled = tokio::select! {
         filled = ctx.caches.wait_until_ready() => filled,
@@ -379,7 +384,7 @@ async fn run_controllers(start: Start, stop: Stop) {
         crate::capi::machine_resource(),
         filtered.clone(),
         machine_events,
-        args.terraformmachine_concurrency,
+        (&args.namespace, args.terraformmachine_concurrency),
         reconcile::flow::run::<captf_api::TerraformMachine>,
         stop.clone(),
     );
@@ -388,12 +393,12 @@ async fn run_controllers(start: Start, stop: Stop) {
         crate::capi::machine_pool_resource(),
         filtered.clone(),
         pool_events,
-        args.terraformmachinepool_concurrency,
+        (&args.namespace, args.terraformmachinepool_concurrency),
         reconcile::flow::run::<captf_api::TerraformMachinePool>,
         stop.clone(),
     );
-    let templates = run_templates(&ctx, filtered, stop.clone());
-    let identities = run_identities(&ctx, identity_mirrors, stop.clone());
+    let templates = run_templates(&ctx, args, filtered, stop.clone());
+    let identities = run_identities(&ctx, &args.namespace, identity_mirrors, stop.clone());
     // A round cut short by the signal is only a round: the next leader sweeps again.
     let sweep = async {
         tokio::select! {
@@ -459,7 +464,7 @@ async fn run_members<K, F, Fut, J, S>(
     owner: kube::core::ApiResource,
     config: watcher::Config,
     (jobs, secrets): (J, S),
-    concurrency: u16,
+    (namespace, concurrency): (&str, u16),
     reconcile: F,
     stop: Stop,
 ) where
@@ -471,15 +476,15 @@ async fn run_members<K, F, Fut, J, S>(
     J: futures::Stream<Item = Arc<crate::cache::JobMeta>> + Send + 'static,
     S: futures::Stream<Item = Arc<crate::cache::SecretMeta>> + Send + 'static,
 {
-    let (client, args) = (&ctx.client, &ctx.args);
+    let client = &ctx.client;
     let capi = |resource: &kube::core::ApiResource| -> Api<kube::api::DynamicObject> {
-        match args.namespace.as_str() {
+        match namespace {
             "" => Api::all_with(client.clone(), resource),
             ns => Api::namespaced_with(client.clone(), ns, resource),
         }
     };
-    let controller = workload_controller::<K>(client, &args.namespace, config);
-    let controller = variables_sources(controller, client, &args.namespace);
+    let controller = workload_controller::<K>(client, namespace, config);
+    let controller = variables_sources(controller, client, namespace);
     let members = |store: kube::runtime::reflector::Store<K>| {
         move |namespace: Option<String>, cluster: Option<String>| {
             store
@@ -497,7 +502,7 @@ async fn run_members<K, F, Fut, J, S>(
     let capi_meta = |resource: &kube::core::ApiResource| -> Api<
         kube::core::PartialObjectMeta<kube::api::DynamicObject>,
     > {
-        match args.namespace.as_str() {
+        match namespace {
             "" => Api::all_with(client.clone(), resource),
             ns => Api::namespaced_with(client.clone(), ns, resource),
         }
@@ -532,7 +537,7 @@ async fn run_members<K, F, Fut, J, S>(
         // cluster wakes it, not each rewrite of the cluster's conditions.
         .watches_stream(
             watcher::watcher(
-                crate::cache::scoped::<captf_api::TerraformCluster>(client, &args.namespace),
+                crate::cache::scoped::<captf_api::TerraformCluster>(client, namespace),
                 watcher::Config::default(),
             )
             .default_backoff()

@@ -20,12 +20,13 @@ use kube::runtime::events::{Recorder, Reporter};
 use crate::Error;
 use crate::cache::Caches;
 use crate::metrics::Metrics;
-use crate::settings::ManagerArgs;
+use crate::settings::PassSettings;
 
 /// What every pass shares, built once by `captf manager`.
 pub struct Context {
     pub client: kube::Client,
-    pub args: ManagerArgs,
+    /// The flags a pass reads.
+    pub settings: PassSettings,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     /// Metadata of the managed Jobs and Secrets.
@@ -48,7 +49,7 @@ impl crate::backoff::Retries for Context {
 impl Context {
     pub fn new(
         client: kube::Client,
-        args: ManagerArgs,
+        settings: PassSettings,
         metrics: Arc<Metrics>,
         caches: Caches,
         schemas: crate::schemas::Schemas,
@@ -65,7 +66,7 @@ impl Context {
             .ok();
         Context {
             client,
-            args,
+            settings,
             metrics,
             recorder,
             caches,

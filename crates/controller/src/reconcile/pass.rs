@@ -220,7 +220,7 @@ where
             .state_backups
             .as_ref()
             .is_some_and(|b| b.iter().any(|b| Some(b.serial) == serial));
-        let backups_on = self.ctx.args.state_backups > 0 && serial.is_some_and(|s| s >= 1);
+        let backups_on = self.ctx.settings.state_backups > 0 && serial.is_some_and(|s| s >= 1);
         if let StateRead::Found(s, chunks) = state
             && (workspace.observed_state_serial != serial || (backups_on && !listed && !deleting))
         {
@@ -237,7 +237,7 @@ where
                 chunks,
                 state: Some(s),
                 source_job,
-                keep: usize::try_from(self.ctx.args.state_backups).unwrap_or(0),
+                keep: self.ctx.settings.state_backups,
                 pending_restore,
                 deleting,
                 now: self.now,
@@ -433,7 +433,7 @@ where
         .await?;
         finish_bookkeeping(self.ctx, self.key, finished).await?;
         Ok(Action::requeue(if paused {
-            self.ctx.args.sync_period
+            self.ctx.settings.sync_period
         } else if active.is_some_and(crate::reconcile::act::image_pull::no_ready_pod) {
             crate::reconcile::act::image_pull::RECHECK
         } else {

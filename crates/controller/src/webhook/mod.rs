@@ -21,7 +21,7 @@ use axum::routing::post;
 pub use review::Webhook;
 
 use crate::Error;
-use crate::settings::ManagerArgs;
+use crate::settings::WebhookServer;
 use crate::tls::{
     CERT_CHECK_INTERVAL, CertFiles, WhenMissing, server_config, tls_listener, watch_certificate,
 };
@@ -115,19 +115,19 @@ pub fn router(webhook: Arc<Webhook>) -> Router {
 /// (cert-manager may not have issued it yet); `ready` is set from then on. Port 0 serves
 /// nothing and is ready at once.
 pub async fn serve(
-    args: &ManagerArgs,
+    args: WebhookServer,
     webhook: Arc<Webhook>,
     ready: Arc<AtomicBool>,
 ) -> Result<(), Error> {
-    if args.webhook_port == 0 {
+    if args.port == 0 {
         tracing::info!("webhook server disabled (--webhook-port=0)");
         ready.store(true, Ordering::Relaxed);
         return std::future::pending().await;
     }
     let files = CertFiles {
-        dir: args.webhook_cert_dir.clone(),
-        cert: args.webhook_cert_name.clone(),
-        key: args.webhook_key_name.clone(),
+        dir: args.cert_dir.clone(),
+        cert: args.cert_name.clone(),
+        key: args.key_name.clone(),
     };
     let mut warned = false;
     let (config, cert) = loop {
@@ -142,7 +142,7 @@ pub async fn serve(
             }
         }
     };
-    let addr = std::net::SocketAddr::from(([0, 0, 0, 0], args.webhook_port));
+    let addr = std::net::SocketAddr::from(([0, 0, 0, 0], args.port));
     let tcp = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::Startup(format!("webhook server on {addr}: {e}")))?;

@@ -172,7 +172,7 @@ where
             .await;
             return Ok(Started::Waiting(GATE_REQUEUE));
         }
-        if ctx.args.cluster_operation_gate
+        if ctx.settings.cluster_operation_gate
             && leases::writes(op)
             && !launch.cluster_name.is_empty()
             && let Some(wait) = self
@@ -320,7 +320,7 @@ where
                     launch.image.to_owned()
                 }
             },
-            ctx.args.runner_image.clone(),
+            ctx.settings.runner_image.clone(),
             f.identity,
         );
         // A Job that disappeared is not listed any more; never reuse its name (its per-run
@@ -365,7 +365,7 @@ where
         }
         spec.expect_plan = start.expect_plan.clone();
         spec.drift_remediation = start.remediation;
-        spec.runner_events = ctx.args.runner_events;
+        spec.runner_events = ctx.settings.runner_events;
         if !f.inputs_hash.is_empty() {
             spec.annotations
                 .insert(annotations::INPUTS_HASH.into(), f.inputs_hash.to_owned());
@@ -636,8 +636,8 @@ pub fn job_slot(
     op: Operation,
 ) -> std::result::Result<(), crate::slots::Full> {
     let caps = crate::slots::Caps::new(
-        ctx.args.max_active_jobs,
-        ctx.args.cluster_max_active_jobs,
+        ctx.settings.max_active_jobs,
+        ctx.settings.cluster_max_active_jobs,
         spec_cap,
     );
     if caps == crate::slots::Caps::default() {

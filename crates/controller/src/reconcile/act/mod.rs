@@ -452,8 +452,8 @@ where
         );
         jobs::prune(&ctx.client, key.namespace(), &pruned).await?;
         Ok(match acted.requeue {
-            Some(d) => Action::requeue(d.min(ctx.args.sync_period).max(Duration::from_secs(1))),
-            None => Action::requeue(ctx.args.sync_period),
+            Some(d) => Action::requeue(d.min(ctx.settings.sync_period).max(Duration::from_secs(1))),
+            None => Action::requeue(ctx.settings.sync_period),
         })
     }
 }

@@ -145,7 +145,11 @@ impl Adapter for TerraformMachine {
 
 /// The machine's drift, identity and remediation policy, merged with its cluster's.
 fn policy(tm: &TerraformMachine, deps: Option<&Dependencies>, ctx: &Context) -> MachinePolicy {
-    machine::machine_policy(tm, deps.map(|d| &d.infra), ctx.args.drift_default_interval)
+    machine::machine_policy(
+        tm,
+        deps.map(|d| &d.infra),
+        ctx.settings.drift_default_interval,
+    )
 }
 
 /// The Machine's Cluster (from the label, else the Machine's `spec.clusterName`) and its

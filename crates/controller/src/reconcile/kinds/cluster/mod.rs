@@ -230,7 +230,7 @@ fn drift_interval(tc: &TerraformCluster, ctx: &Context) -> Option<Duration> {
     match tc.spec.drift.as_ref().and_then(|d| d.interval_seconds) {
         Some(0) => None,
         Some(s) => Some(Duration::from_secs(u64::try_from(s).unwrap_or(0))),
-        None => Some(ctx.args.drift_default_interval),
+        None => Some(ctx.settings.drift_default_interval),
     }
 }
 

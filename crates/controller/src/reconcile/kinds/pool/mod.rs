@@ -222,7 +222,7 @@ fn pool_policy(
     let drift_interval = crate::machine::inherited_drift_interval(
         pool.spec.drift.as_ref().and_then(|d| d.interval_seconds),
         infra,
-        ctx.args.drift_default_interval,
+        ctx.settings.drift_default_interval,
         crate::machine::ZeroInterval::Ignored,
     );
     let drift_action = pool
