@@ -42,17 +42,13 @@ fn snapshot(state_hash: &str, inputs_hash: &str) -> Snapshot {
         kind: WorkloadKind::Cluster,
         uid: "3f0c6b8e-1d2a-4c5b-9e7f-0a1b2c3d4e5f".into(),
         created_at: now,
-        deleting: false,
+        lifecycle: decide::Lifecycle::Live,
         state: StateView::Found {
             inputs_hash: Some(state_hash.into()),
         },
         inputs_hash: Some(inputs_hash.into()),
         interrupted_apply: false,
-        destroyed: false,
         restore_requested: false,
-        abandon_requested: false,
-        last_destroy_failed: false,
-        dependents: false,
         history: Default::default(),
         policy: Policy {
             apply_policy: ApplyPolicy::Automatic,

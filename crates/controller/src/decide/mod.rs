@@ -2,9 +2,11 @@
 //! and the clock. No I/O, no clock reads, no randomness (jitter derives from the UID).
 //!
 //! The order of the checks is the contract (first match wins):
-//! 1. a Job is active: wait for it;
-//! 2. a restore is requested (and the object is not deleting, or its deletion is held);
-//! 3. deleting: hold on lost or unreadable state, drop the finalizer without state, else destroy;
+//! 1. a Job is active: wait for it ([`hold`], before anything is read);
+//! 2. deleting ([`Lifecycle::Deleting`]): wait for a cluster's members, release on abandon
+//!    where no destroy can succeed, restore a held state, release after a destroy or without
+//!    state, hold on a state problem, else destroy;
+//! 3. a restore is requested;
 //! 4. lost, unreadable, foreign or unadopted state: nothing runs until a restore (or an
 //!    adoption);
 //! 5. an apply is due (no state, state without inputs hash, inputs changed, last apply failed or
@@ -36,24 +38,17 @@ pub struct Snapshot {
     /// Seeds the jitter.
     pub uid: String,
     pub created_at: Timestamp,
-    pub deleting: bool,
+    /// Live, or deleted and what stands in the deletion's way.
+    pub lifecycle: Lifecycle,
     pub state: StateView,
     /// Hash of the inputs rendered now; `None` when they cannot be built (e.g. an immutable kind
     /// after provisioning, or missing dependencies).
     pub inputs_hash: Option<String>,
     /// A cluster or pool apply Job vanished while running: an apply stays due.
     pub interrupted_apply: bool,
-    /// A destroy succeeded after the newest apply: the infrastructure is gone.
-    pub destroyed: bool,
     /// A restore the object asked for, already checked to name a complete backup that was not
     /// consumed yet.
     pub restore_requested: bool,
-    /// `captf.io/abandon-infrastructure` names this object's UID.
-    pub abandon_requested: bool,
-    /// The newest destroy failed (a release by abandon is allowed then).
-    pub last_destroy_failed: bool,
-    /// A TerraformCluster's machines or pools still exist: its deletion waits for them.
-    pub dependents: bool,
     pub history: History,
     pub policy: Policy,
     pub approvals: Approvals,
@@ -63,6 +58,44 @@ pub struct Snapshot {
     /// The image the last successful apply ran, by digest (`captf.io/image-digest` on the
     /// durable inputs), when the runtime reported one.
     pub pinned_image: Option<String>,
+}
+
+/// Where the object is in its life.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lifecycle {
+    Live,
+    /// `metadata.deletionTimestamp` is set.
+    Deleting(Deletion),
+}
+
+impl Lifecycle {
+    pub fn deleting(&self) -> bool {
+        matches!(self, Lifecycle::Deleting(_))
+    }
+}
+
+/// What a deletion found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deletion {
+    /// A TerraformCluster's machines or pools still exist: its destroy waits for them.
+    pub dependents: bool,
+    /// What the destroys since the newest apply did.
+    pub destroy: Destroyed,
+    /// `captf.io/abandon-infrastructure` names this object's UID.
+    pub abandon: bool,
+}
+
+/// What the destroys since the newest apply did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Destroyed {
+    /// None ran.
+    #[default]
+    No,
+    /// The newest failed: the infrastructure may be partly gone, and an abandon may release
+    /// the object.
+    Failed,
+    /// One succeeded: the infrastructure is gone.
+    Yes,
 }
 
 /// What the state reader found.
@@ -380,47 +413,12 @@ pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
 
 /// What is due, in the order of the module docs.
 fn next(s: &Snapshot, now: Timestamp) -> Decision {
-    // Before abandon too: releasing the cluster's finalizer under live machines would drop
-    // the state they were built against.
-    if s.deleting && s.dependents {
-        return wait(Reason::DependentsExist, schedule::DEPENDENTS_REQUEUE);
-    }
     let held = s.state.held();
-    // Abandon comes first, so a restore that cannot start or a destroy that keeps failing
-    // cannot hide it; only where no destroy could succeed.
-    if s.deleting && s.abandon_requested && (held || s.last_destroy_failed) {
-        return Decision {
-            action: Action::RemoveFinalizer,
-            reason: Reason::Abandoned,
-            requeue: None,
-        };
+    if let Lifecycle::Deleting(deletion) = &s.lifecycle {
+        return deleting(s, now, deletion);
     }
-    if s.restore_requested && (!s.deleting || held) {
+    if s.restore_requested {
         return start(Start::op(Operation::Restore), Reason::RestoreRequested);
-    }
-    if s.deleting && s.destroyed {
-        // The destroy succeeded after the newest apply: whatever is left of the state (an empty
-        // state, or none after an interrupted cleanup) holds nothing.
-        return Decision {
-            action: Action::RemoveFinalizer,
-            reason: Reason::Destroyed,
-            requeue: None,
-        };
-    }
-    if s.deleting {
-        return match s.state {
-            StateView::Lost | StateView::Unreadable | StateView::Foreign | StateView::Unadopted => {
-                wait(Reason::DeletionHeld, schedule::STATE_PROBLEM_REQUEUE)
-            }
-            StateView::NotFound => Decision {
-                action: Action::RemoveFinalizer,
-                reason: Reason::DeletingWithoutState,
-                requeue: None,
-            },
-            StateView::Found { .. } => {
-                backoff(s, now, Start::op(Operation::Destroy), Reason::Deleting)
-            }
-        };
     }
     if held {
         let reason = match s.state {
@@ -437,6 +435,49 @@ fn next(s: &Snapshot, now: Timestamp) -> Decision {
         return decision;
     }
     scheduled(s, now)
+}
+
+/// A deletion: wait for the dependents, abandon, restore, release or destroy.
+fn deleting(s: &Snapshot, now: Timestamp, deletion: &Deletion) -> Decision {
+    // Before abandon too: releasing the cluster's finalizer under live machines would drop
+    // the state they were built against.
+    if deletion.dependents {
+        return wait(Reason::DependentsExist, schedule::DEPENDENTS_REQUEUE);
+    }
+    let held = s.state.held();
+    // Abandon comes first, so a restore that cannot start or a destroy that keeps failing
+    // cannot hide it; only where no destroy could succeed.
+    if deletion.abandon && (held || deletion.destroy == Destroyed::Failed) {
+        return Decision {
+            action: Action::RemoveFinalizer,
+            reason: Reason::Abandoned,
+            requeue: None,
+        };
+    }
+    // A restore runs on a held deletion only: a readable state is destroyed as it is.
+    if s.restore_requested && held {
+        return start(Start::op(Operation::Restore), Reason::RestoreRequested);
+    }
+    if deletion.destroy == Destroyed::Yes {
+        // Whatever is left of the state (an empty state, or none after an interrupted
+        // cleanup) holds nothing.
+        return Decision {
+            action: Action::RemoveFinalizer,
+            reason: Reason::Destroyed,
+            requeue: None,
+        };
+    }
+    match s.state {
+        StateView::Lost | StateView::Unreadable | StateView::Foreign | StateView::Unadopted => {
+            wait(Reason::DeletionHeld, schedule::STATE_PROBLEM_REQUEUE)
+        }
+        StateView::NotFound => Decision {
+            action: Action::RemoveFinalizer,
+            reason: Reason::DeletingWithoutState,
+            requeue: None,
+        },
+        StateView::Found { .. } => backoff(s, now, Start::op(Operation::Destroy), Reason::Deleting),
+    }
 }
 
 /// Why an apply is due, if it is.

@@ -10,80 +10,66 @@ pub(super) fn rows() -> Rows {
         (
             "deleting without state",
             cluster().with(|s| {
-                s.deleting = true;
+                deleting(s);
                 s.state = StateView::NotFound
             }),
             Release(Reason::DeletingWithoutState),
         ),
         (
             "deleting with state",
-            cluster().with(|s| s.deleting = true),
+            cluster().with(|s| {
+                deleting(s);
+            }),
             Run(Destroy, Reason::Deleting),
         ),
         (
             "deleting with machines or pools left: the destroy waits for them",
             cluster().with(|s| {
-                s.deleting = true;
-                s.dependents = true
+                deleting(s);
+                deleting(s).dependents = true
             }),
             WaitFor(Reason::DependentsExist, Duration::from_secs(30)),
         ),
         (
             "dependents are waited for before abandon releases a held deletion",
             cluster().with(|s| {
-                s.deleting = true;
-                s.dependents = true;
+                deleting(s);
+                deleting(s).dependents = true;
                 s.state = StateView::Lost;
-                s.abandon_requested = true
+                deleting(s).abandon = true
             }),
             WaitFor(Reason::DependentsExist, Duration::from_secs(30)),
         ),
         (
             "dependents are waited for even without state",
             cluster().with(|s| {
-                s.deleting = true;
-                s.dependents = true;
+                deleting(s);
+                deleting(s).dependents = true;
                 s.state = StateView::NotFound
             }),
             WaitFor(Reason::DependentsExist, Duration::from_secs(30)),
         ),
         (
-            "dependents mean nothing when not deleting",
-            cluster().with(|s| {
-                s.dependents = true;
-                s.observed.last_drift_check = Some(t(NOW - 60));
-            }),
-            Wait(Reason::UpToDate),
-        ),
-        (
             "deleting after a successful destroy releases",
             cluster().with(|s| {
-                s.deleting = true;
-                s.destroyed = true;
+                deleting(s);
+                deleting(s).destroy = Destroyed::Yes;
             }),
             Release(Reason::Destroyed),
         ),
         (
             "a destroyed object whose state cleanup was interrupted still releases",
             cluster().with(|s| {
-                s.deleting = true;
-                s.destroyed = true;
+                deleting(s);
+                deleting(s).destroy = Destroyed::Yes;
                 s.state = StateView::Lost;
             }),
             Release(Reason::Destroyed),
         ),
         (
-            "a successful destroy means nothing when not deleting",
-            cluster().with(|s| {
-                s.destroyed = true;
-                s.observed.last_drift_check = Some(t(NOW - 60));
-            }),
-            Wait(Reason::UpToDate),
-        ),
-        (
             "deleting, state lost: held",
             cluster().with(|s| {
-                s.deleting = true;
+                deleting(s);
                 s.state = StateView::Lost
             }),
             WaitFor(Reason::DeletionHeld, MIN),
@@ -91,7 +77,7 @@ pub(super) fn rows() -> Rows {
         (
             "deleting, state unreadable: held",
             cluster().with(|s| {
-                s.deleting = true;
+                deleting(s);
                 s.state = StateView::Unreadable
             }),
             Wait(Reason::DeletionHeld),
@@ -99,28 +85,28 @@ pub(super) fn rows() -> Rows {
         (
             "held deletion released by abandon",
             cluster().with(|s| {
-                s.deleting = true;
+                deleting(s);
                 s.state = StateView::Lost;
-                s.abandon_requested = true
+                deleting(s).abandon = true
             }),
             Release(Reason::Abandoned),
         ),
         (
             "abandon wins over a pending restore",
             cluster().with(|s| {
-                s.deleting = true;
+                deleting(s);
                 s.state = StateView::Unreadable;
                 s.restore_requested = true;
-                s.abandon_requested = true
+                deleting(s).abandon = true
             }),
             Release(Reason::Abandoned),
         ),
         (
             "a failed destroy may be abandoned",
             cluster().with(|s| {
-                s.deleting = true;
-                s.last_destroy_failed = true;
-                s.abandon_requested = true;
+                deleting(s);
+                deleting(s).destroy = Destroyed::Failed;
+                deleting(s).abandon = true;
                 s.history.destroy.failures = 1;
                 s.history.destroy.last_failure = Some(t(NOW - 5))
             }),
@@ -129,23 +115,15 @@ pub(super) fn rows() -> Rows {
         (
             "readable state and a destroy that can run: abandon is ignored",
             cluster().with(|s| {
-                s.deleting = true;
-                s.abandon_requested = true
+                deleting(s);
+                deleting(s).abandon = true
             }),
             Run(Destroy, Reason::Deleting),
         ),
         (
-            "abandon means nothing when not deleting",
-            cluster().with(|s| {
-                s.state = StateView::Lost;
-                s.abandon_requested = true
-            }),
-            WaitFor(Reason::StateLost, MIN),
-        ),
-        (
             "held deletion ignores destroy backoff",
             cluster().with(|s| {
-                s.deleting = true;
+                deleting(s);
                 s.state = StateView::Lost;
                 s.history.destroy.failures = 3;
                 s.history.destroy.last_failure = Some(t(NOW - 5))
@@ -155,7 +133,7 @@ pub(super) fn rows() -> Rows {
         (
             "deletion wins over an input change",
             cluster().with(|s| {
-                s.deleting = true;
+                deleting(s);
                 s.inputs_hash = Some("h2:b".into())
             }),
             Run(Destroy, Reason::Deleting),
@@ -163,7 +141,7 @@ pub(super) fn rows() -> Rows {
         (
             "failed destroy backs off",
             cluster().with(|s| {
-                s.deleting = true;
+                deleting(s);
                 s.history.destroy.failures = 1;
                 s.history.destroy.last_failure = Some(t(NOW - 20))
             }),
@@ -172,7 +150,7 @@ pub(super) fn rows() -> Rows {
         (
             "failed destroy retries after backoff",
             cluster().with(|s| {
-                s.deleting = true;
+                deleting(s);
                 s.history.destroy.failures = 1;
                 s.history.destroy.last_failure = Some(t(NOW - 200))
             }),
@@ -180,7 +158,9 @@ pub(super) fn rows() -> Rows {
         ),
         (
             "machine deleting with state",
-            machine().with(|s| s.deleting = true),
+            machine().with(|s| {
+                deleting(s);
+            }),
             Run(Destroy, Reason::Deleting),
         ),
         // State problems outside deletion.
@@ -243,7 +223,7 @@ pub(super) fn rows() -> Rows {
         (
             "a restore replaces an unadopted state while the deletion is held",
             cluster().with(|s| {
-                s.deleting = true;
+                deleting(s);
                 s.state = StateView::Unadopted;
                 s.restore_requested = true
             }),
@@ -252,7 +232,7 @@ pub(super) fn rows() -> Rows {
         (
             "deleting with a state of another lineage: held, never destroyed",
             cluster().with(|s| {
-                s.deleting = true;
+                deleting(s);
                 s.state = StateView::Foreign
             }),
             WaitFor(Reason::DeletionHeld, MIN),
@@ -260,7 +240,7 @@ pub(super) fn rows() -> Rows {
         (
             "deleting with an unadopted state: held",
             machine().with(|s| {
-                s.deleting = true;
+                deleting(s);
                 s.state = StateView::Unadopted
             }),
             WaitFor(Reason::DeletionHeld, MIN),
@@ -268,9 +248,9 @@ pub(super) fn rows() -> Rows {
         (
             "abandon releases a deletion held on a foreign state",
             cluster().with(|s| {
-                s.deleting = true;
+                deleting(s);
                 s.state = StateView::Foreign;
-                s.abandon_requested = true
+                deleting(s).abandon = true
             }),
             Release(Reason::Abandoned),
         ),

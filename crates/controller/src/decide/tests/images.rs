@@ -82,7 +82,7 @@ fn table() {
             "a destroy runs what the apply ran, even for changed inputs",
             cluster().with(|s| {
                 pinned(s);
-                s.deleting = true;
+                deleting(s);
                 s.inputs_hash = Some("h2:b".into())
             }),
             Destroy,
@@ -90,7 +90,9 @@ fn table() {
         ),
         (
             "a destroy without a digest says so",
-            cluster().with(|s| s.deleting = true),
+            cluster().with(|s| {
+                deleting(s);
+            }),
             Destroy,
             Unpinned,
         ),

@@ -35,17 +35,13 @@ fn base(kind: WorkloadKind) -> Snapshot {
         kind,
         uid: UID.into(),
         created_at: t(0),
-        deleting: false,
+        lifecycle: Lifecycle::Live,
         state: StateView::Found {
             inputs_hash: Some("h2:a".into()),
         },
         inputs_hash: Some("h2:a".into()),
         interrupted_apply: false,
-        destroyed: false,
         restore_requested: false,
-        abandon_requested: false,
-        last_destroy_failed: false,
-        dependents: false,
         history: History {
             apply: OpHistory {
                 last_success: Some(t(NOW - 60)),
@@ -96,6 +92,17 @@ impl Row for Snapshot {
     fn with(mut self, f: impl FnOnce(&mut Snapshot)) -> Snapshot {
         f(&mut self);
         self
+    }
+}
+
+/// Makes `s` a deletion (if it was not one) and hands over what the deletion found.
+fn deleting(s: &mut Snapshot) -> &mut Deletion {
+    if !s.lifecycle.deleting() {
+        s.lifecycle = Lifecycle::Deleting(Deletion::default());
+    }
+    match &mut s.lifecycle {
+        Lifecycle::Deleting(d) => d,
+        Lifecycle::Live => unreachable!("set above"),
     }
 }
 

@@ -33,7 +33,7 @@ pub(super) fn rows() -> Rows {
             "restore runs on a held deletion",
             cluster().with(|s| {
                 s.restore_requested = true;
-                s.deleting = true;
+                deleting(s);
                 s.state = StateView::Unreadable
             }),
             Run(Restore, Reason::RestoreRequested),
@@ -42,7 +42,7 @@ pub(super) fn rows() -> Rows {
             "deletion wins over a restore when it can proceed",
             cluster().with(|s| {
                 s.restore_requested = true;
-                s.deleting = true
+                deleting(s);
             }),
             Run(Destroy, Reason::Deleting),
         ),

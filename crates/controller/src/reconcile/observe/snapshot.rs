@@ -6,7 +6,9 @@ use captf_api::{WorkspaceStatus, annotations};
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
-use crate::decide::{Approvals, Observed, Policy, Snapshot, StateView};
+use crate::decide::{
+    Approvals, Deletion, Destroyed, Lifecycle, Observed, Policy, Snapshot, StateView,
+};
 use crate::error::Result;
 use crate::reconcile::act::backups::BackupSet;
 use crate::reconcile::act::object::Workload;
@@ -78,10 +80,27 @@ where
     /// The snapshot of `seen`, with no approvals, no plan and no health facts yet.
     pub fn snapshot(&self, seen: Observation<'_>) -> Snapshot {
         let history = jobs::history(seen.jobs);
-        let destroyed = history
-            .destroy
-            .last_success
-            .is_some_and(|d| history.apply.last_success.is_none_or(|a| d > a));
+        let lifecycle = if seen.deleting {
+            let destroy = if history.destroy.failures > 0 {
+                Destroyed::Failed
+            } else if history
+                .destroy
+                .last_success
+                .is_some_and(|d| history.apply.last_success.is_none_or(|a| d > a))
+            {
+                Destroyed::Yes
+            } else {
+                Destroyed::No
+            };
+            Lifecycle::Deleting(Deletion {
+                // The cluster's adapter knows its members.
+                dependents: false,
+                destroy,
+                abandon: abandon_requested(self.object),
+            })
+        } else {
+            Lifecycle::Live
+        };
         let observed = Observed {
             drift_found: drift_found(seen.conds, &history),
             failed_remediations: jobs::failed_remediations(seen.jobs, history.drift.last_success),
@@ -99,15 +118,11 @@ where
                 .creation_timestamp
                 .as_ref()
                 .map_or(self.now, |t| t.0),
-            deleting: seen.deleting,
+            lifecycle,
             state: seen.state,
             inputs_hash: seen.inputs_hash,
             interrupted_apply: seen.durable.interrupted_apply().is_some(),
-            destroyed,
             restore_requested: seen.restore.is_some(),
-            abandon_requested: abandon_requested(self.object),
-            last_destroy_failed: history.destroy.failures > 0,
-            dependents: false,
             history,
             policy: seen.policy,
             approvals: Approvals::default(),

@@ -19,7 +19,7 @@ use kube::runtime::events::EventType;
 
 use crate::capi;
 use crate::conditions::Conditions;
-use crate::decide::{self, Approvals, Policy, Snapshot, StateView};
+use crate::decide::{self, Approvals, Lifecycle, Policy, Snapshot, StateView};
 use crate::error::{KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::reconcile::act::Acted;
@@ -170,7 +170,9 @@ impl Adapter for TerraformCluster {
             // Back to Automatic: the apply that waited runs (guarded); the plan is moot.
             work.status.plan = None;
         }
-        snapshot.dependents = work.own.dependents;
+        if let Lifecycle::Deleting(deletion) = &mut snapshot.lifecycle {
+            deletion.dependents = work.own.dependents;
+        }
         let annotations = self.annotations();
         snapshot.approvals = Approvals {
             destructive: annotations
