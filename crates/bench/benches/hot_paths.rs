@@ -63,6 +63,7 @@ fn snapshot(state_hash: &str, inputs_hash: &str) -> Snapshot {
         plan: None,
         observed: Default::default(),
         pinned_image: None,
+        exports_guard: None,
     }
 }
 

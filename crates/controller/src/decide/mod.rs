@@ -58,6 +58,43 @@ pub struct Snapshot {
     /// The image the last successful apply ran, by digest (`captf.io/image-digest` on the
     /// durable inputs), when the runtime reported one.
     pub pinned_image: Option<String>,
+    /// Pools: what their guard of the cluster's exports says about an apply.
+    pub exports_guard: Option<ExportsGuard>,
+}
+
+impl Snapshot {
+    /// The newest finished apply, unless a pool's exports guard hides it.
+    fn newest_apply(&self) -> Option<&ApplyAttempt> {
+        let hidden = self
+            .exports_guard
+            .as_ref()
+            .is_some_and(|g| g.blocked == BlockedApply::Hide);
+        self.history.newest_apply.as_ref().filter(|_| !hidden)
+    }
+}
+
+/// A pool's guard of its cluster's exports, for the apply it would start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportsGuard {
+    /// What the newest apply, if the guard blocked it, means now.
+    pub blocked: BlockedApply,
+    /// The apply renders a guarded change whose approval hash the approval annotation names:
+    /// that hash.
+    pub approved: Option<String>,
+}
+
+/// What a pool's newest finished apply means for the decision when the guard blocked it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockedApply {
+    /// Not blocked, or blocked for other inputs: the decision sees it as it is.
+    Leave,
+    /// Hidden from the decision: the pool holds the change or has none any more, so the blocked
+    /// run says nothing about what the pool applies now (a drift remediation runs, a change that
+    /// returned after a withdrawal is guarded afresh).
+    Hide,
+    /// The change waits for its approval (it cannot be held): no apply, not even one a bootstrap
+    /// rotation made due, since the approval hash did not move.
+    Wait,
 }
 
 /// Where the object is in its life.
@@ -370,7 +407,7 @@ pub fn applied_per_state(s: &Snapshot, d: &Decision) -> Option<String> {
     };
     let current = s.inputs_hash.as_ref().is_none_or(|now| now == applied);
     let settled = d.action == Action::Wait && d.reason == Reason::UpToDate;
-    (current && settled && s.history.newest_apply.is_none()).then(|| {
+    (current && settled && s.newest_apply().is_none()).then(|| {
         format!(
             "the state was written by an apply of inputs {applied}, which are current; no Job of that apply is left here (status and Jobs do not move with clusterctl move)"
         )
@@ -405,8 +442,30 @@ pub fn hold(p: Preamble) -> Option<Decision> {
 /// Decides the next step for `s` at `now`, once [`hold`] let the pass observe.
 pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
     let mut d = next(s, now);
+    if let Some(guard) = &s.exports_guard {
+        d = exports_guarded(d, guard);
+    }
     if let Action::Start(start) = &mut d.action {
         start.image = image(s, start.op);
+    }
+    d
+}
+
+/// A pool's apply under its exports guard: it waits while a blocked change waits for its
+/// approval, and an approved change lets the guard pass what its approval hash names (not a
+/// plan: a bootstrap token rotated since does not void it).
+fn exports_guarded(mut d: Decision, guard: &ExportsGuard) -> Decision {
+    let Action::Start(start) = &mut d.action else {
+        return d;
+    };
+    if start.op != Operation::Apply {
+        return d;
+    }
+    if guard.blocked == BlockedApply::Wait {
+        return wait(Reason::DestructivePlanBlocked, schedule::APPROVAL_REQUEUE);
+    }
+    if let Some(hash) = &guard.approved {
+        start.allow_destructive = Some(DestructiveApproval::Inputs(hash.clone()));
     }
     d
 }
@@ -509,7 +568,7 @@ fn apply_reason(s: &Snapshot) -> Option<Reason> {
     if !mutable {
         return None;
     }
-    if let Some(newest) = &s.history.newest_apply
+    if let Some(newest) = s.newest_apply()
         && newest.outcome == ApplyOutcome::Failed
         && !newest.remediation
     {
@@ -566,7 +625,7 @@ fn gate_apply(s: &Snapshot, now: Timestamp, reason: Reason) -> Option<Decision> 
             plan_hash,
         },
         ..
-    }) = &s.history.newest_apply
+    }) = s.newest_apply()
         && reason != Reason::NoState
     {
         // Blocked for these very inputs: only an approval naming the blocked plan (a pool's:

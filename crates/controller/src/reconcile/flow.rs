@@ -17,7 +17,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
-use crate::decide::{self, Action as Decided, Decision, Policy, Snapshot, StateView};
+use crate::decide::{self, Action as Decided, Policy, Snapshot, StateView};
 use crate::error::{Error, Result};
 use crate::job::EffectivePolicy;
 use crate::reconcile::Context;
@@ -146,11 +146,6 @@ pub trait Adapter:
     /// Its part of the snapshot.
     fn complete(&self, snapshot: &mut Snapshot, work: &mut Work<Self>) {
         let _ = (snapshot, work);
-    }
-    /// Its part of the decision.
-    fn amend(decision: Decision, work: &Work<Self>) -> Decision {
-        let _ = work;
-        decision
     }
     /// What it says while it waits for `reason`.
     fn wait(pass: &Pass<'_, Self>, reason: decide::Reason, work: &mut Work<Self>) {
@@ -390,7 +385,7 @@ async fn go<A: Adapter>(
     snapshot.observed.health_pending = seen.health.pending;
     snapshot.observed.apply_health_definite = seen.health.definite;
     object.complete(&mut snapshot, w);
-    let decision = A::amend(decide::decide(&snapshot, pass.now), w);
+    let decision = decide::decide(&snapshot, pass.now);
     pass.count_decision(&decision);
     pass.applied_per_state(&snapshot, &decision, &mut w.conds);
 

@@ -71,6 +71,7 @@ fn base(kind: WorkloadKind) -> Snapshot {
             ..Default::default()
         },
         pinned_image: None,
+        exports_guard: None,
     }
 }
 

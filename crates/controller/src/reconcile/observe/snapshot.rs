@@ -129,6 +129,7 @@ where
             plan: None,
             observed,
             pinned_image: seen.durable.pinned_image(),
+            exports_guard: None,
         }
     }
 }

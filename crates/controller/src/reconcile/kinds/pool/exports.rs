@@ -8,6 +8,7 @@
 //! stuck behind an approval; that needs the applied exports' values, kept on the durable
 //! inputs beside the hash.
 
+pub use crate::decide::BlockedApply;
 use captf_api::annotations;
 use serde::{Deserialize, Serialize};
 
@@ -177,21 +178,7 @@ pub fn decide(f: &Facts<'_>) -> Verdict {
     }
 }
 
-/// What the newest finished apply means for the decision when the guard blocked it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BlockedApply {
-    /// Not blocked, or blocked for other inputs: the decision sees it as it is.
-    Leave,
-    /// Hidden from the decision: the pool holds the change or has none any more, so the blocked
-    /// run says nothing about what the pool applies now (a drift remediation runs, a change that
-    /// returned after a withdrawal is guarded afresh).
-    Hide,
-    /// The change waits for its approval (it cannot be held): no apply, not even one a bootstrap
-    /// rotation made due, since the approval hash did not move.
-    Wait,
-}
-
-/// See [`BlockedApply`] (pure). `guard_hash` is the hash the newest finished apply was blocked
+/// See [`BlockedApply`]: what the newest blocked apply means now (pure). `guard_hash` is the hash the newest finished apply was blocked
 /// for, if it was; `pending_kept` whether a pending change stays pending this pass.
 pub fn blocked_apply(
     v: &Verdict,

@@ -10,7 +10,6 @@ mod guard;
 
 use std::time::Duration;
 
-use captf_api::Operation;
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::names::WorkloadKind;
 use captf_api::{
@@ -24,7 +23,7 @@ use kube::runtime::events::EventType;
 
 use crate::capi;
 use crate::conditions::Conditions;
-use crate::decide::{self, Action as Decided, Decision, Policy, Snapshot, StateView};
+use crate::decide::{self, Policy, Snapshot, StateView};
 use crate::error::{KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::reconcile::finished::bookkeeping::Finished;
@@ -33,7 +32,7 @@ use crate::reconcile::kinds::pool::guard::{exports_guard, newest_blocked, record
 use crate::reconcile::observe::owner::{Gate, Hold};
 use crate::reconcile::pass::Pass;
 use crate::reconcile::{Context, observe::member, observe::outputs};
-use exports::{BlockedApply, PendingFate, Render, Verdict};
+use exports::{PendingFate, Render, Verdict};
 
 /// Built-in `membershipRefreshIntervalSeconds`.
 const DEFAULT_MEMBERSHIP_INTERVAL: Duration = Duration::from_secs(60);
@@ -60,7 +59,6 @@ pub struct Prepared {
 pub struct Own {
     /// The guard's verdict and the approval hash of the inputs rendered now.
     guard: Option<(Verdict, String)>,
-    blocked: Option<BlockedApply>,
 }
 
 /// A pool: its owner is a CAPI MachinePool; it renders every pass, so any change re-applies
@@ -163,50 +161,18 @@ impl Adapter for TerraformMachinePool {
             .replicas
             .is_some_and(|r| usize::try_from(r).ok() != Some(listed));
         let guard = newest_blocked(&work.jobs, &work.finished);
-        let blocked = match &work.own.guard {
-            Some((v, approval_hash)) => exports::blocked_apply(
-                v,
-                guard.as_deref(),
-                approval_hash,
-                v.pending == PendingFate::Keep
-                    && work
-                        .durable
-                        .annotations
-                        .contains_key(annotations::PENDING_CLUSTER_OUTPUTS),
-            ),
-            None => BlockedApply::Leave,
-        };
-        if blocked == BlockedApply::Hide {
-            snapshot.history.newest_apply = None;
-        }
-        work.own.blocked = Some(blocked);
-    }
-
-    /// The exports guard's word on an apply: wait while a blocked change is held, or allow
-    /// the destructive apply its approval names.
-    fn amend(mut decision: Decision, work: &Work<Self>) -> Decision {
-        let Decided::Start(start) = &mut decision.action else {
-            return decision;
-        };
-        if start.op != Operation::Apply {
-            return decision;
-        }
-        if work.own.blocked == Some(BlockedApply::Wait) {
-            return Decision {
-                action: Decided::Wait,
-                reason: decide::Reason::DestructivePlanBlocked,
-                requeue: Some(crate::schedule::APPROVAL_REQUEUE),
-            };
-        }
-        if let Some((v, approval_hash)) = &work.own.guard
-            && v.render == (Render::Guarded { approved: true })
-        {
-            // The approval names the approval hash, not a plan: a bootstrap rotation since the
-            // block does not invalidate it.
-            start.allow_destructive =
-                Some(decide::DestructiveApproval::Inputs(approval_hash.clone()));
-        }
-        decision
+        snapshot.exports_guard = work.own.guard.as_ref().map(|(v, approval_hash)| {
+            let pending_kept = v.pending == PendingFate::Keep
+                && work
+                    .durable
+                    .annotations
+                    .contains_key(annotations::PENDING_CLUSTER_OUTPUTS);
+            decide::ExportsGuard {
+                blocked: exports::blocked_apply(v, guard.as_deref(), approval_hash, pending_kept),
+                approved: (v.render == (Render::Guarded { approved: true }))
+                    .then(|| approval_hash.clone()),
+            }
+        });
     }
 }
 
