@@ -17,6 +17,7 @@ mod drift;
 mod guards;
 mod health;
 mod images;
+mod launch;
 mod pools;
 mod running;
 

@@ -15,18 +15,16 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
-use crate::decide;
+use crate::decide::{self, launch, launch::Gates, launch::Held, launch::Step};
 use crate::error::{Error, KubeContext, Result};
 use crate::job::{EffectivePolicy, JobSpec, build_job, job_owner, per_run_secret};
 use crate::reconcile::act::object::{Workload, set_block_move};
+use crate::reconcile::observe::credentials;
 use crate::reconcile::observe::jobs::{self, ObservedJob};
 use crate::reconcile::pass::Pass;
 use crate::reconcile::{Context, act::approvals, act::leases, act::secrets, finished::bookkeeping};
 
-/// Retry after a gate (credentials, policy, inputs, leases): a condition says what it waits for.
-pub const GATE_REQUEUE: Duration = Duration::from_secs(30);
-/// Look again for a Job slot after this (plus jitter).
-const JOB_SLOT_REQUEUE: Duration = Duration::from_secs(15);
+pub use crate::decide::launch::GATE_REQUEUE;
 
 /// What a kind contributes to starting one of its Jobs.
 pub struct Launch<'a> {
@@ -93,8 +91,9 @@ impl<K> Pass<'_, K>
 where
     K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
-    /// Starts the decided Job: Job slot, policy check, what it runs, run lease, cluster gate,
-    /// its inputs written, the Job, and what its start says.
+    /// Whether the decided Job may start now ([`launch::launch`] over the [`Gates`] read
+    /// here), and then its steps in that order: what it runs, run lease, cluster gate, its
+    /// inputs written, the Job, and what its start says.
     #[allow(clippy::too_many_arguments)]
     pub async fn start_job(
         &self,
@@ -102,49 +101,23 @@ where
         jobs: &[ObservedJob],
         start: &decide::Start,
         rendered: Option<&captf_contract::Rendered>,
-        identity: &str,
+        creds: &credentials::Outcome,
         interrupted: Option<&str>,
         restore: Option<&crate::reconcile::act::backups::BackupSet>,
         force_unlock: Option<&(String, String)>,
         conds: &mut Conditions,
     ) -> Result<Started> {
         let (ctx, key, op) = (self.ctx, self.key, start.op);
-        if let Err(full) = job_slot(
-            ctx,
-            key.namespace(),
-            &launch.cluster_name,
-            launch.max_active_jobs,
-            op,
-        ) {
-            let message = format!("{} waits for a Job slot: {full}", op.as_str());
-            self.waits(
-                op,
-                reasons::WAITING_FOR_JOB_SLOT,
-                &message,
-                "job_slot",
-                conds,
-            )
-            .await;
-            let uid = self.object.uid().unwrap_or_default();
-            return Ok(Started::Waiting(
-                JOB_SLOT_REQUEUE + crate::schedule::jitter(&uid, JOB_SLOT_REQUEUE),
-            ));
-        }
-        let (g, now) = (self.generation, self.now);
-        if !matches!(op, Operation::Destroy | Operation::Restore)
-            && let Err(e) = launch.policy.validate()
-        {
-            let message = e.to_string();
-            conds.set(
-                types::APPLY_JOB_SUCCEEDED,
-                Status::False,
-                reasons::JOB_POLICY_INVALID,
-                &message,
-                g,
-                now,
-            );
-            return Ok(Started::Waiting(GATE_REQUEUE));
-        }
+        let gates = self.gates(launch, creds, op).await?;
+        let steps = match launch::launch(start, &gates) {
+            Ok(steps) => steps,
+            Err(held) => {
+                self.held(op, &held, conds).await;
+                let uid = self.object.uid().unwrap_or_default();
+                return Ok(Started::Waiting(held.requeue(&uid)));
+            }
+        };
+        let identity = creds.ready.as_deref().unwrap_or_default();
         let Some(inputs) = self.job_inputs(op, rendered, restore, conds).await? else {
             return Ok(Started::Waiting(GATE_REQUEUE));
         };
@@ -160,39 +133,47 @@ where
         });
         let job_name = spec.job_name();
         let client = &ctx.client;
-        if !leases::take_run_lease(client, key, &launch.cluster_name, &job_name, op).await? {
-            let message = "another Job of this object holds its run lease";
-            self.waits(
-                op,
-                reasons::WAITING_FOR_RUN_LEASE,
-                message,
-                "run_lease",
-                conds,
-            )
-            .await;
-            return Ok(Started::Waiting(GATE_REQUEUE));
-        }
-        if ctx.settings.cluster_operation_gate
-            && leases::writes(op)
-            && !launch.cluster_name.is_empty()
-            && let Some(wait) = self
-                .cluster_gate(&launch.cluster_name, &job_name, op, conds)
-                .await?
-        {
-            return Ok(Started::Waiting(wait));
-        }
-        self.write_job_inputs(launch, &spec, &inputs, identity)
-            .await?;
-        crate::failpoint::reached("before-job");
-        let created = match self.create_job(&spec).await? {
-            Ok(job) => job,
-            Err(refusal) => {
-                self.refused(&job_name, op, &refusal, conds).await;
-                return Ok(Started::Waiting(GATE_REQUEUE));
+        let mut created = None;
+        for step in steps {
+            match step {
+                Step::RunLease => {
+                    if !leases::take_run_lease(client, key, &launch.cluster_name, &job_name, op)
+                        .await?
+                    {
+                        let message = "another Job of this object holds its run lease";
+                        let reason = reasons::WAITING_FOR_RUN_LEASE;
+                        self.waits(op, reason, message, "run_lease", conds).await;
+                        return Ok(Started::Waiting(GATE_REQUEUE));
+                    }
+                }
+                Step::ClusterGate => {
+                    let cluster = &launch.cluster_name;
+                    if let Some(wait) = self.cluster_gate(cluster, &job_name, op, conds).await? {
+                        return Ok(Started::Waiting(wait));
+                    }
+                }
+                Step::Inputs => {
+                    self.write_job_inputs(launch, &spec, &inputs, identity)
+                        .await?;
+                    crate::failpoint::reached("before-job");
+                }
+                Step::Job => match self.create_job(&spec).await? {
+                    Ok(job) => {
+                        crate::failpoint::reached("after-job");
+                        created = Some(job);
+                    }
+                    Err(refusal) => {
+                        self.refused(&job_name, op, &refusal, conds).await;
+                        return Ok(Started::Waiting(GATE_REQUEUE));
+                    }
+                },
+                Step::HandOver => {
+                    if let Some(job) = &created {
+                        self.hand_over(job, op).await;
+                    }
+                }
             }
-        };
-        crate::failpoint::reached("after-job");
-        self.hand_over(&created, op).await;
+        }
         self.announce(&job_name, launch, start, force_unlock, conds)
             .await;
         Ok(Started::Job(ActiveJob {
@@ -201,6 +182,62 @@ where
             attempt: i32::try_from(spec.attempt).unwrap_or(1),
             start_time: None,
         }))
+    }
+
+    /// What [`launch::launch`] weighs, read only now that a Job is due: the credentials the
+    /// pass found, the ServiceAccount's consent, the Job caps (from the Job cache), the policy.
+    async fn gates(
+        &self,
+        launch: &Launch<'_>,
+        creds: &credentials::Outcome,
+        op: Operation,
+    ) -> Result<Gates> {
+        let (ctx, ns) = (self.ctx, self.key.namespace());
+        let account = &launch.policy.service_account_name;
+        Ok(Gates {
+            credentials: creds.ready.is_some(),
+            service_account: credentials::check_service_account(&ctx.client, ns, account).await?,
+            slot: job_slot(ctx, ns, &launch.cluster_name, launch.max_active_jobs, op),
+            policy: launch.policy.validate().map_err(|e| e.to_string()),
+            cluster_gate: ctx.settings.cluster_operation_gate && !launch.cluster_name.is_empty(),
+        })
+    }
+
+    /// What the object says while [`launch::launch`] holds its Job.
+    async fn held(&self, op: Operation, held: &Held, conds: &mut Conditions) {
+        let (g, now) = (self.generation, self.now);
+        match held {
+            Held::Credentials => conds.set(
+                types::APPLY_JOB_SUCCEEDED,
+                Status::False,
+                reasons::IDENTITY_NOT_ALLOWED,
+                "credentials are not ready (see IdentityAllowed and CredentialsMirrored)",
+                g,
+                now,
+            ),
+            Held::ServiceAccount(refusal) => {
+                for type_ in [types::RUNNER_RBAC_READY, types::APPLY_JOB_SUCCEEDED] {
+                    let reason = reasons::SERVICE_ACCOUNT_NOT_OPTED_IN;
+                    conds.set(type_, Status::False, reason, refusal, g, now);
+                }
+            }
+            Held::Slot(full) => {
+                let message = format!("{} waits for a Job slot: {full}", op.as_str());
+                let reason = reasons::WAITING_FOR_JOB_SLOT;
+                self.waits(op, reason, &message, "job_slot", conds).await;
+            }
+            Held::Policy(invalid) => {
+                let reason = reasons::JOB_POLICY_INVALID;
+                conds.set(
+                    types::APPLY_JOB_SUCCEEDED,
+                    Status::False,
+                    reason,
+                    invalid,
+                    g,
+                    now,
+                );
+            }
+        }
     }
 
     /// Says that `op` waits (`reason` on its condition, once as an event) and counts the wait

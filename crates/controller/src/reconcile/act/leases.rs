@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 
+use crate::decide::launch::writes;
 use crate::error::{Error, KubeContext, Result};
 
 /// How long a lease naming a Job that never appeared stays taken (a crash between taking the
@@ -21,14 +22,6 @@ use crate::error::{Error, KubeContext, Result};
 const LEASE_GRACE: Duration = Duration::from_secs(60);
 /// A lease older than this is free whatever its holder (the default deadline plus margins).
 const LEASE_BACKSTOP_SECONDS: i32 = 4500;
-
-/// Whether `op` changes infrastructure, so it takes part in the cluster operation gate.
-pub fn writes(op: Operation) -> bool {
-    matches!(
-        op,
-        Operation::Apply | Operation::Destroy | Operation::Restore
-    )
-}
 
 /// Takes the object's run lease for `job`: created when missing, taken over when free, kept when
 /// `job` already holds it. `false` when another live Job holds it. The lease carries the

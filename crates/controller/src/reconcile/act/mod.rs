@@ -33,10 +33,6 @@ use crate::reconcile::observe::credentials;
 use crate::reconcile::observe::jobs::{self, ObservedJob};
 use crate::reconcile::pass::{Pass, abandon_cause, finish_bookkeeping};
 
-/// How often a Job waiting for its ServiceAccount's opt-in looks again (the label is not
-/// watched).
-const OPT_IN_REQUEUE: Duration = Duration::from_secs(30);
-
 /// What the act step leaves for the status write.
 #[derive(Default)]
 pub struct Acted {
@@ -301,9 +297,8 @@ where
         Ok(Action::await_change())
     }
 
-    /// Starts the decided Job once the credentials are in place; otherwise says in
-    /// `ApplyJobSucceeded` that it waits for them. `due` is when the decision wanted to look
-    /// again anyway.
+    /// Starts the decided Job, or says what it waits for. `due` is when the decision wanted
+    /// to look again anyway.
     #[allow(clippy::too_many_arguments)]
     pub async fn launch(
         &self,
@@ -318,67 +313,29 @@ where
         force_unlock: Option<&(String, String)>,
         conds: &mut Conditions,
     ) -> Result<Acted> {
-        let Some(identity) = creds.ready.as_deref() else {
-            conds.set(
-                types::APPLY_JOB_SUCCEEDED,
-                Status::False,
-                reasons::IDENTITY_NOT_ALLOWED,
-                "credentials are not ready (see IdentityAllowed and CredentialsMirrored)",
-                self.generation,
-                self.now,
-            );
-            return Ok(Acted {
-                active: None,
-                requeue: Some(GATE_REQUEUE),
-            });
-        };
-        let account = &launch.policy.service_account_name;
-        if let Err(refusal) =
-            credentials::check_service_account(&self.ctx.client, self.key.namespace(), account)
-                .await?
-        {
-            // Consent is checked before every Job, destroys included: a Job runs with the
-            // account's permissions.
-            for type_ in [types::RUNNER_RBAC_READY, types::APPLY_JOB_SUCCEEDED] {
-                conds.set(
-                    type_,
-                    Status::False,
-                    reasons::SERVICE_ACCOUNT_NOT_OPTED_IN,
-                    &refusal,
-                    self.generation,
-                    self.now,
-                );
-            }
-            return Ok(Acted {
-                active: None,
-                requeue: Some(OPT_IN_REQUEUE),
-            });
-        }
-        Ok(
-            match self
-                .start_job(
-                    launch,
-                    jobs,
-                    start,
-                    rendered,
-                    identity,
-                    interrupted,
-                    restore,
-                    force_unlock,
-                    conds,
-                )
-                .await?
-            {
-                Started::Job(job) => Acted {
-                    active: Some(job),
-                    requeue: Some(crate::schedule::ACTIVE_JOB_REQUEUE),
-                },
-                Started::Waiting(after) => Acted {
-                    active: None,
-                    requeue: Some(due.map_or(after, |d| d.min(after))),
-                },
+        let started = self
+            .start_job(
+                launch,
+                jobs,
+                start,
+                rendered,
+                creds,
+                interrupted,
+                restore,
+                force_unlock,
+                conds,
+            )
+            .await?;
+        Ok(match started {
+            Started::Job(job) => Acted {
+                active: Some(job),
+                requeue: Some(crate::schedule::ACTIVE_JOB_REQUEUE),
             },
-        )
+            Started::Waiting(after) => Acted {
+                active: None,
+                requeue: Some(due.map_or(after, |d| d.min(after))),
+            },
+        })
     }
 
     /// The end of a pass that got as far as deciding: `Ready`, the one status patch, the
