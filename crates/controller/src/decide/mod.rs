@@ -415,6 +415,51 @@ pub fn applied_per_state(s: &Snapshot, d: &Decision) -> Option<String> {
     })
 }
 
+/// What a pass found first: the object's dependencies, its deletion and its finalizer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub deleting: bool,
+    pub dependencies: Dependencies,
+    /// The object carries its kind's finalizer.
+    pub finalizer: bool,
+}
+
+/// What the object's owner and dependencies are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dependencies {
+    Ready,
+    /// Missing or not ready (`DependenciesReady` says which).
+    Missing,
+    /// A member whose cluster's Job may be writing the state the member reads.
+    ClusterBusy,
+}
+
+/// Whether the pass goes on past its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admit {
+    /// Book the finished Jobs, then [`hold`] or observe.
+    Go,
+    /// A live object without its dependencies: write its conditions, look again later.
+    Gated,
+    /// Read nothing of the cluster's state while its Job may write it: look again soon.
+    ClusterBusy,
+    /// A live object without its finalizer: add it, and look again at once (the change wakes
+    /// the object), so nothing runs that a deletion could not clean up.
+    AddFinalizer,
+}
+
+/// The first decision of a pass. A deleted object goes on without its dependencies (it is
+/// destroyed from what its last apply rendered) and needs no finalizer added; a cluster's
+/// running Job holds a member's pass either way.
+pub fn admit(e: Entry) -> Admit {
+    match e.dependencies {
+        Dependencies::ClusterBusy => Admit::ClusterBusy,
+        Dependencies::Missing if !e.deleting => Admit::Gated,
+        _ if !e.deleting && !e.finalizer => Admit::AddFinalizer,
+        _ => Admit::Go,
+    }
+}
+
 /// What a pass knows before it reads anything a Job of the object could be writing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Preamble {

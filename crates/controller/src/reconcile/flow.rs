@@ -239,35 +239,52 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         }
         Err(gate) => Err(Hold::Gate(gate)),
     };
-    let found = match found {
-        Ok(found) => Ok(found),
-        Err(Hold::Gate(gate)) => Err(gate),
-        // Read nothing the cluster's Job may be writing.
-        Err(Hold::ClusterBusy { cluster, job }) => {
-            tracing::debug!(namespace = key.namespace(), name = key.name(), %cluster, %job, "the cluster's Job may be writing its state; looking again soon");
-            let provisioned = provisioned(A::workspace(&status));
-            let busy = (cluster.as_str(), job.as_str());
-            let action = pass.busy(before, &status, conds, provisioned, busy).await?;
+    let api: Api<A> = Api::namespaced(ctx.client.clone(), key.namespace());
+    let entry = decide::Entry {
+        deleting,
+        dependencies: match &found {
+            Ok(_) => decide::Dependencies::Ready,
+            Err(Hold::Gate(_)) => decide::Dependencies::Missing,
+            Err(Hold::ClusterBusy { .. }) => decide::Dependencies::ClusterBusy,
+        },
+        finalizer: object
+            .finalizers()
+            .iter()
+            .any(|f| f == A::WORKLOAD.finalizer()),
+    };
+    let provisioned_now = provisioned(A::workspace(&status));
+    let admit = decide::admit(entry);
+    if admit == decide::Admit::ClusterBusy {
+        let (cluster, job) = found.err().and_then(Hold::busy).unwrap_or_default();
+        tracing::debug!(namespace = key.namespace(), name = key.name(), %cluster, %job, "the cluster's Job may be writing its state; looking again soon");
+        let busy = (cluster.as_str(), job.as_str());
+        let action = pass
+            .busy(before, &status, conds, provisioned_now, busy)
+            .await?;
+        return Ok(Begun::Done(action));
+    }
+    let found = found.map_err(|hold| match hold {
+        Hold::Gate(gate) => gate,
+        Hold::ClusterBusy { cluster, job } => (
+            Status::Unknown,
+            captf_api::conditions::reasons::WAITING_FOR_CLUSTER_OPERATION,
+            format!("TerraformCluster {cluster}: its Job {job} may be writing its state"),
+        ),
+    });
+    let found = pass.dependencies(found, &mut conds);
+    match admit {
+        decide::Admit::Go | decide::Admit::ClusterBusy => {}
+        decide::Admit::Gated => {
+            let action = pass.gate(before, &status, conds, provisioned_now).await?;
             return Ok(Begun::Done(action));
         }
-    };
-    let (deps, inputs) = match pass.dependencies(found, &mut conds) {
-        Some((deps, inputs)) => (Some(deps), inputs),
-        None if !deleting => {
-            return Ok(Begun::Done(
-                pass.gate(before, &status, conds, provisioned(A::workspace(&status)))
-                    .await?,
-            ));
+        decide::Admit::AddFinalizer => {
+            add_finalizer(&api, object, A::WORKLOAD).await?;
+            return Ok(Begun::Done(Action::requeue(Duration::from_millis(100))));
         }
-        // Deleting without its owner: destroy from the durable inputs.
-        None => (None, None),
-    };
-    let api: Api<A> = Api::namespaced(ctx.client.clone(), key.namespace());
-    let finalizer = A::WORKLOAD.finalizer();
-    if !deleting && !object.finalizers().iter().any(|f| f == finalizer) {
-        add_finalizer(&api, object, A::WORKLOAD).await?;
-        return Ok(Begun::Done(Action::requeue(Duration::from_millis(100))));
     }
+    // Deleting without its owner: destroy from the durable inputs.
+    let (deps, inputs) = found.map_or((None, None), |(deps, inputs)| (Some(deps), inputs));
     let paused = object.annotations().contains_key(annotations::PAUSED)
         || deps.as_ref().is_some_and(A::paused_by);
     pass.lifecycle(&mut conds, deleting, paused);

@@ -88,3 +88,57 @@ fn what_holds_a_pass_before_it_observes() {
         assert_eq!(held(p, j), want, "{case}");
     }
 }
+
+#[test]
+fn what_a_pass_does_past_its_entry() {
+    use Admit::*;
+    use Dependencies::{ClusterBusy as Busy, Missing, Ready};
+    let cases = [
+        ("ready, finalized: go on", false, Ready, true, Go),
+        (
+            "ready, no finalizer: add it first",
+            false,
+            Ready,
+            false,
+            AddFinalizer,
+        ),
+        ("dependencies missing: gated", false, Missing, true, Gated),
+        (
+            "gated before the finalizer is added",
+            false,
+            Missing,
+            false,
+            Gated,
+        ),
+        (
+            "the cluster's Job writes: hold",
+            false,
+            Busy,
+            true,
+            ClusterBusy,
+        ),
+        (
+            "the cluster's Job holds a deletion too",
+            true,
+            Busy,
+            true,
+            ClusterBusy,
+        ),
+        (
+            "a deletion goes on without its dependencies",
+            true,
+            Missing,
+            true,
+            Go,
+        ),
+        ("a deletion adds no finalizer", true, Ready, false, Go),
+    ];
+    for (case, deleting, dependencies, finalizer, want) in cases {
+        let entry = Entry {
+            deleting,
+            dependencies,
+            finalizer,
+        };
+        assert_eq!(admit(entry), want, "{case}");
+    }
+}

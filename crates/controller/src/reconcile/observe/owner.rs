@@ -23,6 +23,16 @@ pub enum Hold {
     ClusterBusy { cluster: String, job: String },
 }
 
+impl Hold {
+    /// The cluster and its Job that hold a member's pass.
+    pub fn busy(self) -> Option<(String, String)> {
+        match self {
+            Hold::ClusterBusy { cluster, job } => Some((cluster, job)),
+            Hold::Gate(_) => None,
+        }
+    }
+}
+
 impl From<Gate> for Hold {
     fn from(gate: Gate) -> Self {
         Hold::Gate(gate)
