@@ -11,6 +11,9 @@ pub const RETRY_BASE: Duration = Duration::from_secs(60);
 pub const RETRY_MAX: Duration = Duration::from_secs(600);
 /// Requeue while a Job runs.
 pub const ACTIVE_JOB_REQUEUE: Duration = Duration::from_secs(60);
+/// Requeue while a Job has no ready pod: its pod may be waiting for an image, and nothing
+/// else wakes the pass (the manager does not watch pods).
+pub const UNREADY_JOB_REQUEUE: Duration = Duration::from_secs(30);
 /// Requeue while a deletion is held on lost or unreadable state.
 pub const STATE_PROBLEM_REQUEUE: Duration = Duration::from_secs(60);
 /// Requeue while a TerraformCluster's deletion waits for its machines and pools.

@@ -17,6 +17,7 @@
 //! A Job it starts runs the digest the last successful apply ran, unless it is an apply or
 //! plan of inputs the state was not written from ([`ModuleImage`]).
 
+mod effects;
 pub mod launch;
 mod reason;
 #[cfg(test)]
@@ -28,6 +29,7 @@ use captf_api::names::WorkloadKind;
 use captf_api::{ApplyPolicy, DriftAction, Operation};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
+pub use effects::{Effect, HoldEffect};
 pub use reason::Reason;
 
 use crate::schedule::{self, jitter, pending_refresh_delay, retry_delay};
@@ -465,24 +467,66 @@ pub fn admit(e: Entry) -> Admit {
 pub struct Preamble {
     /// The object, or the Cluster it belongs to, is paused.
     pub paused: bool,
-    /// One of its Jobs has not finished.
-    pub job_active: bool,
+    pub deleting: bool,
+    pub job: JobRun,
+}
+
+/// Whether one of the object's Jobs has not finished.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum JobRun {
+    #[default]
+    None,
+    /// Its pod is ready (a running runner is).
+    Ready,
+    /// No pod of it is ready yet: it may wait for an image, a node or a quota.
+    Unready,
+}
+
+/// A pass that stops before it observes, and what it does instead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hold {
+    /// [`Reason::Paused`] or [`Reason::JobActive`].
+    pub reason: Reason,
+    /// When to look again (absent: at the sync period).
+    pub requeue: Option<Duration>,
+    pub effects: Vec<HoldEffect>,
 }
 
 /// Whether the pass stops before it observes: a paused object only books its finished Jobs
-/// (a deletion waits too), and while a Job runs nothing is read that it may be writing (the
-/// state, its lock) and nothing else starts. `None`: observe, then [`decide`]. A paused
-/// object looks again at the sync period (`requeue: None`).
-pub fn hold(p: Preamble) -> Option<Decision> {
+/// (a deletion waits too, and says so), and while a Job runs nothing is read that it may be
+/// writing (the state, its lock) and nothing else starts; block-move stays set. `None`:
+/// observe, then [`decide`].
+pub fn hold(p: Preamble) -> Option<Hold> {
+    use HoldEffect::*;
+    let book = [PatchStatus, BookFinished];
     if p.paused {
-        return Some(Decision {
-            action: Action::Wait,
+        let mut effects = Vec::new();
+        if p.deleting {
+            effects.push(ExplainPausedDeletion);
+        }
+        // A paused object's running Job keeps block-move set; once none runs it may move.
+        if p.job == JobRun::None {
+            effects.push(ClearBlockMove);
+        }
+        effects.extend(book);
+        return Some(Hold {
             reason: Reason::Paused,
             requeue: None,
+            effects,
         });
     }
-    p.job_active
-        .then(|| wait(Reason::JobActive, schedule::ACTIVE_JOB_REQUEUE))
+    let requeue = match p.job {
+        JobRun::None => return None,
+        JobRun::Ready => schedule::ACTIVE_JOB_REQUEUE,
+        JobRun::Unready => schedule::UNREADY_JOB_REQUEUE,
+    };
+    let mut effects = vec![PersistBlockMove, ExplainUnstarted];
+    effects.extend(book);
+    Some(Hold {
+        reason: Reason::JobActive,
+        requeue: Some(requeue),
+        effects,
+    })
 }
 
 /// Decides the next step for `s` at `now`, once [`hold`] let the pass observe.

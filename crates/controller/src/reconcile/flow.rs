@@ -17,7 +17,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
-use crate::decide::{self, Action as Decided, Policy, Snapshot, StateView};
+use crate::decide::{self, Action as Decided, Effect, Policy, Snapshot, StateView};
 use crate::error::{Error, Result};
 use crate::job::EffectivePolicy;
 use crate::reconcile::Context;
@@ -31,7 +31,7 @@ use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::observe::snapshot::Observation;
 use crate::reconcile::observe::state::{self, DurableInputs, StateRead};
-use crate::reconcile::pass::{Pass, first_visit};
+use crate::reconcile::pass::{Pass, finish_bookkeeping, first_visit};
 
 /// What a kind found from its verified owner: what it belongs to and, while it renders, its
 /// inputs; or the gate saying what is still missing.
@@ -336,23 +336,29 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         .or(stopping.as_ref());
     let preamble = decide::Preamble {
         paused,
-        job_active: active.is_some(),
+        deleting,
+        job: match active {
+            None => decide::JobRun::None,
+            Some(job) if crate::reconcile::act::image_pull::no_ready_pod(job) => {
+                decide::JobRun::Unready
+            }
+            Some(_) => decide::JobRun::Ready,
+        },
     };
     if active.is_none() {
         pass.note_unstarted(None, None);
     }
-    if decide::hold(preamble).is_some() {
+    if let Some(hold) = decide::hold(preamble) {
         let provisioned = provisioned(A::workspace(&work.status));
         let action = pass
             .hold(
+                &hold,
                 before,
                 &work.status,
                 work.conds,
                 provisioned,
                 active,
                 &work.finished,
-                paused,
-                deleting,
             )
             .await?;
         return Ok(Begun::Done(action));
@@ -406,72 +412,79 @@ async fn go<A: Adapter>(
     pass.count_decision(&decision);
     pass.applied_per_state(&snapshot, &decision, &mut w.conds);
 
-    let acted = match &decision.action {
-        Decided::Wait if decision.reason == decide::Reason::DeletionHeld => {
-            pass.hold_deletion(&mut w.conds, &seen.view);
-            Acted::default()
-        }
-        Decided::Wait => {
-            A::wait(pass, decision.reason, w);
-            Acted::default()
-        }
-        Decided::RemoveFinalizer => {
-            return pass
-                .release(decision.reason, &w.conds, &seen.view, &w.finished)
-                .await;
-        }
-        Decided::Start(start) => {
-            let launch = Launch {
-                cluster_name: seen.cluster_name.clone(),
-                max_active_jobs: object.max_active_jobs(w.deps.as_ref()),
-                policy: job_policy.clone(),
-                image: &object.spec().source.image,
-                pull_policy: object.spec().source.image_pull_policy,
-                owner_ref: &seen.owner_ref,
-                last_active: object
-                    .status()
-                    .and_then(|s| A::workspace(s).active_job.as_ref()),
-                provisioned: provisioned(A::workspace(&w.status)),
-                approval_hash: seen
-                    .rendering
-                    .as_ref()
-                    .and_then(|r| r.approval_hash.clone()),
-                exports: seen.rendering.as_ref().and_then(|r| r.exports.clone()),
-                expect_state: crate::reconcile::observe::lineage::expected(&seen.state),
-            };
-            let acted = pass
-                .launch(
-                    decision.requeue,
-                    &seen.creds,
-                    &launch,
-                    &w.jobs,
-                    start,
-                    rendered,
-                    w.durable.interrupted_apply(),
-                    restore.as_ref(),
-                    seen.force_unlock.as_ref(),
-                    &mut w.conds,
-                )
-                .await?;
-            A::launched(pass, start, &acted);
-            acted
-        }
-    };
-    let acted = Acted {
-        requeue: acted.requeue.or(decision.requeue),
-        ..acted
-    };
     A::workspace_mut(&mut w.status).state_secret_suffix = Some(key.state_suffix());
-    let provisioned = provisioned(A::workspace(&w.status));
-    pass.finish(
-        object.status(),
-        &w.status,
-        std::mem::take(&mut w.conds),
-        provisioned,
-        acted,
-        &w.finished,
+    let restore = restore.as_ref();
+    let mut acted = Acted::default();
+    for effect in decision.effects() {
+        match effect {
+            Effect::ExplainHeldDeletion => pass.hold_deletion(&mut w.conds, &seen.view),
+            Effect::ExplainWait => A::wait(pass, decision.reason, w),
+            Effect::StartJob(start) => {
+                acted = start_job(pass, w, &seen, &start, decision.requeue, restore).await?;
+                A::launched(pass, &start, &acted);
+            }
+            Effect::CleanUp => crate::reconcile::act::secrets::cleanup(&ctx.client, key).await?,
+            Effect::PatchStatus => {
+                let provisioned = provisioned(A::workspace(&w.status));
+                let conds = w.conds.clone();
+                let active = acted.active.clone();
+                pass.write_status(object.status(), &w.status, conds, provisioned, active)
+                    .await?;
+            }
+            Effect::BookFinished => finish_bookkeeping(ctx, key, &w.finished).await?,
+            Effect::PruneJobs => pass.prune(&w.jobs, &job_policy).await?,
+            Effect::RemoveFinalizer => pass.remove_finalizer().await?,
+            Effect::AnnounceRelease => {
+                pass.announce_release(decision.reason, &w.conds, &seen.view)
+                    .await;
+            }
+        }
+    }
+    Ok(match decision.action {
+        Decided::RemoveFinalizer => Action::await_change(),
+        _ => pass.requeue(acted.requeue.or(decision.requeue)),
+    })
+}
+
+/// Starts the decided Job with what the pass observed.
+async fn start_job<A: Adapter>(
+    pass: &Pass<'_, A>,
+    w: &mut Work<A>,
+    seen: &Seen,
+    start: &decide::Start,
+    due: Option<Duration>,
+    restore: Option<&crate::reconcile::act::backups::BackupSet>,
+) -> Result<Acted> {
+    let object = pass.object;
+    let launch = Launch {
+        cluster_name: seen.cluster_name.clone(),
+        max_active_jobs: object.max_active_jobs(w.deps.as_ref()),
+        policy: object.job_policy(w.deps.as_ref()),
+        image: &object.spec().source.image,
+        pull_policy: object.spec().source.image_pull_policy,
+        owner_ref: &seen.owner_ref,
+        last_active: object
+            .status()
+            .and_then(|s| A::workspace(s).active_job.as_ref()),
+        provisioned: provisioned(A::workspace(&w.status)),
+        approval_hash: seen
+            .rendering
+            .as_ref()
+            .and_then(|r| r.approval_hash.clone()),
+        exports: seen.rendering.as_ref().and_then(|r| r.exports.clone()),
+        expect_state: crate::reconcile::observe::lineage::expected(&seen.state),
+    };
+    pass.launch(
+        due,
+        &seen.creds,
+        &launch,
         &w.jobs,
-        &job_policy,
+        start,
+        seen.rendering.as_ref().map(|r| &r.rendered),
+        w.durable.interrupted_apply(),
+        restore,
+        seen.force_unlock.as_ref(),
+        &mut w.conds,
     )
     .await
 }

@@ -391,54 +391,44 @@ where
         }
     }
 
-    /// A pass that cannot go on: paused (bookkeeping only; a deletion waits, said in Deleting)
-    /// or a Job running (block-move stays set). Writes status once and finishes the
-    /// bookkeeping, then says when to look again.
+    /// A pass that [`decide::hold`] stopped before it observed: its effects in order, then
+    /// when to look again.
     #[allow(clippy::too_many_arguments)]
     pub async fn hold<S: serde::Serialize>(
         &self,
+        hold: &decide::Hold,
         before: Option<&S>,
         status: &S,
         mut conds: Conditions,
         provisioned: bool,
         active: Option<&ObservedJob>,
         finished: &[Finished],
-        paused: bool,
-        deleting: bool,
     ) -> Result<Action> {
+        use decide::HoldEffect;
+
         let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
-        if paused {
-            if deleting {
-                conds.set(types::DELETING, Status::True, reasons::DELETING, "Deletion waits until the object is unpaused (Cluster spec.paused or the cluster.x-k8s.io/paused annotation); a paused object never runs a destroy", self.generation, self.now);
-            }
-            if active.is_none() {
-                set_block_move(&api, self.object, false).await?;
-            }
-        } else {
-            set_block_move(&api, self.object, true).await?;
-            if let Some(job) = active {
-                self.unstarted(job, &mut conds).await?;
+        for effect in &hold.effects {
+            match effect {
+                HoldEffect::ExplainPausedDeletion => conds.set(types::DELETING, Status::True, reasons::DELETING, "Deletion waits until the object is unpaused (Cluster spec.paused or the cluster.x-k8s.io/paused annotation); a paused object never runs a destroy", self.generation, self.now),
+                HoldEffect::ClearBlockMove => set_block_move(&api, self.object, false).await?,
+                HoldEffect::PersistBlockMove => set_block_move(&api, self.object, true).await?,
+                HoldEffect::ExplainUnstarted => {
+                    if let Some(job) = active {
+                        self.unstarted(job, &mut conds).await?;
+                    }
+                }
+                HoldEffect::PatchStatus => {
+                    conds.summarize_ready(self.key.kind(), provisioned, self.generation, self.now);
+                    let active = active_job(&active.cloned());
+                    let g = self.generation;
+                    patch_status(&api, self.key, before, status, conds.clone(), g, active).await?;
+                }
+                HoldEffect::BookFinished => finish_bookkeeping(self.ctx, self.key, finished).await?,
             }
         }
-        conds.summarize_ready(self.key.kind(), provisioned, self.generation, self.now);
-        patch_status(
-            &api,
-            self.key,
-            before,
-            status,
-            conds,
-            self.generation,
-            active_job(&active.cloned()),
-        )
-        .await?;
-        finish_bookkeeping(self.ctx, self.key, finished).await?;
-        Ok(Action::requeue(if paused {
-            self.ctx.settings.sync_period
-        } else if active.is_some_and(crate::reconcile::act::image_pull::no_ready_pod) {
-            crate::reconcile::act::image_pull::RECHECK
-        } else {
-            crate::schedule::ACTIVE_JOB_REQUEUE
-        }))
+        Ok(Action::requeue(
+            hold.requeue.unwrap_or(self.ctx.settings.sync_period),
+        ))
     }
 
     /// An event about the object.

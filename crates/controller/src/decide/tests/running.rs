@@ -64,28 +64,147 @@ fn table() {
 
 #[test]
 fn what_holds_a_pass_before_it_observes() {
-    let held = |paused, job_active| {
-        hold(Preamble { paused, job_active }).map(|d| (d.action, d.reason, d.requeue))
+    use HoldEffect::*;
+    use JobRun::{None as Idle, Ready, Unready};
+    let active = |requeue: Duration| {
+        Some(Hold {
+            reason: Reason::JobActive,
+            requeue: Some(requeue),
+            effects: vec![
+                PersistBlockMove,
+                ExplainUnstarted,
+                PatchStatus,
+                BookFinished,
+            ],
+        })
     };
-    let active = Some((
-        Action::Wait,
-        Reason::JobActive,
-        Some(crate::schedule::ACTIVE_JOB_REQUEUE),
-    ));
-    let paused = Some((Action::Wait, Reason::Paused, None));
+    let paused = |effects: Vec<HoldEffect>| {
+        Some(Hold {
+            reason: Reason::Paused,
+            requeue: None,
+            effects,
+        })
+    };
+    let ready = crate::schedule::ACTIVE_JOB_REQUEUE;
+    let unready = crate::schedule::UNREADY_JOB_REQUEUE;
     let cases = [
-        ("nothing holds it", false, false, None),
+        ("nothing holds it", false, false, Idle, None),
+        ("nothing holds a deletion either", false, true, Idle, None),
         (
-            "a running Job: nothing else is read or started",
+            "a running Job: nothing else is read or started, block-move stays",
+            false,
+            false,
+            Ready,
+            active(ready),
+        ),
+        (
+            "a Job with no ready pod is looked at sooner (it may never start)",
+            false,
+            false,
+            Unready,
+            active(unready),
+        ),
+        (
+            "a running Job holds a deletion",
             false,
             true,
-            active,
+            Ready,
+            active(ready),
         ),
-        ("paused: the sync period", true, false, paused.clone()),
-        ("paused with a running Job: paused", true, true, paused),
+        (
+            "paused: the sync period, and clusterctl may move it",
+            true,
+            false,
+            Idle,
+            paused(vec![ClearBlockMove, PatchStatus, BookFinished]),
+        ),
+        (
+            "paused with a running Job: block-move stays",
+            true,
+            false,
+            Ready,
+            paused(vec![PatchStatus, BookFinished]),
+        ),
+        (
+            "a paused deletion says it waits",
+            true,
+            true,
+            Idle,
+            paused(vec![
+                ExplainPausedDeletion,
+                ClearBlockMove,
+                PatchStatus,
+                BookFinished,
+            ]),
+        ),
     ];
-    for (case, p, j, want) in cases {
-        assert_eq!(held(p, j), want, "{case}");
+    for (case, paused, deleting, job, want) in cases {
+        let p = Preamble {
+            paused,
+            deleting,
+            job,
+        };
+        assert_eq!(hold(p), want, "{case}");
+    }
+}
+
+/// The invariants the order of effects carries, for every decision of the table.
+#[test]
+fn effects_keep_their_order() {
+    let rows = [
+        running::rows(),
+        deletion::rows(),
+        apply::rows(),
+        drift::rows(),
+        guards::rows(),
+        health::rows(),
+        pools::rows(),
+    ];
+    for (name, snapshot, _) in rows.into_iter().flatten() {
+        let d = decide(&snapshot, t(NOW));
+        let effects = d.effects();
+        let at = |e: &Effect| effects.iter().position(|x| x == e);
+        // The status that records the finished Jobs is written before they are bookkept.
+        if let Some(book) = at(&Effect::BookFinished) {
+            let patched = at(&Effect::PatchStatus).or(at(&Effect::RemoveFinalizer));
+            assert!(
+                matches!(d.action, Action::RemoveFinalizer) || patched < Some(book),
+                "{name}: {effects:?}"
+            );
+        }
+        match &d.action {
+            Action::RemoveFinalizer => assert_eq!(
+                effects,
+                [
+                    Effect::CleanUp,
+                    Effect::BookFinished,
+                    Effect::RemoveFinalizer,
+                    Effect::AnnounceRelease
+                ],
+                "{name}: a released object's Secrets go before its finalizer, and no status is written to an object that goes"
+            ),
+            Action::Start(start) => assert_eq!(
+                effects.first(),
+                Some(&Effect::StartJob(start.clone())),
+                "{name}: the Job starts before the status that names it is written"
+            ),
+            Action::Wait => {
+                assert!(!effects.iter().any(|e| matches!(e, Effect::StartJob(_))));
+                assert_eq!(
+                    effects.contains(&Effect::ExplainHeldDeletion),
+                    d.reason == Reason::DeletionHeld,
+                    "{name}"
+                );
+            }
+        }
+        assert_eq!(
+            effects
+                .iter()
+                .filter(|e| **e == Effect::PatchStatus)
+                .count(),
+            usize::from(!matches!(d.action, Action::RemoveFinalizer)),
+            "{name}: status is written once"
+        );
     }
 }
 

@@ -70,9 +70,8 @@ pub fn said_while_running<'m>(message: &'m str, job: &str) -> Option<&'m str> {
         .strip_suffix(WHILE_RUNNING)
 }
 
-/// How soon to look again at an active Job with no ready pod: its pod may be waiting for an
-/// image, and nothing else wakes the pass (the manager does not watch pods).
-pub const RECHECK: Duration = Duration::from_secs(30);
+/// How soon to look again at an active Job with no ready pod.
+pub const RECHECK: Duration = crate::schedule::UNREADY_JOB_REQUEUE;
 
 /// The Job has no ready pod yet (a running runner is ready).
 pub fn no_ready_pod(job: &ObservedJob) -> bool {

@@ -28,10 +28,9 @@ use crate::error::Result;
 use crate::job::EffectivePolicy;
 use crate::reconcile::act::launch::{GATE_REQUEUE, Launch, Started};
 use crate::reconcile::act::object::{Workload, patch_status, remove_finalizer};
-use crate::reconcile::finished::bookkeeping::Finished;
 use crate::reconcile::observe::credentials;
 use crate::reconcile::observe::jobs::{self, ObservedJob};
-use crate::reconcile::pass::{Pass, abandon_cause, finish_bookkeeping};
+use crate::reconcile::pass::{Pass, abandon_cause};
 
 /// What the act step leaves for the status write.
 #[derive(Default)]
@@ -256,22 +255,24 @@ where
         );
     }
 
-    /// Lets the object go: its Secrets and leases are cleaned up, the finished Jobs booked and
-    /// the finalizer removed, with an event saying whether anything was destroyed.
-    pub async fn release(
-        &self,
-        reason: decide::Reason,
-        conds: &Conditions,
-        state: &StateView,
-        finished: &[Finished],
-    ) -> Result<Action> {
+    /// Removes the finalizer: the object goes, and its metrics with it.
+    pub async fn remove_finalizer(&self) -> Result<()> {
         let (ctx, key) = (self.ctx, self.key);
-        secrets::cleanup(&ctx.client, key).await?;
-        finish_bookkeeping(ctx, key, finished).await?;
         let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
         remove_finalizer(&api, self.object, key.kind()).await?;
         ctx.metrics.forget(self.kind, key.namespace(), key.name());
         crate::sweep::after_release(&ctx.client, key.namespace()).await;
+        Ok(())
+    }
+
+    /// The event of a release, saying whether anything was destroyed.
+    pub async fn announce_release(
+        &self,
+        reason: decide::Reason,
+        conds: &Conditions,
+        state: &StateView,
+    ) {
+        let key = self.key;
         let (type_, event, note) = match reason {
             decide::Reason::Abandoned => (
                 EventType::Warning,
@@ -294,7 +295,6 @@ where
             ),
         };
         self.publish(type_, event, &note).await;
-        Ok(Action::await_change())
     }
 
     /// Starts the decided Job, or says what it waits for. `due` is when the decision wanted
@@ -338,20 +338,16 @@ where
         })
     }
 
-    /// The end of a pass that got as far as deciding: `Ready`, the one status patch, the
-    /// finished Jobs booked, old Jobs pruned, and when to look again.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn finish<S: serde::Serialize>(
+    /// `Ready` summarized, the object's gauges and transition counters, and the one status
+    /// patch of a pass that got as far as deciding; `active` is the Job it started.
+    pub async fn write_status<S: serde::Serialize>(
         &self,
         before: Option<&S>,
         status: &S,
         mut conds: Conditions,
         provisioned: bool,
-        acted: Acted,
-        finished: &[Finished],
-        jobs: &[ObservedJob],
-        policy: &EffectivePolicy,
-    ) -> Result<Action> {
+        active: Option<ActiveJob>,
+    ) -> Result<()> {
         let (ctx, key) = (self.ctx, self.key);
         conds.summarize_ready(key.kind(), provisioned, self.generation, self.now);
         let ready = conds.get(types::READY).map(|c| match c.status.as_str() {
@@ -391,26 +387,23 @@ where
                 .inc();
         }
         let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
-        patch_status(
-            &api,
-            key,
-            before,
-            status,
-            conds,
-            self.generation,
-            acted.active,
-        )
-        .await?;
-        finish_bookkeeping(ctx, key, finished).await?;
+        patch_status(&api, key, before, status, conds, self.generation, active).await
+    }
+
+    /// Deletes the Jobs beyond the history limits of `policy`.
+    pub async fn prune(&self, jobs: &[ObservedJob], policy: &EffectivePolicy) -> Result<()> {
         let pruned = jobs::prune_plan(
             jobs,
             policy.successful_jobs_history_limit,
             policy.failed_jobs_history_limit,
         );
-        jobs::prune(&ctx.client, key.namespace(), &pruned).await?;
-        Ok(match acted.requeue {
-            Some(d) => Action::requeue(d.min(ctx.settings.sync_period).max(Duration::from_secs(1))),
-            None => Action::requeue(ctx.settings.sync_period),
-        })
+        jobs::prune(&self.ctx.client, self.key.namespace(), &pruned).await
+    }
+
+    /// When to look again: `after` at the latest, never later than the sync period nor
+    /// sooner than a second.
+    pub fn requeue(&self, after: Option<Duration>) -> Action {
+        let sync = self.ctx.settings.sync_period;
+        Action::requeue(after.map_or(sync, |d| d.min(sync).max(Duration::from_secs(1))))
     }
 }

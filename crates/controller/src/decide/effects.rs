@@ -1,0 +1,67 @@
+//! What the act step does with a decision, as data: the effects in order. The order carries
+//! the invariants: the status that records the finished Jobs is written before they are marked
+//! bookkept, a released object's Secrets and leases go before its finalizer, and block-move is
+//! persisted while a Job runs (the Job's own start persists it before the Job exists, see
+//! [`super::launch::Step::Inputs`]).
+
+use super::{Action, Decision, Reason, Start};
+
+/// One effect of a pass that observed and decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// `Deleting` says why the destroy cannot run, and both ways out.
+    ExplainHeldDeletion,
+    /// The kind says what it waits for (a cluster: the plan awaiting approval).
+    ExplainWait,
+    /// Start the decided Job (its own steps are [`super::launch::launch`]'s).
+    StartJob(Start),
+    /// Delete the object's Secrets and leases: a released object leaves nothing.
+    CleanUp,
+    /// Write status, once.
+    PatchStatus,
+    /// Mark the finished Jobs bookkept, delete their per-run Secrets, release their leases.
+    BookFinished,
+    /// Delete the Jobs beyond the history limits.
+    PruneJobs,
+    /// Remove the finalizer: the object goes.
+    RemoveFinalizer,
+    /// Say how the object was released (destroyed, abandoned, or nothing to destroy).
+    AnnounceRelease,
+}
+
+/// One effect of a pass that [`super::hold`] stopped before it observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldEffect {
+    /// `Deleting` says the deletion waits until the object is unpaused.
+    ExplainPausedDeletion,
+    /// No Job runs: clusterctl may move the object.
+    ClearBlockMove,
+    /// A Job runs: clusterctl must not move the object.
+    PersistBlockMove,
+    /// Say why the running Job has not started, if it has not (`JobNotStarted`).
+    ExplainUnstarted,
+    PatchStatus,
+    BookFinished,
+}
+
+impl Decision {
+    /// The effects of this decision, in the order act carries them out.
+    pub fn effects(&self) -> Vec<Effect> {
+        use Effect::*;
+        match &self.action {
+            Action::RemoveFinalizer => {
+                vec![CleanUp, BookFinished, RemoveFinalizer, AnnounceRelease]
+            }
+            Action::Start(start) => vec![
+                StartJob(start.clone()),
+                PatchStatus,
+                BookFinished,
+                PruneJobs,
+            ],
+            Action::Wait if self.reason == Reason::DeletionHeld => {
+                vec![ExplainHeldDeletion, PatchStatus, BookFinished, PruneJobs]
+            }
+            Action::Wait => vec![ExplainWait, PatchStatus, BookFinished, PruneJobs],
+        }
+    }
+}
