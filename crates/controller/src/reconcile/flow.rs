@@ -66,7 +66,7 @@ pub struct Work<A: Adapter> {
 
 /// A workload kind: only what is its own. The flow asks it in this order: its dependencies
 /// (and inputs), its side of each finished Job, its own reads, its outputs, its rendering, its
-/// part of the snapshot and of the decision, and its side of a wait or a launch.
+/// part of the snapshot, and its side of a wait or a launch.
 pub trait Adapter:
     Workload
     + WithWorkspaceStatus
