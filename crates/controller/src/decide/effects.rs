@@ -9,6 +9,9 @@ use super::{Action, Decision, Reason, Start};
 /// One effect of a pass that observed and decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
+    /// Back up a state serial not backed up yet and re-own the object's Secrets: before
+    /// anything can write a new serial, and before the status that lists the backups.
+    KeepState,
     /// `Deleting` says why the destroy cannot run, and both ways out.
     ExplainHeldDeletion,
     /// The kind says what it waits for (a cluster: the plan awaiting approval).
@@ -50,18 +53,31 @@ impl Decision {
         use Effect::*;
         match &self.action {
             Action::RemoveFinalizer => {
-                vec![CleanUp, BookFinished, RemoveFinalizer, AnnounceRelease]
+                vec![
+                    KeepState,
+                    CleanUp,
+                    BookFinished,
+                    RemoveFinalizer,
+                    AnnounceRelease,
+                ]
             }
             Action::Start(start) => vec![
+                KeepState,
                 StartJob(start.clone()),
                 PatchStatus,
                 BookFinished,
                 PruneJobs,
             ],
             Action::Wait if self.reason == Reason::DeletionHeld => {
-                vec![ExplainHeldDeletion, PatchStatus, BookFinished, PruneJobs]
+                vec![
+                    KeepState,
+                    ExplainHeldDeletion,
+                    PatchStatus,
+                    BookFinished,
+                    PruneJobs,
+                ]
             }
-            Action::Wait => vec![ExplainWait, PatchStatus, BookFinished, PruneJobs],
+            Action::Wait => vec![KeepState, ExplainWait, PatchStatus, BookFinished, PruneJobs],
         }
     }
 }

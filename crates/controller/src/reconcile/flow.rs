@@ -31,7 +31,7 @@ use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::observe::snapshot::Observation;
 use crate::reconcile::observe::state::{self, DurableInputs, StateRead};
-use crate::reconcile::pass::{Pass, finish_bookkeeping, first_visit};
+use crate::reconcile::pass::{Keep, Pass, finish_bookkeeping, first_visit};
 
 /// What a kind found from its verified owner: what it belongs to and, while it renders, its
 /// inputs; or the gate saying what is still missing.
@@ -378,6 +378,8 @@ struct Seen {
     rendering: Option<Rendering>,
     owner_ref: OwnerReference,
     cluster_name: String,
+    /// `status.observedStateSerial` before the outputs recorded the serial read now.
+    observed_serial: Option<i64>,
 }
 
 /// No Job runs and the object is not paused: observe, decide, act, and patch status once.
@@ -417,6 +419,22 @@ async fn go<A: Adapter>(
     let mut acted = Acted::default();
     for effect in decision.effects() {
         match effect {
+            Effect::KeepState => {
+                let keep = Keep {
+                    state: &seen.state,
+                    jobs: &w.jobs,
+                    owner_ref: &seen.owner_ref,
+                    cluster_name: &seen.cluster_name,
+                    pending_restore: object
+                        .annotations()
+                        .get(annotations::RESTORE_STATE)
+                        .and_then(|v| v.parse().ok()),
+                    deleting: w.deleting,
+                    observed_serial: seen.observed_serial,
+                };
+                pass.keep_state(&keep, A::workspace_mut(&mut w.status))
+                    .await?;
+            }
             Effect::ExplainHeldDeletion => pass.hold_deletion(&mut w.conds, &seen.view),
             Effect::ExplainWait => A::wait(pass, decision.reason, w),
             Effect::StartJob(start) => {
@@ -514,19 +532,8 @@ async fn observe<A: Adapter>(
         )
         .await?;
     let cluster_name = object.cluster_name(w.deps.as_ref());
-    pass.keep_state(
-        &state,
-        &w.jobs,
-        A::workspace_mut(&mut w.status),
-        &owner_ref,
-        &cluster_name,
-        object
-            .annotations()
-            .get(annotations::RESTORE_STATE)
-            .and_then(|v| v.parse().ok()),
-        w.deleting,
-    )
-    .await?;
+    // Before the outputs record the serial read now.
+    let observed_serial = A::workspace(&w.status).observed_state_serial;
     let previous = Conditions::from(object.status().and_then(A::conditions));
     let force_unlock = pass
         .inspect_lock(&state, &observed.lock, &previous, &mut w.conds)
@@ -546,6 +553,7 @@ async fn observe<A: Adapter>(
         rendering,
         owner_ref,
         cluster_name,
+        observed_serial,
     })
 }
 

@@ -46,6 +46,21 @@ pub struct Observed {
     pub lock: crate::reconcile::observe::locks::Lock,
 }
 
+/// What [`Pass::keep_state`] keeps: the state the pass read and what it found beside it.
+#[derive(Clone, Copy)]
+pub struct Keep<'a> {
+    pub state: &'a StateRead,
+    pub jobs: &'a [ObservedJob],
+    pub owner_ref: &'a OwnerReference,
+    pub cluster_name: &'a str,
+    /// The serial a pending `captf.io/restore-state` names.
+    pub pending_restore: Option<u64>,
+    pub deleting: bool,
+    /// `status.observedStateSerial` as the pass found it, before the outputs recorded the
+    /// serial read now: a serial not seen before is backed up.
+    pub observed_serial: Option<i64>,
+}
+
 impl<K> Pass<'_, K>
 where
     K: crate::reconcile::act::object::Workload
@@ -200,17 +215,16 @@ where
 
     /// A backup of each new serial (`status.stateBackups`), and the owner references of the
     /// object's Secrets repaired (one OwnerReferencesRepaired event).
-    #[allow(clippy::too_many_arguments)]
-    pub async fn keep_state(
-        &self,
-        state: &StateRead,
-        jobs: &[ObservedJob],
-        workspace: &mut WorkspaceStatus,
-        owner_ref: &OwnerReference,
-        cluster_name: &str,
-        pending_restore: Option<u64>,
-        deleting: bool,
-    ) -> Result<()> {
+    pub async fn keep_state(&self, keep: &Keep<'_>, workspace: &mut WorkspaceStatus) -> Result<()> {
+        let Keep {
+            state,
+            jobs,
+            owner_ref,
+            cluster_name,
+            pending_restore,
+            deleting,
+            observed_serial,
+        } = *keep;
         // Secrets re-owned in this pass, for one event.
         let mut repaired: Vec<String> = Vec::new();
         // A serial not seen before, or one no listed backup holds yet (the state of an object that
@@ -222,7 +236,7 @@ where
             .is_some_and(|b| b.iter().any(|b| Some(b.serial) == serial));
         let backups_on = self.ctx.settings.state_backups > 0 && serial.is_some_and(|s| s >= 1);
         if let StateRead::Found(s, chunks) = state
-            && (workspace.observed_state_serial != serial || (backups_on && !listed && !deleting))
+            && (observed_serial != serial || (backups_on && !listed && !deleting))
         {
             // The Job whose state this is.
             let source_job = jobs
