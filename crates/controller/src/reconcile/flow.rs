@@ -349,6 +349,7 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         pass.note_unstarted(None, None);
     }
     if let Some(hold) = decide::hold(preamble) {
+        pass.count_hold(&hold);
         let provisioned = provisioned(A::workspace(&work.status));
         let action = pass
             .hold(

@@ -206,16 +206,27 @@ where
             decide::Action::Start(s) => s.op.as_str(),
             _ => "none",
         };
+        self.count(op, decision.reason);
+        tracing::info!(namespace = %self.key.namespace(), name = %self.key.name(), kind = self.kind, reason = %decision.reason, op, "decided");
+    }
+
+    /// Counts and logs why [`decide::hold`] stopped the pass before it observed.
+    pub fn count_hold(&self, hold: &decide::Hold) {
+        self.count("none", hold.reason);
+        // Every pass while a Job runs: not worth an info line each.
+        tracing::debug!(namespace = %self.key.namespace(), name = %self.key.name(), kind = self.kind, reason = %hold.reason, "held");
+    }
+
+    fn count(&self, op: &'static str, reason: decide::Reason) {
         self.ctx
             .metrics
             .decisions_total
             .get_or_create(&crate::metrics::Decision {
                 kind: self.kind,
                 op,
-                reason: decision.reason.as_str(),
+                reason: reason.as_str(),
             })
             .inc();
-        tracing::info!(namespace = %self.key.namespace(), name = %self.key.name(), kind = self.kind, reason = %decision.reason, op, "decided");
     }
 
     /// `DeletionHeld`: says in `Deleting` why the destroy cannot run and both ways out.
