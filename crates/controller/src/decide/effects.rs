@@ -9,6 +9,9 @@ use super::{Action, Decision, Reason, Start};
 /// One effect of a pass that observed and decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
+    /// Mirror the identity's credentials into the namespace and keep its runner RBAC
+    /// current, and say how far they got (a Job starts only with both in place).
+    EnsureCredentials,
     /// Back up a state serial not backed up yet and re-own the object's Secrets: before
     /// anything can write a new serial, and before the status that lists the backups.
     KeepState,
@@ -62,6 +65,7 @@ impl Decision {
                 ]
             }
             Action::Start(start) => vec![
+                EnsureCredentials,
                 KeepState,
                 StartJob(start.clone()),
                 PatchStatus,
@@ -70,6 +74,7 @@ impl Decision {
             ],
             Action::Wait if self.reason == Reason::DeletionHeld => {
                 vec![
+                    EnsureCredentials,
                     KeepState,
                     ExplainHeldDeletion,
                     PatchStatus,
@@ -77,7 +82,14 @@ impl Decision {
                     PruneJobs,
                 ]
             }
-            Action::Wait => vec![KeepState, ExplainWait, PatchStatus, BookFinished, PruneJobs],
+            Action::Wait => vec![
+                EnsureCredentials,
+                KeepState,
+                ExplainWait,
+                PatchStatus,
+                BookFinished,
+                PruneJobs,
+            ],
         }
     }
 }

@@ -370,7 +370,8 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
 
 /// What the pass observed once no Job runs, for the decision and the launch.
 struct Seen {
-    creds: crate::reconcile::observe::credentials::Outcome,
+    /// The TerraformClusterIdentity its Jobs run with.
+    identity: Option<String>,
     state: StateRead,
     view: StateView,
     /// A dead runner's lock, handed to the next Job to release.
@@ -418,8 +419,14 @@ async fn go<A: Adapter>(
     A::workspace_mut(&mut w.status).state_secret_suffix = Some(key.state_suffix());
     let restore = restore.as_ref();
     let mut acted = Acted::default();
+    let mut creds = None;
     for effect in decision.effects() {
         match effect {
+            Effect::EnsureCredentials => {
+                let identity = seen.identity.as_deref();
+                let ensured = pass.ensure_credentials(identity, &seen.owner_ref, &mut w.conds);
+                creds = Some(ensured.await?);
+            }
             Effect::KeepState => {
                 let keep = Keep {
                     state: &seen.state,
@@ -439,7 +446,8 @@ async fn go<A: Adapter>(
             Effect::ExplainHeldDeletion => pass.hold_deletion(&mut w.conds, &seen.view),
             Effect::ExplainWait => A::wait(pass, decision.reason, w),
             Effect::StartJob(start) => {
-                acted = start_job(pass, w, &seen, &start, decision.requeue, restore).await?;
+                let creds = creds.as_ref();
+                acted = start_job(pass, w, &seen, creds, &start, decision.requeue, restore).await?;
                 A::launched(pass, &start, &acted);
             }
             Effect::CleanUp => crate::reconcile::act::secrets::cleanup(&ctx.client, key).await?,
@@ -470,6 +478,7 @@ async fn start_job<A: Adapter>(
     pass: &Pass<'_, A>,
     w: &mut Work<A>,
     seen: &Seen,
+    creds: Option<&crate::reconcile::observe::credentials::Outcome>,
     start: &decide::Start,
     due: Option<Duration>,
     restore: Option<&crate::reconcile::act::backups::BackupSet>,
@@ -495,7 +504,7 @@ async fn start_job<A: Adapter>(
     };
     pass.launch(
         due,
-        &seen.creds,
+        creds,
         &launch,
         &w.jobs,
         start,
@@ -508,7 +517,7 @@ async fn start_job<A: Adapter>(
     .await
 }
 
-/// What every live pass reads once no Job runs: credentials, state, lock and outputs (the
+/// What every live pass reads once no Job runs: state, lock and outputs (the
 /// kind's own reads first), and what the Jobs would render now.
 async fn observe<A: Adapter>(
     pass: &Pass<'_, A>,
@@ -519,8 +528,7 @@ async fn observe<A: Adapter>(
     A::observe(pass, w).await?;
     let owner_ref = owner_reference(object)?;
     let identity = object.identity(w.deps.as_ref(), ctx);
-    let observed = pass.observe(identity.as_deref(), &owner_ref).await?;
-    let creds = pass.note_credentials(observed.credentials, observed.runner_rbac, &mut w.conds);
+    let observed = pass.observe().await?;
     let mut state = observed.state;
     let view = pass
         .state_view(
@@ -546,7 +554,7 @@ async fn observe<A: Adapter>(
     let rendering = A::render(pass, inputs, &view, w).await?;
     pass.measure_inputs(rendering.as_ref().map(|r| &r.rendered));
     Ok(Seen {
-        creds,
+        identity,
         state,
         view,
         force_unlock,

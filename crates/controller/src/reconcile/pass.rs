@@ -40,8 +40,6 @@ pub type FirstReads<O> = (
 
 /// What [`Pass::observe`] read.
 pub struct Observed {
-    pub credentials: credentials::Outcome,
-    pub runner_rbac: Result<()>,
     pub state: StateRead,
     pub lock: crate::reconcile::observe::locks::Lock,
 }
@@ -106,24 +104,33 @@ where
         )
     }
 
-    /// What every pass of a live object reads once no Job runs: its credentials and runner
-    /// RBAC (kept current), its state and the engine's lock. None depends on another, so they
-    /// are read at once: a pass that starts a Job makes its requests one after another, and
-    /// under a burst of changes each costs a round trip to a busy API server.
-    pub async fn observe(
-        &self,
-        identity: Option<&str>,
-        owner_ref: &OwnerReference,
-    ) -> Result<Observed> {
-        let (client, caches, ns) = (&self.ctx.client, &self.ctx.caches, self.key.namespace());
-        let (credentials, runner_rbac, state, lock) = futures::try_join!(
-            credentials::ensure(client, caches, ns, identity, owner_ref),
-            // Not the pass's error: RunnerRBACReady says what failed.
-            async { Ok(credentials::ensure_runner_rbac(client, caches, ns).await) },
+    /// What every pass of a live object reads once no Job runs: its state and the engine's
+    /// lock, at once, since neither depends on the other.
+    pub async fn observe(&self) -> Result<Observed> {
+        let client = &self.ctx.client;
+        let (state, lock) = futures::try_join!(
             crate::reconcile::observe::state::read(client, self.key),
             crate::reconcile::observe::locks::inspect(client, self.key),
         )?;
-        if let Some(mirror) = &credentials.mirror_removed {
+        Ok(Observed { state, lock })
+    }
+
+    /// The object's credentials mirrored and its namespace's runner RBAC kept current, at
+    /// once (each is a round trip or two), and what they say in IdentityAllowed,
+    /// CredentialsMirrored and RunnerRBACReady.
+    pub async fn ensure_credentials(
+        &self,
+        identity: Option<&str>,
+        owner_ref: &OwnerReference,
+        conds: &mut Conditions,
+    ) -> Result<credentials::Outcome> {
+        let (client, caches, ns) = (&self.ctx.client, &self.ctx.caches, self.key.namespace());
+        let (creds, runner_rbac) = futures::try_join!(
+            credentials::ensure(client, caches, ns, identity, owner_ref),
+            // Not the pass's error: RunnerRBACReady says what failed.
+            async { Ok(credentials::ensure_runner_rbac(client, caches, ns).await) },
+        )?;
+        if let Some(mirror) = &creds.mirror_removed {
             self.publish(
                 EventType::Normal,
                 captf_api::events::MIRROR_REMOVED,
@@ -134,17 +141,12 @@ where
             )
             .await;
         }
-        Ok(Observed {
-            credentials,
-            runner_rbac,
-            state,
-            lock,
-        })
+        Ok(self.note_credentials(creds, runner_rbac, conds))
     }
 
     /// IdentityAllowed, CredentialsMirrored and RunnerRBACReady, from what
-    /// [`observe`](Self::observe) found.
-    pub fn note_credentials(
+    /// [`ensure_credentials`](Self::ensure_credentials) found.
+    fn note_credentials(
         &self,
         creds: credentials::Outcome,
         runner_rbac: Result<()>,

@@ -185,12 +185,21 @@ fn effects_keep_their_order() {
                 "{name}: a released object's Secrets go before its finalizer, and no status is written to an object that goes"
             ),
             Action::Start(start) => assert_eq!(
-                effects[..2],
-                [Effect::KeepState, Effect::StartJob(start.clone())],
-                "{name}: a new serial is backed up before a Job may write the next, and the Job starts before the status that names it is written"
+                effects[..3],
+                [
+                    Effect::EnsureCredentials,
+                    Effect::KeepState,
+                    Effect::StartJob(start.clone())
+                ],
+                "{name}: the credentials are in place and a new serial is backed up before a Job may write the next, and the Job starts before the status that names it is written"
             ),
             Action::Wait => {
                 assert!(!effects.iter().any(|e| matches!(e, Effect::StartJob(_))));
+                assert_eq!(
+                    effects.first(),
+                    Some(&Effect::EnsureCredentials),
+                    "{name}: a waiting object still shows how far its credentials got"
+                );
                 assert_eq!(
                     effects.contains(&Effect::ExplainHeldDeletion),
                     d.reason == Reason::DeletionHeld,

@@ -101,7 +101,7 @@ where
         jobs: &[ObservedJob],
         start: &decide::Start,
         rendered: Option<&captf_contract::Rendered>,
-        creds: &credentials::Outcome,
+        creds: Option<&credentials::Outcome>,
         interrupted: Option<&str>,
         restore: Option<&crate::reconcile::act::backups::BackupSet>,
         force_unlock: Option<&(String, String)>,
@@ -117,7 +117,7 @@ where
                 return Ok(Started::Waiting(held.requeue(&uid)));
             }
         };
-        let identity = creds.ready.as_deref().unwrap_or_default();
+        let identity = creds.and_then(|c| c.ready.as_deref()).unwrap_or_default();
         let Some(inputs) = self.job_inputs(op, rendered, restore, conds).await? else {
             return Ok(Started::Waiting(GATE_REQUEUE));
         };
@@ -189,13 +189,14 @@ where
     async fn gates(
         &self,
         launch: &Launch<'_>,
-        creds: &credentials::Outcome,
+        creds: Option<&credentials::Outcome>,
         op: Operation,
     ) -> Result<Gates> {
         let (ctx, ns) = (self.ctx, self.key.namespace());
         let account = &launch.policy.service_account_name;
         Ok(Gates {
-            credentials: creds.ready.is_some(),
+            // No outcome: nothing ensured them this pass.
+            credentials: creds.is_some_and(|c| c.ready.is_some()),
             service_account: credentials::check_service_account(&ctx.client, ns, account).await?,
             slot: job_slot(ctx, ns, &launch.cluster_name, launch.max_active_jobs, op),
             policy: launch.policy.validate().map_err(|e| e.to_string()),

@@ -314,7 +314,7 @@ where
     pub async fn launch(
         &self,
         due: Option<Duration>,
-        creds: &credentials::Outcome,
+        creds: Option<&credentials::Outcome>,
         launch: &Launch<'_>,
         jobs: &[ObservedJob],
         start: &decide::Start,
