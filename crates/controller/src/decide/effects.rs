@@ -12,8 +12,9 @@ pub enum Effect {
     /// Mirror the identity's credentials into the namespace and keep its runner RBAC
     /// current, and say how far they got (a Job starts only with both in place).
     EnsureCredentials,
-    /// Back up a state serial not backed up yet and re-own the object's Secrets: before
-    /// anything can write a new serial, and before the status that lists the backups.
+    /// Record the state's lineage where it survives a lost state, use up an adoption, back up
+    /// a serial not backed up yet and re-own the object's Secrets: before anything can write a
+    /// new serial, and before the status that lists the backups.
     KeepState,
     /// `Deleting` says why the destroy cannot run, and both ways out.
     ExplainHeldDeletion,

@@ -27,6 +27,7 @@ use crate::reconcile::act::object::{WithWorkspaceStatus, Workload, add_finalizer
 use crate::reconcile::finished::bookkeeping::{self, Finished};
 use crate::reconcile::finished::status::Source;
 use crate::reconcile::observe::jobs::{ObservedJob, Phase};
+use crate::reconcile::observe::lineage::LineageWrites;
 use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::observe::snapshot::Observation;
@@ -374,6 +375,8 @@ struct Seen {
     identity: Option<String>,
     state: StateRead,
     view: StateView,
+    /// What the state's identity asks to be written (kept with the state).
+    lineage: LineageWrites,
     /// A dead runner's lock, handed to the next Job to release.
     force_unlock: Option<(String, String)>,
     health: Reading,
@@ -440,6 +443,7 @@ async fn go<A: Adapter>(
                     deleting: w.deleting,
                     observed_serial: seen.observed_serial,
                 };
+                pass.keep_lineage(&seen.lineage).await?;
                 pass.keep_state(&keep, A::workspace_mut(&mut w.status))
                     .await?;
             }
@@ -530,7 +534,7 @@ async fn observe<A: Adapter>(
     let identity = object.identity(w.deps.as_ref(), ctx);
     let observed = pass.observe().await?;
     let mut state = observed.state;
-    let view = pass
+    let (view, lineage) = pass
         .state_view(
             &mut state,
             &w.durable,
@@ -557,6 +561,7 @@ async fn observe<A: Adapter>(
         identity,
         state,
         view,
+        lineage,
         force_unlock,
         health,
         rendering,

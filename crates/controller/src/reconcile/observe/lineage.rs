@@ -113,6 +113,20 @@ pub fn expected(read: &StateRead) -> Option<captf_runner::expect::ExpectedState>
     }
 }
 
+/// What the state's identity asks to be written and said, carried out with the state's
+/// keeping ([`Pass::keep_lineage`]), after the decision.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LineageWrites {
+    /// Record this lineage on the durable inputs, where it survives a lost state.
+    pub record: Option<String>,
+    /// `captf.io/adopt-state` made a lineage the object's state: the event's note.
+    pub adopted: Option<String>,
+    /// The adoption is done: the annotation's value to use up.
+    pub adoption_done: Option<String>,
+    /// A state of another lineage, found this pass for the first time: the warning.
+    pub mismatch: Option<String>,
+}
+
 /// What [`classify`] found of the object's own state, and the lineage it replaces.
 struct Own<'a> {
     record: Option<String>,
@@ -131,8 +145,9 @@ where
     /// runs), and whose it is. A missing state of an object that ever applied (the marker or
     /// digest on the durable inputs, `provisioned`, or any backup) is lost, not "not yet". A
     /// readable state of another lineage than the one recorded (durable inputs, status, backups)
-    /// is not the object's: `state` becomes [`StateRead::Foreign`]. The lineage is recorded
-    /// where it survives a lost state, and `captf.io/adopt-state` is honoured and used up here.
+    /// is not the object's: `state` becomes [`StateRead::Foreign`]. What must be written (the
+    /// lineage recorded where it survives a lost state, `captf.io/adopt-state` used up, and the
+    /// events) is returned, not written: observe only reads.
     pub async fn state_view(
         &self,
         state: &mut StateRead,
@@ -141,7 +156,7 @@ where
         finished: &[Finished],
         workspace: &mut WorkspaceStatus,
         conds: &mut Conditions,
-    ) -> Result<StateView> {
+    ) -> Result<(StateView, LineageWrites)> {
         let missing = matches!(state, StateRead::Missing);
         let restored = finished
             .iter()
@@ -184,6 +199,7 @@ where
             .map(String::as_str);
         let identity = classify(state, recorded, adopt, ever_applied);
         let (generation, now) = (self.generation, self.now);
+        let mut writes = LineageWrites::default();
         let view = match identity {
             Identity::Missing if ever_applied => {
                 conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups (docs/backups.md)", generation, now);
@@ -215,8 +231,8 @@ where
                 StateView::Unreadable
             }
             Identity::Foreign { found, expected } => {
-                self.not_ours(state, found, expected, conds, workspace)
-                    .await
+                writes.mismatch = self.not_ours(state, found, expected, conds, workspace);
+                StateView::Foreign
             }
             Identity::Own {
                 record,
@@ -231,22 +247,23 @@ where
                     adoption_done,
                     was: status_lineage.as_deref().or(durable_lineage),
                 };
-                self.ours(state, durable, own, conds, workspace).await?
+                writes.record = own.record.clone().filter(|_| durable.exists);
+                self.ours(state, own, &mut writes, conds, workspace)
             }
         };
-        Ok(view)
+        Ok((view, writes))
     }
 
     /// `StateLineageMismatch`: the state found is of another lineage than the object's own;
-    /// nothing runs against it.
-    async fn not_ours(
+    /// nothing runs against it. Returns the warning when the mismatch is new.
+    fn not_ours(
         &self,
         state: &mut StateRead,
         found: String,
         expected: String,
         conds: &mut Conditions,
         workspace: &mut WorkspaceStatus,
-    ) -> StateView {
+    ) -> Option<String> {
         let serial = state_serial(state);
         let message = format!(
             "the state Secrets hold lineage {found} (serial {serial}), but this object's state is lineage {expected}: it is not this object's state, so nothing runs against it. Restore the object's own state with captf.io/restore-state=<serial> (status.stateBackups), or, if lineage {found} is this object's state now, adopt it: kubectl annotate {} {} -n {} {}={found} (docs/backups.md)",
@@ -270,52 +287,40 @@ where
         );
         if new {
             self.count_state_error("lineage_mismatch");
-            self.publish(EventType::Warning, reason, &message).await;
         }
         workspace.state_lineage = Some(expected);
         if let StateRead::Found(s, _) = std::mem::replace(state, StateRead::Missing) {
             *state = StateRead::Foreign(s);
         }
-        StateView::Foreign
+        new.then_some(message)
     }
 
-    /// The object's own state: its lineage recorded, an adoption announced and used up, and
+    /// The object's own state: its lineage noted, an adoption to announce and use up, and
     /// `StateRead` unless it carries no inputs hash.
-    async fn ours(
+    fn ours(
         &self,
         state: &StateRead,
-        durable: &DurableInputs,
         own: Own<'_>,
+        writes: &mut LineageWrites,
         conds: &mut Conditions,
         workspace: &mut WorkspaceStatus,
-    ) -> Result<StateView> {
+    ) -> StateView {
         // classify says Own only of a readable state.
         let StateRead::Found(s, _) = state else {
-            return Ok(StateView::Unreadable);
+            return StateView::Unreadable;
         };
-        if let Some(lineage) = &own.record
-            && durable.exists
-        {
-            crate::reconcile::act::secrets::record_lineage(&self.ctx.client, self.key, lineage)
-                .await?;
-        }
         if own.adopted {
-            let note = format!(
+            writes.adopted = Some(format!(
                 "{}={} made lineage {} (serial {}) this object's state, in place of lineage {}",
                 annotations::ADOPT_STATE,
                 s.lineage,
                 s.lineage,
                 s.serial,
                 own.was.unwrap_or("?")
-            );
-            self.publish(EventType::Normal, captf_api::events::STATE_ADOPTED, &note)
-                .await;
+            ));
         }
         if own.adoption_done {
-            let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
-            let adopt = annotations::ADOPT_STATE;
-            crate::reconcile::act::approvals::consume(&api, self.key.name(), adopt, &s.lineage)
-                .await?;
+            writes.adoption_done = Some(s.lineage.clone());
         }
         workspace.state_lineage = Some(s.lineage.clone());
         let (g, now) = (self.generation, self.now);
@@ -340,7 +345,7 @@ where
                 g,
                 now,
             );
-            return Ok(StateView::Unadopted);
+            return StateView::Unadopted;
         }
         conds.set(
             types::STATE_READABLE,
@@ -363,9 +368,32 @@ where
             .set(resources);
         let bytes = i64::try_from(s.compressed_bytes).unwrap_or(i64::MAX);
         metrics.state_bytes.get_or_create(&object).set(bytes);
-        Ok(StateView::Found {
+        StateView::Found {
             inputs_hash: s.inputs_hash.clone(),
-        })
+        }
+    }
+
+    /// What [`state_view`](Self::state_view) found must be written and said.
+    pub async fn keep_lineage(&self, writes: &LineageWrites) -> Result<()> {
+        if let Some(lineage) = &writes.record {
+            crate::reconcile::act::secrets::record_lineage(&self.ctx.client, self.key, lineage)
+                .await?;
+        }
+        if let Some(note) = &writes.adopted {
+            self.publish(EventType::Normal, captf_api::events::STATE_ADOPTED, note)
+                .await;
+        }
+        if let Some(lineage) = &writes.adoption_done {
+            let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
+            let adopt = annotations::ADOPT_STATE;
+            crate::reconcile::act::approvals::consume(&api, self.key.name(), adopt, lineage)
+                .await?;
+        }
+        if let Some(message) = &writes.mismatch {
+            let reason = reasons::STATE_LINEAGE_MISMATCH;
+            self.publish(EventType::Warning, reason, message).await;
+        }
+        Ok(())
     }
 
     fn count_state_error(&self, reason: &'static str) {
