@@ -9,6 +9,8 @@ use super::{Action, Decision, Reason, Start};
 /// One effect of a pass that observed and decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
+    /// Post the events observe found (a state lock someone else holds).
+    Announce,
     /// Mirror the identity's credentials into the namespace and keep its runner RBAC
     /// current, and say how far they got (a Job starts only with both in place).
     EnsureCredentials,
@@ -58,6 +60,7 @@ impl Decision {
         match &self.action {
             Action::RemoveFinalizer => {
                 vec![
+                    Announce,
                     KeepState,
                     CleanUp,
                     BookFinished,
@@ -66,6 +69,7 @@ impl Decision {
                 ]
             }
             Action::Start(start) => vec![
+                Announce,
                 EnsureCredentials,
                 KeepState,
                 StartJob(start.clone()),
@@ -75,6 +79,7 @@ impl Decision {
             ],
             Action::Wait if self.reason == Reason::DeletionHeld => {
                 vec![
+                    Announce,
                     EnsureCredentials,
                     KeepState,
                     ExplainHeldDeletion,
@@ -84,6 +89,7 @@ impl Decision {
                 ]
             }
             Action::Wait => vec![
+                Announce,
                 EnsureCredentials,
                 KeepState,
                 ExplainWait,

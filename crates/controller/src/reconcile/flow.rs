@@ -32,7 +32,7 @@ use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::observe::snapshot::Observation;
 use crate::reconcile::observe::state::{self, DurableInputs, StateRead};
-use crate::reconcile::pass::{Keep, Pass, finish_bookkeeping, first_visit};
+use crate::reconcile::pass::{Keep, Note, Pass, finish_bookkeeping, first_visit};
 
 /// What a kind found from its verified owner: what it belongs to and, while it renders, its
 /// inputs; or the gate saying what is still missing.
@@ -371,6 +371,8 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
 
 /// What the pass observed once no Job runs, for the decision and the launch.
 struct Seen {
+    /// Events observe found to post.
+    notes: Vec<Note>,
     /// The TerraformClusterIdentity its Jobs run with.
     identity: Option<String>,
     state: StateRead,
@@ -425,6 +427,11 @@ async fn go<A: Adapter>(
     let mut creds = None;
     for effect in decision.effects() {
         match effect {
+            Effect::Announce => {
+                for note in &seen.notes {
+                    pass.publish(note.type_, note.reason, &note.text).await;
+                }
+            }
             Effect::EnsureCredentials => {
                 let identity = seen.identity.as_deref();
                 let ensured = pass.ensure_credentials(identity, &seen.owner_ref, &mut w.conds);
@@ -548,9 +555,9 @@ async fn observe<A: Adapter>(
     // Before the outputs record the serial read now.
     let observed_serial = A::workspace(&w.status).observed_state_serial;
     let previous = Conditions::from(object.status().and_then(A::conditions));
-    let force_unlock = pass
-        .inspect_lock(&state, &observed.lock, &previous, &mut w.conds)
-        .await;
+    let mut notes = Vec::new();
+    let lock = &observed.lock;
+    let force_unlock = pass.inspect_lock(&state, lock, &previous, &mut w.conds, &mut notes);
     let health = match &state {
         StateRead::Found(s, _) => A::outputs(pass, s, w).await?,
         _ => Reading::default(),
@@ -558,6 +565,7 @@ async fn observe<A: Adapter>(
     let rendering = A::render(pass, inputs, &view, w).await?;
     pass.measure_inputs(rendering.as_ref().map(|r| &r.rendered));
     Ok(Seen {
+        notes,
         identity,
         state,
         view,

@@ -44,6 +44,14 @@ pub struct Observed {
     pub lock: crate::reconcile::observe::locks::Lock,
 }
 
+/// An event observe found to post, posted after the decision ([`decide::Effect::Announce`]).
+#[derive(Clone, Debug)]
+pub struct Note {
+    pub type_: EventType,
+    pub reason: &'static str,
+    pub text: String,
+}
+
 /// What [`Pass::keep_state`] keeps: the state the pass read and what it found beside it.
 #[derive(Clone, Copy)]
 pub struct Keep<'a> {
@@ -355,13 +363,15 @@ where
 
     /// The engine's lock, while no Job runs: a dead runner's is handed to the next Job to
     /// release (`Some((lock id, pod))`), anyone else's is reported as StateLocked and never
-    /// forced. `previous` are the conditions the pass started from (one event per lock).
-    pub async fn inspect_lock(
+    /// forced. `previous` are the conditions the pass started from: a lock new to them is
+    /// counted, and its warning pushed to `notes` (posted after the decision).
+    pub fn inspect_lock(
         &self,
         state: &StateRead,
         lock: &crate::reconcile::observe::locks::Lock,
         previous: &Conditions,
         conds: &mut Conditions,
+        notes: &mut Vec<Note>,
     ) -> Option<(String, String)> {
         match lock {
             crate::reconcile::observe::locks::Lock::Stale { id, pod } => {
@@ -394,12 +404,11 @@ where
                             reason: "locked",
                         })
                         .inc();
-                    self.publish(
-                        EventType::Warning,
-                        captf_api::events::STATE_LOCKED,
-                        &message,
-                    )
-                    .await;
+                    notes.push(Note {
+                        type_: EventType::Warning,
+                        reason: captf_api::events::STATE_LOCKED,
+                        text: message,
+                    });
                 }
                 None
             }
