@@ -151,16 +151,7 @@ fn what_holds_a_pass_before_it_observes() {
 /// The invariants the order of effects carries, for every decision of the table.
 #[test]
 fn effects_keep_their_order() {
-    let rows = [
-        running::rows(),
-        deletion::rows(),
-        apply::rows(),
-        drift::rows(),
-        guards::rows(),
-        health::rows(),
-        pools::rows(),
-    ];
-    for (name, snapshot, _) in rows.into_iter().flatten() {
+    for (name, snapshot, _) in all_rows() {
         let d = decide(&snapshot, t(NOW));
         let effects = d.effects();
         let at = |e: &Effect| effects.iter().position(|x| x == e);
