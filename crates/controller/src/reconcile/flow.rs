@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::job::EffectivePolicy;
 use crate::reconcile::Context;
 use crate::reconcile::act::Acted;
-use crate::reconcile::act::launch::{Launch, RenderedExports};
+use crate::reconcile::act::launch::{Launch, RenderedExports, Starting};
 use crate::reconcile::act::object::{WithWorkspaceStatus, Workload, add_finalizer, set_block_move};
 use crate::reconcile::finished::bookkeeping::{self, Finished};
 use crate::reconcile::finished::status::Source;
@@ -513,19 +513,17 @@ async fn start_job<A: Adapter>(
         exports: seen.rendering.as_ref().and_then(|r| r.exports.clone()),
         expect_state: crate::reconcile::observe::lineage::expected(&seen.state),
     };
-    pass.launch(
-        due,
-        creds,
-        &launch,
-        &w.jobs,
+    let starting = Starting {
+        launch,
+        jobs: &w.jobs,
         start,
-        seen.rendering.as_ref().map(|r| &r.rendered),
-        w.durable.interrupted_apply(),
+        rendered: seen.rendering.as_ref().map(|r| &r.rendered),
+        creds,
+        interrupted: w.durable.interrupted_apply(),
         restore,
-        seen.force_unlock.as_ref(),
-        &mut w.conds,
-    )
-    .await
+        force_unlock: seen.force_unlock.as_ref(),
+    };
+    pass.launch(due, &starting, &mut w.conds).await
 }
 
 /// What every live pass reads once no Job runs: state, lock and outputs (the

@@ -68,16 +68,28 @@ struct JobInputs {
     hash: String,
 }
 
+/// What a pass brings to the start of the Job it decided.
+pub struct Starting<'a> {
+    pub launch: Launch<'a>,
+    pub jobs: &'a [ObservedJob],
+    pub start: &'a decide::Start,
+    /// The inputs rendered now, if the object renders.
+    pub rendered: Option<&'a captf_contract::Rendered>,
+    /// How far the credentials got this pass (none ensured: not ready).
+    pub creds: Option<&'a credentials::Outcome>,
+    /// An apply that disappeared while it ran, recorded on the durable inputs.
+    pub interrupted: Option<&'a str>,
+    /// The backup a restore restores.
+    pub restore: Option<&'a crate::reconcile::act::backups::BackupSet>,
+    /// A dead runner's lock, `(lock id, pod)`, for the Job to release.
+    pub force_unlock: Option<&'a (String, String)>,
+}
+
 /// What [`Pass::job_spec`] builds the Job from.
 struct JobFacts<'a> {
-    launch: &'a Launch<'a>,
-    jobs: &'a [ObservedJob],
-    start: &'a decide::Start,
+    starting: &'a Starting<'a>,
     identity: &'a str,
     inputs_hash: &'a str,
-    interrupted: Option<&'a str>,
-    restore: Option<&'a crate::reconcile::act::backups::BackupSet>,
-    force_unlock: Option<&'a (String, String)>,
 }
 
 /// What [`Pass::start_job`] did.
@@ -94,19 +106,21 @@ where
     /// Whether the decided Job may start now ([`launch::launch`] over the [`Gates`] read
     /// here), and then its steps in that order: what it runs, run lease, cluster gate, its
     /// inputs written, the Job, and what its start says.
-    #[allow(clippy::too_many_arguments)]
     pub async fn start_job(
         &self,
-        launch: &Launch<'_>,
-        jobs: &[ObservedJob],
-        start: &decide::Start,
-        rendered: Option<&captf_contract::Rendered>,
-        creds: Option<&credentials::Outcome>,
-        interrupted: Option<&str>,
-        restore: Option<&crate::reconcile::act::backups::BackupSet>,
-        force_unlock: Option<&(String, String)>,
+        starting: &Starting<'_>,
         conds: &mut Conditions,
     ) -> Result<Started> {
+        let Starting {
+            launch,
+            start,
+            rendered,
+            creds,
+            restore,
+            force_unlock,
+            ..
+        } = starting;
+        let (launch, start, creds) = (launch, *start, *creds);
         let (ctx, key, op) = (self.ctx, self.key, start.op);
         let gates = self.gates(launch, creds, op).await?;
         let steps = match launch::launch(start, &gates) {
@@ -118,18 +132,13 @@ where
             }
         };
         let identity = creds.and_then(|c| c.ready.as_deref()).unwrap_or_default();
-        let Some(inputs) = self.job_inputs(op, rendered, restore, conds).await? else {
+        let Some(inputs) = self.job_inputs(op, *rendered, *restore, conds).await? else {
             return Ok(Started::Waiting(GATE_REQUEUE));
         };
         let spec = self.job_spec(&JobFacts {
-            launch,
-            jobs,
-            start,
+            starting,
             identity,
             inputs_hash: &inputs.hash,
-            interrupted,
-            restore,
-            force_unlock,
         });
         let job_name = spec.job_name();
         let client = &ctx.client;
@@ -174,7 +183,7 @@ where
                 }
             }
         }
-        self.announce(&job_name, launch, start, force_unlock, conds)
+        self.announce(&job_name, launch, start, *force_unlock, conds)
             .await;
         Ok(Started::Job(ActiveJob {
             name: job_name,
@@ -346,7 +355,7 @@ where
 
     /// The Job to start, from what the pass decided and found.
     fn job_spec(&self, f: &JobFacts<'_>) -> JobSpec {
-        let (ctx, launch, start) = (self.ctx, f.launch, f.start);
+        let (ctx, launch, start) = (self.ctx, &f.starting.launch, f.starting.start);
         let mut spec = JobSpec::new(
             self.key.clone(),
             self.object.uid().unwrap_or_default(),
@@ -365,12 +374,18 @@ where
         // Secret may still exist, about to be collected with it).
         let lost_attempt = launch
             .last_active
-            .filter(|a| a.operation == start.op && !f.jobs.iter().any(|j| j.name == a.name))
+            .filter(|a| {
+                a.operation == start.op && !f.starting.jobs.iter().any(|j| j.name == a.name)
+            })
             .map_or(0, |a| u32::try_from(a.attempt).unwrap_or(0));
-        spec.attempt = jobs::next_attempt(f.jobs, start.op).max(lost_attempt + 1);
-        spec.force_unlock = f.force_unlock.map(|(id, _)| id.clone());
+        spec.attempt = jobs::next_attempt(f.starting.jobs, start.op).max(lost_attempt + 1);
+        spec.force_unlock = f.starting.force_unlock.map(|(id, _)| id.clone());
         spec.expect_state = launch.expect_state.clone();
-        if let Some(set) = f.restore.filter(|_| start.op == Operation::Restore) {
+        if let Some(set) = f
+            .starting
+            .restore
+            .filter(|_| start.op == Operation::Restore)
+        {
             spec.restore = set.restore_source();
             spec.tick = format!("restore/{}", set.base);
         }
@@ -408,7 +423,11 @@ where
             spec.annotations
                 .insert(annotations::INPUTS_HASH.into(), f.inputs_hash.to_owned());
         }
-        if let Some(lost) = f.interrupted.filter(|_| start.op == Operation::Apply) {
+        if let Some(lost) = f
+            .starting
+            .interrupted
+            .filter(|_| start.op == Operation::Apply)
+        {
             spec.annotations
                 .insert(annotations::AFTER_INTERRUPTED_APPLY.into(), lost.to_owned());
         }

@@ -26,9 +26,8 @@ use crate::conditions::Conditions;
 use crate::decide::{self, StateView};
 use crate::error::Result;
 use crate::job::EffectivePolicy;
-use crate::reconcile::act::launch::{GATE_REQUEUE, Launch, Started};
+use crate::reconcile::act::launch::{GATE_REQUEUE, Started, Starting};
 use crate::reconcile::act::object::{Workload, patch_status, remove_finalizer};
-use crate::reconcile::observe::credentials;
 use crate::reconcile::observe::jobs::{self, ObservedJob};
 use crate::reconcile::pass::{Pass, abandon_cause};
 
@@ -310,34 +309,13 @@ where
 
     /// Starts the decided Job, or says what it waits for. `due` is when the decision wanted
     /// to look again anyway.
-    #[allow(clippy::too_many_arguments)]
     pub async fn launch(
         &self,
         due: Option<Duration>,
-        creds: Option<&credentials::Outcome>,
-        launch: &Launch<'_>,
-        jobs: &[ObservedJob],
-        start: &decide::Start,
-        rendered: Option<&captf_contract::Rendered>,
-        interrupted: Option<&str>,
-        restore: Option<&crate::reconcile::act::backups::BackupSet>,
-        force_unlock: Option<&(String, String)>,
+        starting: &Starting<'_>,
         conds: &mut Conditions,
     ) -> Result<Acted> {
-        let started = self
-            .start_job(
-                launch,
-                jobs,
-                start,
-                rendered,
-                creds,
-                interrupted,
-                restore,
-                force_unlock,
-                conds,
-            )
-            .await?;
-        Ok(match started {
+        Ok(match self.start_job(starting, conds).await? {
             Started::Job(job) => Acted {
                 active: Some(job),
                 requeue: Some(crate::schedule::ACTIVE_JOB_REQUEUE),
