@@ -599,44 +599,6 @@ pub fn state_serial(state: &StateRead) -> u64 {
         _ => 0,
     }
 }
-/// The complete backup a pending `captf.io/restore-state` names, or `None` (with
-/// `RestoreJobSucceeded` saying why when the annotation cannot be honoured). A serial equal to
-/// `status.lastRestoredSerial` was consumed already.
-#[allow(clippy::too_many_arguments)]
-pub async fn restore_request(
-    client: &kube::Client,
-    key: &ObjectKey,
-    annotation: Option<&str>,
-    last_restored: Option<i64>,
-    conds: &mut Conditions,
-    generation: Option<i64>,
-    now: Timestamp,
-) -> Result<Option<crate::reconcile::act::backups::BackupSet>> {
-    let Some(value) = annotation else {
-        return Ok(None);
-    };
-    let Some(serial) = value.trim().parse::<u64>().ok().filter(|s| *s >= 1) else {
-        conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("captf.io/restore-state={value:?} is not a state serial: use one of status.stateBackups[].serial"), generation, now);
-        return Ok(None);
-    };
-    if i64::try_from(serial).ok() == last_restored {
-        return Ok(None);
-    }
-    let sets = crate::reconcile::act::backups::list(client, key).await?;
-    match crate::reconcile::act::backups::restorable(&sets, serial) {
-        Some(set) => Ok(Some(set.clone())),
-        None => {
-            let kept: Vec<String> = sets
-                .iter()
-                .filter(|s| s.complete())
-                .map(|s| s.serial.to_string())
-                .collect();
-            conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("no complete backup of serial {serial}; the backups kept hold serials [{}] (status.stateBackups)", kept.join(", ")), generation, now);
-            Ok(None)
-        }
-    }
-}
-
 /// Conditions a fresh object shows before anything happened.
 pub fn first_visit(conds: &mut Conditions, generation: Option<i64>, now: Timestamp) {
     let defaults: [(&str, Status, &str, &str); 6] = [

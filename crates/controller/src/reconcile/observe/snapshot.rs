@@ -1,7 +1,7 @@
 //! The snapshot [`crate::decide`] reads, as far as every kind observes it alike; a kind adds
 //! its own approvals, plan and health facts.
 
-use captf_api::conditions::{reasons, types};
+use captf_api::conditions::{Status, reasons, types};
 use captf_api::{WorkspaceStatus, annotations};
 use kube::{Resource, ResourceExt};
 
@@ -14,7 +14,7 @@ use crate::reconcile::act::backups::BackupSet;
 use crate::reconcile::act::object::Workload;
 use crate::reconcile::observe::jobs::{self, ObservedJob};
 use crate::reconcile::observe::state::DurableInputs;
-use crate::reconcile::pass::{Pass, abandon_requested, drift_found, restore_request};
+use crate::reconcile::pass::{Pass, abandon_requested, drift_found};
 
 /// What a pass observed that every kind's snapshot holds.
 pub struct Observation<'a> {
@@ -34,7 +34,7 @@ impl<K> Pass<'_, K>
 where
     K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
-    /// The complete backup a pending `captf.io/restore-state` names (see [`restore_request`]),
+    /// The complete backup a pending `captf.io/restore-state` names (see [`Pass::backup_named`]),
     /// counting a refused request once, not once per pass.
     pub async fn restore_request(
         &self,
@@ -46,19 +46,14 @@ where
                 .map(|c| (c.reason.clone(), c.message.clone()))
         };
         let before = reason(conds);
-        let restore = restore_request(
-            &self.ctx.client,
-            self.key,
-            self.object
-                .annotations()
-                .get(annotations::RESTORE_STATE)
-                .map(String::as_str),
-            workspace.last_restored_serial,
-            conds,
-            self.generation,
-            self.now,
-        )
-        .await?;
+        let annotation = self
+            .object
+            .annotations()
+            .get(annotations::RESTORE_STATE)
+            .map(String::as_str);
+        let restore = self
+            .backup_named(annotation, workspace.last_restored_serial, conds)
+            .await?;
         let after = reason(conds);
         if after != before
             && after
@@ -75,6 +70,42 @@ where
                 .inc();
         }
         Ok(restore)
+    }
+
+    /// The complete backup `annotation` names, or `None` (with `RestoreJobSucceeded` saying
+    /// why when the annotation cannot be honoured). A serial equal to
+    /// `status.lastRestoredSerial` was consumed already.
+    async fn backup_named(
+        &self,
+        annotation: Option<&str>,
+        last_restored: Option<i64>,
+        conds: &mut Conditions,
+    ) -> Result<Option<BackupSet>> {
+        let (client, key, generation, now) =
+            (&self.ctx.client, self.key, self.generation, self.now);
+        let Some(value) = annotation else {
+            return Ok(None);
+        };
+        let Some(serial) = value.trim().parse::<u64>().ok().filter(|s| *s >= 1) else {
+            conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("captf.io/restore-state={value:?} is not a state serial: use one of status.stateBackups[].serial"), generation, now);
+            return Ok(None);
+        };
+        if i64::try_from(serial).ok() == last_restored {
+            return Ok(None);
+        }
+        let sets = crate::reconcile::act::backups::list(client, key).await?;
+        match crate::reconcile::act::backups::restorable(&sets, serial) {
+            Some(set) => Ok(Some(set.clone())),
+            None => {
+                let kept: Vec<String> = sets
+                    .iter()
+                    .filter(|s| s.complete())
+                    .map(|s| s.serial.to_string())
+                    .collect();
+                conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("no complete backup of serial {serial}; the backups kept hold serials [{}] (status.stateBackups)", kept.join(", ")), generation, now);
+                Ok(None)
+            }
+        }
     }
 
     /// The snapshot of `seen`, with no approvals, no plan and no health facts yet.
