@@ -225,9 +225,9 @@ enum Begun<A: Adapter> {
     Go(Box<Work<A>>, Option<A::Inputs>),
 }
 
-/// The preamble: owner and dependencies, the finalizer, pause, and every finished Job
-/// recorded. Ends the pass while it is gated, paused or a Job runs.
-async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A>> {
+/// The entry ([`decide::admit`]): the first reads, owner and dependencies, and the finalizer.
+/// Ends the pass while it is gated or held for the cluster's Job, or once the finalizer is added.
+async fn enter<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Entered<A>> {
     let (object, ctx, key) = (pass.object, pass.ctx, pass.key);
     let before = object.status();
     let mut conds = Conditions::from(before.and_then(A::conditions));
@@ -262,7 +262,7 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         let action = pass
             .busy(before, &status, conds, provisioned_now, busy)
             .await?;
-        return Ok(Begun::Done(action));
+        return Ok(Entered::Done(action));
     }
     let found = found.map_err(|hold| match hold {
         Hold::Gate(gate) => gate,
@@ -277,15 +277,59 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         decide::Admit::Go | decide::Admit::ClusterBusy => {}
         decide::Admit::Gated => {
             let action = pass.gate(before, &status, conds, provisioned_now).await?;
-            return Ok(Begun::Done(action));
+            return Ok(Entered::Done(action));
         }
         decide::Admit::AddFinalizer => {
             add_finalizer(&api, object, A::WORKLOAD).await?;
-            return Ok(Begun::Done(Action::requeue(Duration::from_millis(100))));
+            return Ok(Entered::Done(Action::requeue(Duration::from_millis(100))));
         }
     }
     // Deleting without its owner: destroy from the durable inputs.
     let (deps, inputs) = found.map_or((None, None), |(deps, inputs)| (Some(deps), inputs));
+    Ok(Entered::In(Box::new(Admitted {
+        status,
+        conds,
+        jobs,
+        durable,
+        deps,
+        inputs,
+    })))
+}
+
+/// How the entry ended.
+enum Entered<A: Adapter> {
+    /// Gated, held for the cluster's Job, or the finalizer just added.
+    Done(Action),
+    In(Box<Admitted<A>>),
+}
+
+/// What the entry found of an object that goes on.
+struct Admitted<A: Adapter> {
+    status: A::Status,
+    conds: Conditions,
+    jobs: Vec<ObservedJob>,
+    durable: DurableInputs,
+    deps: Option<A::Deps>,
+    inputs: Option<A::Inputs>,
+}
+
+/// The preamble: the entry, pause, and every finished Job recorded. Ends the pass while it
+/// is gated, paused or a Job runs.
+async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A>> {
+    let (object, ctx, key) = (pass.object, pass.ctx, pass.key);
+    let before = object.status();
+    let Admitted {
+        status,
+        mut conds,
+        jobs,
+        durable,
+        deps,
+        inputs,
+    } = match enter(pass, deleting).await? {
+        Entered::Done(action) => return Ok(Begun::Done(action)),
+        Entered::In(entry) => *entry,
+    };
+    let api: Api<A> = Api::namespaced(ctx.client.clone(), key.namespace());
     let paused = object.annotations().contains_key(annotations::PAUSED)
         || deps.as_ref().is_some_and(A::paused_by);
     pass.lifecycle(&mut conds, deleting, paused);
