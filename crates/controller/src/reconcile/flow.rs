@@ -533,7 +533,7 @@ async fn start_job<A: Adapter>(
     pass: &Pass<'_, A>,
     w: &mut Work<A>,
     seen: &Seen,
-    creds: Option<&crate::reconcile::observe::credentials::Outcome>,
+    creds: Option<&crate::reconcile::act::credentials::Outcome>,
     start: &decide::Start,
     due: Option<Duration>,
     restore: Option<&crate::reconcile::act::backups::BackupSet>,

@@ -18,7 +18,7 @@ use crate::reconcile::act::object::{patch_status, set_block_move};
 use crate::reconcile::finished::bookkeeping::{self, Finished};
 use crate::reconcile::observe::jobs::{self, ObservedJob, Phase};
 use crate::reconcile::observe::state::{DurableInputs, StateRead};
-use crate::reconcile::{Context, observe::credentials};
+use crate::reconcile::{Context, act::credentials};
 
 /// One pass over one object: who it is and when the pass runs.
 pub struct Pass<'a, K> {

@@ -188,7 +188,7 @@ pub async fn create_namespaces(client: &kube::Client, names: &[String]) -> anyho
                 ..Default::default()
             };
             api.create(&PostParams::default(), &namespace).await?;
-            let runner = captf_controller::reconcile::observe::credentials::RUNNER;
+            let runner = captf_controller::reconcile::act::credentials::RUNNER;
             let managed = BTreeMap::from([(labels::MANAGED.to_owned(), labels::TRUE.to_owned())]);
             let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
             let sa = ServiceAccount {

@@ -4,6 +4,7 @@
 
 pub mod approvals;
 pub mod backups;
+pub mod credentials;
 pub mod image_pull;
 pub mod launch;
 pub mod leases;

@@ -2,7 +2,6 @@
 //! variables and credentials, its Jobs, its state and whose it is, the engine's lock, its
 //! outputs, and the snapshot [`crate::decide`] reads.
 
-pub mod credentials;
 pub mod jobs;
 pub mod lineage;
 pub mod locks;
