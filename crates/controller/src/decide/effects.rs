@@ -9,8 +9,9 @@ use super::{Action, Decision, Reason, Start};
 /// One effect of a pass that observed and decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
-    /// Post the events observe found (a state lock someone else holds).
-    Announce,
+    /// Carry out the writes observe found due, in order: what a kind's outputs set on its
+    /// objects, a pool's exports records, and events (a state lock someone else holds).
+    Write,
     /// Mirror the identity's credentials into the namespace and keep its runner RBAC
     /// current, and say how far they got (a Job starts only with both in place).
     EnsureCredentials,
@@ -60,8 +61,8 @@ impl Decision {
         match &self.action {
             Action::RemoveFinalizer => {
                 vec![
-                    Announce,
                     KeepState,
+                    Write,
                     CleanUp,
                     BookFinished,
                     RemoveFinalizer,
@@ -69,9 +70,9 @@ impl Decision {
                 ]
             }
             Action::Start(start) => vec![
-                Announce,
                 EnsureCredentials,
                 KeepState,
+                Write,
                 StartJob(start.clone()),
                 PatchStatus,
                 BookFinished,
@@ -79,9 +80,9 @@ impl Decision {
             ],
             Action::Wait if self.reason == Reason::DeletionHeld => {
                 vec![
-                    Announce,
                     EnsureCredentials,
                     KeepState,
+                    Write,
                     ExplainHeldDeletion,
                     PatchStatus,
                     BookFinished,
@@ -89,9 +90,9 @@ impl Decision {
                 ]
             }
             Action::Wait => vec![
-                Announce,
                 EnsureCredentials,
                 KeepState,
+                Write,
                 ExplainWait,
                 PatchStatus,
                 BookFinished,

@@ -32,7 +32,7 @@ use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::observe::snapshot::Observation;
 use crate::reconcile::observe::state::{self, DurableInputs, StateRead};
-use crate::reconcile::pass::{Keep, Note, Pass, finish_bookkeeping, first_visit};
+use crate::reconcile::pass::{Keep, Pass, finish_bookkeeping, first_visit};
 
 /// What a kind found from its verified owner: what it belongs to and, while it renders, its
 /// inputs; or the gate saying what is still missing.
@@ -207,6 +207,7 @@ pub async fn run<A: Adapter>(object: Arc<A>, ctx: Arc<Context>) -> Result<Action
         kind,
         generation: object.meta().generation,
         now: Timestamp::now(),
+        deferred: Default::default(),
     };
     let deleting = object.meta().deletion_timestamp.is_some();
     if let Some(done) = pass.externally_managed(deleting).await? {
@@ -415,8 +416,6 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
 
 /// What the pass observed once no Job runs, for the decision and the launch.
 struct Seen {
-    /// Events observe found to post.
-    notes: Vec<Note>,
     /// The TerraformClusterIdentity its Jobs run with.
     identity: Option<String>,
     state: StateRead,
@@ -471,11 +470,7 @@ async fn go<A: Adapter>(
     let mut creds = None;
     for effect in decision.effects() {
         match effect {
-            Effect::Announce => {
-                for note in &seen.notes {
-                    pass.publish(note.type_, note.reason, &note.text).await;
-                }
-            }
+            Effect::Write => pass.write_deferred().await?,
             Effect::EnsureCredentials => {
                 let identity = seen.identity.as_deref();
                 let ensured = pass.ensure_credentials(identity, &seen.owner_ref, &mut w.conds);
@@ -597,9 +592,8 @@ async fn observe<A: Adapter>(
     // Before the outputs record the serial read now.
     let observed_serial = A::workspace(&w.status).observed_state_serial;
     let previous = Conditions::from(object.status().and_then(A::conditions));
-    let mut notes = Vec::new();
     let lock = &observed.lock;
-    let force_unlock = pass.inspect_lock(&state, lock, &previous, &mut w.conds, &mut notes);
+    let force_unlock = pass.inspect_lock(&state, lock, &previous, &mut w.conds);
     let health = match &state {
         StateRead::Found(s, _) => A::outputs(pass, s, w).await?,
         _ => Reading::default(),
@@ -607,7 +601,6 @@ async fn observe<A: Adapter>(
     let rendering = A::render(pass, inputs, &view, w).await?;
     pass.measure_inputs(rendering.as_ref().map(|r| &r.rendered));
     Ok(Seen {
-        notes,
         identity,
         state,
         view,

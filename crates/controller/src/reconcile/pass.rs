@@ -7,7 +7,7 @@ use captf_api::{ActiveJob, WorkspaceStatus, annotations};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 
@@ -29,6 +29,8 @@ pub struct Pass<'a, K> {
     pub kind: &'static str,
     pub generation: Option<i64>,
     pub now: Timestamp,
+    /// The writes observe found due, in order ([`Pass::defer`]).
+    pub deferred: std::sync::Mutex<Vec<Write>>,
 }
 
 /// What [`Pass::first_reads`] read: the Jobs, the owner or its gate, the durable inputs.
@@ -44,12 +46,41 @@ pub struct Observed {
     pub lock: crate::reconcile::observe::locks::Lock,
 }
 
-/// An event observe found to post, posted after the decision ([`decide::Effect::Announce`]).
+/// A write observe found due, carried out after the decision ([`decide::Effect::Write`]):
+/// observe only reads.
 #[derive(Clone, Debug)]
-pub struct Note {
-    pub type_: EventType,
-    pub reason: &'static str,
-    pub text: String,
+pub enum Write {
+    /// An event about the object.
+    Note {
+        type_: EventType,
+        reason: &'static str,
+        text: String,
+    },
+    /// A merge patch of the object itself (what its outputs set in its spec); `what` names it
+    /// in an error.
+    Own {
+        patch: serde_json::Value,
+        what: &'static str,
+    },
+    /// A merge patch of the CAPI object `name` in the object's namespace.
+    Capi {
+        resource: kube::core::ApiResource,
+        name: String,
+        patch: serde_json::Value,
+        what: String,
+    },
+    /// A pool's exports mark on its durable inputs (`None`: removed).
+    ExportsMark {
+        annotation: &'static str,
+        value: Option<String>,
+    },
+    /// A pool's record of the exports last applied, on its durable inputs (`None`: removed).
+    AppliedExports(Option<Vec<u8>>),
+    /// An approval annotation used up, if it still holds `value`.
+    Consume {
+        annotation: &'static str,
+        value: String,
+    },
 }
 
 /// What [`Pass::keep_state`] keeps: the state the pass read and what it found beside it.
@@ -364,14 +395,13 @@ where
     /// The engine's lock, while no Job runs: a dead runner's is handed to the next Job to
     /// release (`Some((lock id, pod))`), anyone else's is reported as StateLocked and never
     /// forced. `previous` are the conditions the pass started from: a lock new to them is
-    /// counted, and its warning pushed to `notes` (posted after the decision).
+    /// counted, and its warning deferred (posted after the decision).
     pub fn inspect_lock(
         &self,
         state: &StateRead,
         lock: &crate::reconcile::observe::locks::Lock,
         previous: &Conditions,
         conds: &mut Conditions,
-        notes: &mut Vec<Note>,
     ) -> Option<(String, String)> {
         match lock {
             crate::reconcile::observe::locks::Lock::Stale { id, pod } => {
@@ -404,7 +434,7 @@ where
                             reason: "locked",
                         })
                         .inc();
-                    notes.push(Note {
+                    self.defer(Write::Note {
                         type_: EventType::Warning,
                         reason: captf_api::events::STATE_LOCKED,
                         text: message,
@@ -454,6 +484,71 @@ where
         Ok(Action::requeue(
             hold.requeue.unwrap_or(self.ctx.settings.sync_period),
         ))
+    }
+
+    /// Records a write observe found due, for [`write_deferred`](Self::write_deferred).
+    pub fn defer(&self, write: Write) {
+        self.deferred
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(write);
+    }
+
+    /// Carries out the deferred writes in the order they were found, and stops at the first
+    /// that fails (the next pass finds them due again).
+    pub async fn write_deferred(&self) -> Result<()> {
+        let writes = std::mem::take(
+            &mut *self
+                .deferred
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let (client, key, ns) = (&self.ctx.client, self.key, self.key.namespace());
+        for write in &writes {
+            match write {
+                Write::Note {
+                    type_,
+                    reason,
+                    text,
+                } => self.publish(*type_, reason, text).await,
+                Write::Own { patch, what } => {
+                    let api: Api<K> = Api::namespaced(client.clone(), ns);
+                    api.patch(key.name(), &PatchParams::default(), &Patch::Merge(patch))
+                        .await
+                        .during(|| format!("writing {what}"))?;
+                }
+                Write::Capi {
+                    resource,
+                    name,
+                    patch,
+                    what,
+                } => {
+                    let api: Api<kube::api::DynamicObject> =
+                        Api::namespaced_with(client.clone(), ns, resource);
+                    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                        .await
+                        .during(|| what.clone())?;
+                }
+                Write::ExportsMark { annotation, value } => {
+                    let value = value.as_deref();
+                    crate::reconcile::act::secrets::set_pool_exports_mark(
+                        client, key, annotation, value,
+                    )
+                    .await?;
+                }
+                Write::AppliedExports(record) => {
+                    let record = record.as_deref();
+                    crate::reconcile::act::secrets::write_applied_exports(client, key, record)
+                        .await?;
+                }
+                Write::Consume { annotation, value } => {
+                    let api: Api<K> = Api::namespaced(client.clone(), ns);
+                    crate::reconcile::act::approvals::consume(&api, key.name(), annotation, value)
+                        .await?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// An event about the object.

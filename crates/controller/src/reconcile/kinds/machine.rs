@@ -12,17 +12,16 @@ use captf_api::{
 };
 use captf_contract::{MachineInputs, Role, RoleInputs};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 use crate::capi;
 use crate::decide::{Policy, Snapshot, StateView};
-use crate::error::{KubeContext, Result};
+use crate::error::Result;
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::machine::{self, MachinePolicy, RemediationChange};
 use crate::reconcile::Context;
 use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::observe::owner::{Gate, Hold};
-use crate::reconcile::pass::Pass;
+use crate::reconcile::pass::{Pass, Write};
 use crate::reconcile::{observe::member, observe::outputs, observe::variables};
 
 /// What a machine belongs to, found from its verified Machine.
@@ -323,15 +322,10 @@ async fn machine_outputs(
     status.failure_domain = m.failure_domain.clone();
     status.interruptible = Some(m.interruptible);
     if tm.spec.provider_id.is_none() {
-        let api: Api<TerraformMachine> =
-            Api::namespaced(pass.ctx.client.clone(), pass.key.namespace());
-        api.patch(
-            &tm.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": {"providerID": m.provider_id}})),
-        )
-        .await
-        .during(|| "writing spec.providerID".to_owned())?;
+        pass.defer(Write::Own {
+            patch: serde_json::json!({"spec": {"providerID": m.provider_id}}),
+            what: "spec.providerID",
+        });
     }
     if fresh && mismatch.is_none() && !provisioned(&status.workspace) {
         status.workspace.initialization = Some(Initialization {
@@ -375,15 +369,12 @@ async fn remediate(
         }}}),
     };
     let name = machine.metadata.name.clone().unwrap_or_default();
-    let machines: Api<DynamicObject> = Api::namespaced_with(
-        pass.ctx.client.clone(),
-        pass.key.namespace(),
-        &capi::machine_resource(),
-    );
-    machines
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .during(|| format!("annotating Machine {name} for remediation"))?;
+    pass.defer(Write::Capi {
+        resource: capi::machine_resource(),
+        name: name.clone(),
+        patch,
+        what: format!("annotating Machine {name} for remediation"),
+    });
     let (type_, event, note, action) = match change {
         RemediationChange::Request(why) => (
             kube::runtime::events::EventType::Warning,
@@ -408,6 +399,10 @@ async fn remediate(
         .remediation_requests_total
         .get_or_create(&crate::metrics::Action { action })
         .inc();
-    pass.publish(type_, event, &note).await;
+    pass.defer(Write::Note {
+        type_,
+        reason: event,
+        text: note,
+    });
     Ok(())
 }

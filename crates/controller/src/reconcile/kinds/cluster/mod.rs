@@ -14,13 +14,13 @@ use captf_api::{
 };
 use captf_contract::{Role, RoleInputs};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::events::EventType;
 
 use crate::capi;
 use crate::conditions::Conditions;
 use crate::decide::{self, Approvals, Lifecycle, Policy, Snapshot, StateView};
-use crate::error::{KubeContext, Result};
+use crate::error::Result;
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::reconcile::act::Acted;
 use crate::reconcile::finished::bookkeeping::Finished;
@@ -28,7 +28,7 @@ use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, share
 use crate::reconcile::kinds::cluster::dependents::Dependents;
 use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Hold;
-use crate::reconcile::pass::Pass;
+use crate::reconcile::pass::{Pass, Write};
 use crate::reconcile::{Context, act::approvals, observe::outputs};
 
 const KIND: &str = "TerraformCluster";
@@ -353,7 +353,6 @@ async fn apply_outputs(
     status: &mut TerraformClusterStatus,
 ) -> Result<()> {
     let (tc, generation, now) = (pass.object, pass.generation, pass.now);
-    let api: Api<TerraformCluster> = Api::namespaced(pass.ctx.client.clone(), pass.key.namespace());
     status.workspace.observed_state_serial = i64::try_from(state.serial).ok().filter(|s| *s >= 1);
     let cluster_outputs = match outputs::decode(Role::Cluster, state, conds, generation, now) {
         Some(captf_contract::RoleOutputs::Cluster(c)) => Some(c),
@@ -393,12 +392,11 @@ async fn apply_outputs(
         status.exports = Some(outputs.exports.clone());
     } else {
         status.exports = None;
-        pass.publish(
-            EventType::Warning,
-            captf_api::events::EXPORTS_NOT_PUBLISHED,
-            "exports are over 65536 bytes and were not published in status.exports",
-        )
-        .await;
+        pass.defer(Write::Note {
+            type_: EventType::Warning,
+            reason: captf_api::events::EXPORTS_NOT_PUBLISHED,
+            text: "exports are over 65536 bytes and were not published in status.exports".into(),
+        });
     }
     // The module's endpoint goes to spec once, when the user set none.
     let spec_complete = tc
@@ -413,13 +411,10 @@ async fn apply_outputs(
             "metadata": {"annotations": {annotations::ENDPOINT_SOURCE: annotations::ENDPOINT_SOURCE_MODULE}},
             "spec": {"controlPlaneEndpoint": {"host": endpoint.host, "port": endpoint.port}},
         });
-        api.patch(
-            &tc.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .during(|| "writing spec.controlPlaneEndpoint".to_owned())?;
+        pass.defer(Write::Own {
+            patch,
+            what: "spec.controlPlaneEndpoint",
+        });
     }
     if provisioned(&status.workspace) {
         let cluster_endpoint = cluster

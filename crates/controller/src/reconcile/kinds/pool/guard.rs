@@ -21,8 +21,8 @@ use crate::reconcile::kinds::pool::Prepared;
 use crate::reconcile::kinds::pool::exports::{self, Facts, Pending, PendingFate, Render, Verdict};
 use crate::reconcile::observe::jobs::{ObservedJob, Phase};
 use crate::reconcile::observe::state::DurableInputs;
-use crate::reconcile::pass::Pass;
-use crate::reconcile::{act::approvals, act::secrets, observe::member};
+use crate::reconcile::pass::{Pass, Write};
+use crate::reconcile::{act::secrets, observe::member};
 
 /// The hash the newest finished apply was blocked for, if the guard stopped it. The markers of
 /// a Job recorded this pass are not on the listed Job yet: `finished` has them.
@@ -236,7 +236,6 @@ async fn keep_records(
     durable: &mut DurableInputs,
     state_view: &StateView,
 ) -> Result<(Option<String>, Option<serde_json::Value>)> {
-    let (client, key) = (&pass.ctx.client, pass.key);
     const APPLIED: &str = annotations::APPLIED_CLUSTER_OUTPUTS_HASH;
     // A pool applied before the exports were recorded: the exports rendered now are proven
     // applied when the inputs rendered now are those the state was written from.
@@ -244,7 +243,10 @@ async fn keep_records(
         && durable.applied()
         && matches!(state_view, StateView::Found { inputs_hash: Some(h) } if *h == prepared.current.inputs_hash)
     {
-        secrets::set_pool_exports_mark(client, key, APPLIED, Some(&prepared.exports_hash)).await?;
+        pass.defer(Write::ExportsMark {
+            annotation: APPLIED,
+            value: Some(prepared.exports_hash.clone()),
+        });
         durable
             .annotations
             .insert(APPLIED.into(), prepared.exports_hash.clone());
@@ -278,7 +280,7 @@ async fn keep_records(
             .and_then(|v| captf_contract::canonicalize_exports(v).ok())
             .filter(|b| exports::fits(room, b.len()))
         {
-            secrets::write_applied_exports(client, key, Some(&bytes)).await?;
+            pass.defer(Write::AppliedExports(Some(bytes.clone())));
             durable.applied_exports = Some(bytes);
             record = found;
         }
@@ -288,7 +290,7 @@ async fn keep_records(
         && record.is_some()
         && !exports::fits(room, len)
     {
-        secrets::write_applied_exports(client, key, None).await?;
+        pass.defer(Write::AppliedExports(None));
         durable.applied_exports = None;
         record = None;
     }
@@ -309,7 +311,10 @@ async fn keep_records(
             exports_hash: lost_exports,
         }
         .to_annotation();
-        secrets::set_pool_exports_mark(client, key, PARTIAL, Some(&partial)).await?;
+        pass.defer(Write::ExportsMark {
+            annotation: PARTIAL,
+            value: Some(partial.clone()),
+        });
         durable.annotations.insert(PARTIAL.into(), partial);
     }
     Ok((applied, record))
@@ -324,19 +329,22 @@ async fn settle_pending(
     jobs: &[ObservedJob],
     conds: &mut Conditions,
 ) -> Result<()> {
-    let (client, key) = (&pass.ctx.client, pass.key);
     match &verdict.pending {
         PendingFate::Keep => return Ok(()),
         PendingFate::Applied(_) => {}
         PendingFate::Withdrawn(p) | PendingFate::Superseded(p) => {
             // Its approval approved that change only; a change that returns is guarded anew.
-            let api: Api<TerraformMachinePool> = Api::namespaced(client.clone(), key.namespace());
-            let approve = annotations::APPROVE_DESTRUCTIVE_PLAN;
-            approvals::consume(&api, key.name(), approve, &p.approval_hash).await?;
+            pass.defer(Write::Consume {
+                annotation: annotations::APPROVE_DESTRUCTIVE_PLAN,
+                value: p.approval_hash.clone(),
+            });
         }
     }
     const PENDING: &str = annotations::PENDING_CLUSTER_OUTPUTS;
-    secrets::set_pool_exports_mark(client, key, PENDING, None).await?;
+    pass.defer(Write::ExportsMark {
+        annotation: PENDING,
+        value: None,
+    });
     durable.annotations.remove(PENDING);
     if let PendingFate::Withdrawn(p) = &verdict.pending {
         withdrawn(p, jobs, conds, pass.generation, pass.now);

@@ -18,19 +18,18 @@ use captf_api::{
 };
 use captf_contract::{Autoscaling, MachinePoolOutputs, Role, RoleInputs};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
 
 use crate::capi;
 use crate::conditions::Conditions;
 use crate::decide::{self, Policy, Snapshot, StateView};
-use crate::error::{KubeContext, Result};
+use crate::error::Result;
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::reconcile::finished::bookkeeping::Finished;
 use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::kinds::pool::guard::{exports_guard, newest_blocked, record_exports};
 use crate::reconcile::observe::owner::{Gate, Hold};
-use crate::reconcile::pass::Pass;
+use crate::reconcile::pass::{Pass, Write};
 use crate::reconcile::{Context, observe::member, observe::outputs};
 use exports::{PendingFate, Render, Verdict};
 
@@ -379,18 +378,13 @@ async fn read_outputs(
     .filter(|i| !i.is_empty());
     let list = Some(p.provider_id_list.clone());
     if pool.spec.provider_id_list != list || pool.spec.provider_id != p.provider_id {
-        let api: Api<TerraformMachinePool> =
-            Api::namespaced(pass.ctx.client.clone(), pass.key.namespace());
-        api.patch(
-            &pool.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": {
+        pass.defer(Write::Own {
+            patch: serde_json::json!({"spec": {
                 "providerIDList": p.provider_id_list,
                 "providerID": p.provider_id,
-            }})),
-        )
-        .await
-        .during(|| "writing spec.providerIDList".to_owned())?;
+            }}),
+            what: "spec.providerIDList",
+        });
     }
     if state.inputs_hash.is_some() && !health.pending && !provisioned(&status.workspace) {
         status.workspace.initialization = Some(Initialization {
@@ -418,11 +412,6 @@ async fn autoscale(
         .as_ref()
         .and_then(|a| a.get(annotations::REPLICAS_MANAGED_BY))
         .cloned();
-    let machine_pools: Api<DynamicObject> = Api::namespaced_with(
-        pass.ctx.client.clone(),
-        pass.key.namespace(),
-        &capi::machine_pool_resource(),
-    );
     let ours = claim.as_deref() == Some(annotations::REPLICAS_MANAGED_BY_CAPTF);
     let scaling = match scaling(owner) {
         Ok(s) if s.enabled => s,
@@ -445,10 +434,12 @@ async fn autoscale(
             if ours {
                 // Autoscaling ended: give the claim back.
                 let patch = serde_json::json!({"metadata": {"annotations": {annotations::REPLICAS_MANAGED_BY: null}}});
-                machine_pools
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .during(|| format!("releasing MachinePool {name}'s replicas"))?;
+                pass.defer(Write::Capi {
+                    resource: capi::machine_pool_resource(),
+                    name: name.clone(),
+                    patch,
+                    what: format!("releasing MachinePool {name}'s replicas"),
+                });
             }
             return Ok(());
         }
@@ -462,12 +453,11 @@ async fn autoscale(
             .get(types::AUTOSCALING_ACTIVE)
             .is_none_or(|c| c.reason != reasons::REPLICAS_MANAGED_EXTERNALLY)
         {
-            pass.publish(
-                EventType::Warning,
-                reasons::REPLICAS_MANAGED_EXTERNALLY,
-                &message,
-            )
-            .await;
+            pass.defer(Write::Note {
+                type_: EventType::Warning,
+                reason: reasons::REPLICAS_MANAGED_EXTERNALLY,
+                text: message.clone(),
+            });
         }
         conds.set(
             types::AUTOSCALING_ACTIVE,
@@ -499,19 +489,20 @@ async fn autoscale(
     }}});
     if let Some(replicas) = observed.filter(|r| Some(*r) != owner.spec.replicas) {
         patch["spec"] = serde_json::json!({"replicas": replicas});
-        pass.publish(
-            EventType::Normal,
-            captf_api::events::REPLICAS_WRITTEN_BACK,
-            &format!(
+        pass.defer(Write::Note {
+            type_: EventType::Normal,
+            reason: captf_api::events::REPLICAS_WRITTEN_BACK,
+            text: format!(
                 "MachinePool {name} spec.replicas: {} -> {replicas} (observed by the module)",
                 owner.spec.replicas.unwrap_or(1)
             ),
-        )
-        .await;
+        });
     }
-    machine_pools
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .during(|| format!("writing MachinePool {name}'s replicas"))?;
+    pass.defer(Write::Capi {
+        resource: capi::machine_pool_resource(),
+        name: name.clone(),
+        patch,
+        what: format!("writing MachinePool {name}'s replicas"),
+    });
     Ok(())
 }
