@@ -254,6 +254,33 @@ where
         creds
     }
 
+    /// What [`state_view`](Self::state_view) found must be written about the state's lineage,
+    /// and said.
+    pub async fn keep_lineage(
+        &self,
+        writes: &crate::reconcile::observe::lineage::LineageWrites,
+    ) -> Result<()> {
+        if let Some(lineage) = &writes.record {
+            crate::reconcile::act::secrets::record_lineage(&self.ctx.client, self.key, lineage)
+                .await?;
+        }
+        if let Some(note) = &writes.adopted {
+            self.publish(EventType::Normal, captf_api::events::STATE_ADOPTED, note)
+                .await;
+        }
+        if let Some(lineage) = &writes.adoption_done {
+            let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
+            let adopt = annotations::ADOPT_STATE;
+            crate::reconcile::act::approvals::consume(&api, self.key.name(), adopt, lineage)
+                .await?;
+        }
+        if let Some(message) = &writes.mismatch {
+            let reason = reasons::STATE_LINEAGE_MISMATCH;
+            self.publish(EventType::Warning, reason, message).await;
+        }
+        Ok(())
+    }
+
     /// A backup of each new serial (`status.stateBackups`), and the owner references of the
     /// object's Secrets repaired (one OwnerReferencesRepaired event).
     pub async fn keep_state(&self, keep: &Keep<'_>, workspace: &mut WorkspaceStatus) -> Result<()> {

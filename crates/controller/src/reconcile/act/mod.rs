@@ -387,7 +387,7 @@ where
             policy.successful_jobs_history_limit,
             policy.failed_jobs_history_limit,
         );
-        jobs::prune(&self.ctx.client, self.key.namespace(), &pruned).await
+        prune(&self.ctx.client, self.key.namespace(), &pruned).await
     }
 
     /// When to look again: `after` at the latest, never later than the sync period nor
@@ -396,4 +396,27 @@ where
         let sync = self.ctx.settings.sync_period;
         Action::requeue(after.map_or(sync, |d| d.min(sync).max(Duration::from_secs(1))))
     }
+}
+
+/// Deletes the Jobs `names` (background propagation: their pods go too).
+pub async fn prune(client: &kube::Client, namespace: &str, names: &[String]) -> Result<()> {
+    let api: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), namespace);
+    for name in names {
+        match api
+            .delete(name, &kube::api::DeleteParams::background())
+            .await
+        {
+            Ok(_) => {
+                tracing::debug!(%namespace, job = %name, "pruned Job beyond the history limits")
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                return Err(crate::Error::Kube {
+                    action: format!("pruning Job {namespace}/{name}"),
+                    source: e,
+                });
+            }
+        }
+    }
+    Ok(())
 }

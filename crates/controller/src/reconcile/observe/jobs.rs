@@ -314,29 +314,6 @@ pub fn prune_plan(jobs: &[ObservedJob], successful_limit: u32, failed_limit: u32
     out
 }
 
-/// Deletes the pruned Jobs (background propagation: their pods go too).
-pub async fn prune(client: &kube::Client, namespace: &str, names: &[String]) -> Result<()> {
-    let api: Api<Job> = Api::namespaced(client.clone(), namespace);
-    for name in names {
-        match api
-            .delete(name, &kube::api::DeleteParams::background())
-            .await
-        {
-            Ok(_) => {
-                tracing::debug!(%namespace, job = %name, "pruned Job beyond the history limits")
-            }
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => {
-                return Err(crate::Error::Kube {
-                    action: format!("pruning Job {namespace}/{name}"),
-                    source: e,
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

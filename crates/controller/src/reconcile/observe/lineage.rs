@@ -3,8 +3,6 @@
 
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::{WorkspaceStatus, annotations};
-use kube::api::Api;
-use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
@@ -371,29 +369,6 @@ where
         StateView::Found {
             inputs_hash: s.inputs_hash.clone(),
         }
-    }
-
-    /// What [`state_view`](Self::state_view) found must be written and said.
-    pub async fn keep_lineage(&self, writes: &LineageWrites) -> Result<()> {
-        if let Some(lineage) = &writes.record {
-            crate::reconcile::act::secrets::record_lineage(&self.ctx.client, self.key, lineage)
-                .await?;
-        }
-        if let Some(note) = &writes.adopted {
-            self.publish(EventType::Normal, captf_api::events::STATE_ADOPTED, note)
-                .await;
-        }
-        if let Some(lineage) = &writes.adoption_done {
-            let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
-            let adopt = annotations::ADOPT_STATE;
-            crate::reconcile::act::approvals::consume(&api, self.key.name(), adopt, lineage)
-                .await?;
-        }
-        if let Some(message) = &writes.mismatch {
-            let reason = reasons::STATE_LINEAGE_MISMATCH;
-            self.publish(EventType::Warning, reason, message).await;
-        }
-        Ok(())
     }
 
     fn count_state_error(&self, reason: &'static str) {
