@@ -75,7 +75,7 @@ impl Secrets {
 }
 
 /// What a controller subscribes to: every managed Secret written or deleted from now on, with
-/// what [`trimmed`] keeps of it.
+/// what `trimmed` keeps of it.
 pub struct SecretChanges {
     /// Not read itself, so it holds nothing back: each subscription is an active copy.
     changes: async_broadcast::InactiveReceiver<Arc<SecretMeta>>,

@@ -5,7 +5,7 @@
 //!
 //! The certificate is `tls.crt` and `tls.key` from [`CERT_DIR`] when both exist (read again
 //! when they change, as a mounted Secret does when it is renewed), else a self-signed one made
-//! at start. Decisions are remembered for [`DECISION_TTL`] per token (by its SHA-256), so a
+//! at start. Decisions are remembered for `DECISION_TTL` per token (by its SHA-256), so a
 //! scraper costs two API calls per token and period, not per scrape.
 
 use std::collections::HashMap;

@@ -34,7 +34,7 @@ impl<K> Pass<'_, K>
 where
     K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
-    /// The complete backup a pending `captf.io/restore-state` names (see [`Pass::backup_named`]),
+    /// The complete backup a pending `captf.io/restore-state` names (see `backup_named`),
     /// counting a refused request once, not once per pass.
     pub async fn restore_request(
         &self,

@@ -87,7 +87,7 @@ impl Dependents {
     }
 
     /// `2 TerraformMachine(s) left: a, b; 1 TerraformMachinePool(s) left: p; the destroy waits
-    /// until they are deleted`, at most [`NAMED`] names per kind; `None` when nothing is left.
+    /// until they are deleted`, at most `NAMED` names per kind; `None` when nothing is left.
     pub fn message(&self) -> Option<String> {
         let part = |kind: &str, names: &[String]| {
             (!names.is_empty()).then(|| {
