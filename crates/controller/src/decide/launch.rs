@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use captf_api::Operation;
+use captf_api::conditions::{Status, reasons, types};
 
 use super::Start;
 use crate::schedule::jitter;
@@ -49,7 +50,55 @@ pub enum Held {
     Policy(String),
 }
 
+/// The status a held Job writes: `status`/`reason`/`message` on each condition of
+/// `conditions`. A wait (`wait_metric`) is announced once by an event of its reason and
+/// counted in `captf_lease_waits_total{reason=wait_metric}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Said {
+    pub conditions: Vec<&'static str>,
+    pub status: Status,
+    pub reason: &'static str,
+    pub message: String,
+    pub wait_metric: Option<&'static str>,
+}
+
 impl Held {
+    /// What the object says while `op`'s Job is held.
+    pub fn said(&self, op: Operation) -> Said {
+        let refused = |conditions, reason, message| Said {
+            conditions,
+            status: Status::False,
+            reason,
+            message,
+            wait_metric: None,
+        };
+        match self {
+            Held::Credentials => refused(
+                vec![types::APPLY_JOB_SUCCEEDED],
+                reasons::IDENTITY_NOT_ALLOWED,
+                "credentials are not ready (see IdentityAllowed and CredentialsMirrored)".into(),
+            ),
+            // Consent is the runner RBAC's as much as the Job's.
+            Held::ServiceAccount(refusal) => refused(
+                vec![types::RUNNER_RBAC_READY, types::APPLY_JOB_SUCCEEDED],
+                reasons::SERVICE_ACCOUNT_NOT_OPTED_IN,
+                refusal.clone(),
+            ),
+            Held::Slot(full) => Said {
+                conditions: vec![condition_of(op)],
+                status: Status::Unknown,
+                reason: reasons::WAITING_FOR_JOB_SLOT,
+                message: format!("{} waits for a Job slot: {full}", op.as_str()),
+                wait_metric: Some("job_slot"),
+            },
+            Held::Policy(invalid) => refused(
+                vec![types::APPLY_JOB_SUCCEEDED],
+                reasons::JOB_POLICY_INVALID,
+                invalid.clone(),
+            ),
+        }
+    }
+
     /// When to look again; `uid` seeds the jitter.
     pub fn requeue(&self, uid: &str) -> Duration {
         match self {
@@ -108,4 +157,13 @@ pub fn writes(op: Operation) -> bool {
         op,
         Operation::Apply | Operation::Destroy | Operation::Restore
     )
+}
+
+/// The condition that reports on `op`.
+pub fn condition_of(op: Operation) -> &'static str {
+    match op {
+        Operation::Drift | Operation::Refresh => types::DRIFT_JOB_SUCCEEDED,
+        Operation::Restore => types::RESTORE_JOB_SUCCEEDED,
+        Operation::Apply | Operation::Plan | Operation::Destroy => types::APPLY_JOB_SUCCEEDED,
+    }
 }

@@ -160,3 +160,77 @@ fn a_full_cap_comes_back_with_the_object_s_jitter() {
     assert_eq!(held.requeue(UID), j(JOB_SLOT_REQUEUE));
     assert_eq!(Held::Credentials.requeue(UID), Duration::from_secs(30));
 }
+
+#[test]
+fn a_held_job_says_why_where_its_operation_reports() {
+    use captf_api::conditions::{Status, reasons, types};
+    let said = |held: Held, op| {
+        let s = held.said(op);
+        (s.conditions, s.status, s.reason, s.wait_metric)
+    };
+    let rows = [
+        (
+            "no credentials: the apply's condition, refused",
+            Held::Credentials,
+            Operation::Drift,
+            (
+                vec![types::APPLY_JOB_SUCCEEDED],
+                Status::False,
+                reasons::IDENTITY_NOT_ALLOWED,
+                None,
+            ),
+        ),
+        (
+            "no consent: the runner RBAC's condition too",
+            Held::ServiceAccount("not opted in".into()),
+            Operation::Destroy,
+            (
+                vec![types::RUNNER_RBAC_READY, types::APPLY_JOB_SUCCEEDED],
+                Status::False,
+                reasons::SERVICE_ACCOUNT_NOT_OPTED_IN,
+                None,
+            ),
+        ),
+        (
+            "a full cap: a wait on the drift check's own condition, counted",
+            Held::Slot(full()),
+            Operation::Drift,
+            (
+                vec![types::DRIFT_JOB_SUCCEEDED],
+                Status::Unknown,
+                reasons::WAITING_FOR_JOB_SLOT,
+                Some("job_slot"),
+            ),
+        ),
+        (
+            "a full cap holds a restore where restores report",
+            Held::Slot(full()),
+            Operation::Restore,
+            (
+                vec![types::RESTORE_JOB_SUCCEEDED],
+                Status::Unknown,
+                reasons::WAITING_FOR_JOB_SLOT,
+                Some("job_slot"),
+            ),
+        ),
+        (
+            "an invalid policy: refused",
+            Held::Policy("bad".into()),
+            Operation::Apply,
+            (
+                vec![types::APPLY_JOB_SUCCEEDED],
+                Status::False,
+                reasons::JOB_POLICY_INVALID,
+                None,
+            ),
+        ),
+    ];
+    for (name, held, op, want) in rows {
+        assert_eq!(said(held, op), want, "{name}");
+    }
+    let message = Held::Slot(full()).said(Operation::Apply).message;
+    assert!(
+        message.starts_with("apply waits for a Job slot: "),
+        "{message}"
+    );
+}

@@ -215,38 +215,15 @@ where
 
     /// What the object says while [`launch::launch`] holds its Job.
     async fn held(&self, op: Operation, held: &Held, conds: &mut Conditions) {
-        let (g, now) = (self.generation, self.now);
-        match held {
-            Held::Credentials => conds.set(
-                types::APPLY_JOB_SUCCEEDED,
-                Status::False,
-                reasons::IDENTITY_NOT_ALLOWED,
-                "credentials are not ready (see IdentityAllowed and CredentialsMirrored)",
-                g,
-                now,
-            ),
-            Held::ServiceAccount(refusal) => {
-                for type_ in [types::RUNNER_RBAC_READY, types::APPLY_JOB_SUCCEEDED] {
-                    let reason = reasons::SERVICE_ACCOUNT_NOT_OPTED_IN;
-                    conds.set(type_, Status::False, reason, refusal, g, now);
-                }
-            }
-            Held::Slot(full) => {
-                let message = format!("{} waits for a Job slot: {full}", op.as_str());
-                let reason = reasons::WAITING_FOR_JOB_SLOT;
-                self.waits(op, reason, &message, "job_slot", conds).await;
-            }
-            Held::Policy(invalid) => {
-                let reason = reasons::JOB_POLICY_INVALID;
-                conds.set(
-                    types::APPLY_JOB_SUCCEEDED,
-                    Status::False,
-                    reason,
-                    invalid,
-                    g,
-                    now,
-                );
-            }
+        let said = held.said(op);
+        if let Some(metric) = said.wait_metric {
+            self.waits(op, said.reason, &said.message, metric, conds)
+                .await;
+            return;
+        }
+        for type_ in said.conditions {
+            let (g, now) = (self.generation, self.now);
+            conds.set(type_, said.status, said.reason, &said.message, g, now);
         }
     }
 
@@ -675,14 +652,7 @@ where
     }
 }
 
-/// The condition that reports on `op`.
-pub fn condition_of(op: Operation) -> &'static str {
-    match op {
-        Operation::Drift | Operation::Refresh => types::DRIFT_JOB_SUCCEEDED,
-        Operation::Restore => types::RESTORE_JOB_SUCCEEDED,
-        Operation::Apply | Operation::Plan | Operation::Destroy => types::APPLY_JOB_SUCCEEDED,
-    }
-}
+pub use crate::decide::launch::condition_of;
 
 /// Whether the caps leave room for one more `op` Job, counted from the Job cache.
 pub fn job_slot(
