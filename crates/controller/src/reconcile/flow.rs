@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::job::EffectivePolicy;
 use crate::reconcile::Context;
 use crate::reconcile::act::Acted;
+use crate::reconcile::act::keep::Keep;
 use crate::reconcile::act::launch::{Launch, RenderedExports, Starting};
 use crate::reconcile::act::object::{WithWorkspaceStatus, Workload, add_finalizer, set_block_move};
 use crate::reconcile::finished::bookkeeping::{self, Finished};
@@ -32,7 +33,7 @@ use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::observe::snapshot::Observation;
 use crate::reconcile::observe::state::{self, DurableInputs, StateRead};
-use crate::reconcile::pass::{Keep, Pass, finish_bookkeeping, first_visit};
+use crate::reconcile::pass::{Pass, finish_bookkeeping, first_visit};
 
 /// What a kind found from its verified owner: what it belongs to and, while it renders, its
 /// inputs; or the gate saying what is still missing.

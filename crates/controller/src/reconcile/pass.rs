@@ -3,22 +3,21 @@
 
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::names::ObjectKey;
-use captf_api::{ActiveJob, WorkspaceStatus, annotations};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use captf_api::{ActiveJob, annotations};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 
 use crate::conditions::Conditions;
 use crate::decide::{self, StateView};
 use crate::error::{KubeContext, Result};
+use crate::reconcile::Context;
 use crate::reconcile::act::object::{patch_status, set_block_move};
 use crate::reconcile::finished::bookkeeping::{self, Finished};
-use crate::reconcile::observe::jobs::{self, ObservedJob, Phase};
+use crate::reconcile::observe::jobs::{self, ObservedJob};
 use crate::reconcile::observe::state::{DurableInputs, StateRead};
-use crate::reconcile::{Context, act::credentials};
 
 /// One pass over one object: who it is and when the pass runs.
 pub struct Pass<'a, K> {
@@ -30,7 +29,7 @@ pub struct Pass<'a, K> {
     pub generation: Option<i64>,
     pub now: Timestamp,
     /// The writes observe found due, in order ([`Pass::defer`]).
-    pub deferred: std::sync::Mutex<Vec<Write>>,
+    pub deferred: std::sync::Mutex<Vec<crate::reconcile::act::deferred::Write>>,
 }
 
 /// What [`Pass::first_reads`] read: the Jobs, the owner or its gate, the durable inputs.
@@ -44,58 +43,6 @@ pub type FirstReads<O> = (
 pub struct Observed {
     pub state: StateRead,
     pub lock: crate::reconcile::observe::locks::Lock,
-}
-
-/// A write observe found due, carried out after the decision ([`decide::Effect::Write`]):
-/// observe only reads.
-#[derive(Clone, Debug)]
-pub enum Write {
-    /// An event about the object.
-    Note {
-        type_: EventType,
-        reason: &'static str,
-        text: String,
-    },
-    /// A merge patch of the object itself (what its outputs set in its spec); `what` names it
-    /// in an error.
-    Own {
-        patch: serde_json::Value,
-        what: &'static str,
-    },
-    /// A merge patch of the CAPI object `name` in the object's namespace.
-    Capi {
-        resource: kube::core::ApiResource,
-        name: String,
-        patch: serde_json::Value,
-        what: String,
-    },
-    /// A pool's exports mark on its durable inputs (`None`: removed).
-    ExportsMark {
-        annotation: &'static str,
-        value: Option<String>,
-    },
-    /// A pool's record of the exports last applied, on its durable inputs (`None`: removed).
-    AppliedExports(Option<Vec<u8>>),
-    /// An approval annotation used up, if it still holds `value`.
-    Consume {
-        annotation: &'static str,
-        value: String,
-    },
-}
-
-/// What [`Pass::keep_state`] keeps: the state the pass read and what it found beside it.
-#[derive(Clone, Copy)]
-pub struct Keep<'a> {
-    pub state: &'a StateRead,
-    pub jobs: &'a [ObservedJob],
-    pub owner_ref: &'a OwnerReference,
-    pub cluster_name: &'a str,
-    /// The serial a pending `captf.io/restore-state` names.
-    pub pending_restore: Option<u64>,
-    pub deleting: bool,
-    /// `status.observedStateSerial` as the pass found it, before the outputs recorded the
-    /// serial read now: a serial not seen before is backed up.
-    pub observed_serial: Option<i64>,
 }
 
 impl<K> Pass<'_, K>
@@ -154,271 +101,6 @@ where
         Ok(Observed { state, lock })
     }
 
-    /// The object's credentials mirrored and its namespace's runner RBAC kept current, at
-    /// once (each is a round trip or two), and what they say in IdentityAllowed,
-    /// CredentialsMirrored and RunnerRBACReady.
-    pub async fn ensure_credentials(
-        &self,
-        identity: Option<&str>,
-        owner_ref: &OwnerReference,
-        conds: &mut Conditions,
-    ) -> Result<credentials::Outcome> {
-        let (client, caches, ns) = (&self.ctx.client, &self.ctx.caches, self.key.namespace());
-        let (creds, runner_rbac) = futures::try_join!(
-            credentials::ensure(client, caches, ns, identity, owner_ref),
-            // Not the pass's error: RunnerRBACReady says what failed.
-            async { Ok(credentials::ensure_runner_rbac(client, caches, ns).await) },
-        )?;
-        if let Some(mirror) = &creds.mirror_removed {
-            self.publish(
-                EventType::Normal,
-                captf_api::events::MIRROR_REMOVED,
-                &format!(
-                    "deleted the credential mirror {ns}/{mirror}: TerraformClusterIdentity {} no longer allows the namespace",
-                    identity.unwrap_or_default()
-                ),
-            )
-            .await;
-        }
-        Ok(self.note_credentials(creds, runner_rbac, conds))
-    }
-
-    /// IdentityAllowed, CredentialsMirrored and RunnerRBACReady, from what
-    /// [`ensure_credentials`](Self::ensure_credentials) found.
-    fn note_credentials(
-        &self,
-        creds: credentials::Outcome,
-        runner_rbac: Result<()>,
-        conds: &mut Conditions,
-    ) -> credentials::Outcome {
-        let (status, reason, _) = &creds.identity_allowed;
-        let denied = match *reason {
-            reasons::IDENTITY_NOT_FOUND => Some("notfound"),
-            reasons::NAMESPACE_NOT_ALLOWED => Some("namespace"),
-            _ => None,
-        }
-        .filter(|_| *status == Status::False);
-        // Once per refusal, not once per pass: the condition held its reason already (its
-        // status says so after a restart), or this manager counted it (a pass may start from a
-        // cached object that lags its last status patch).
-        let held = conds
-            .get(types::IDENTITY_ALLOWED)
-            .is_some_and(|c| c.reason == *reason);
-        let uid = self.object.meta().uid.clone().unwrap_or_default();
-        let first = self
-            .ctx
-            .metrics
-            .counted
-            .first(&uid, "identity_denied", denied);
-        if let Some(denied) = denied.filter(|_| !held && first) {
-            self.ctx
-                .metrics
-                .identity_denied_total
-                .get_or_create(&crate::metrics::Reason { reason: denied })
-                .inc();
-        }
-        conds.set(
-            types::IDENTITY_ALLOWED,
-            creds.identity_allowed.0,
-            creds.identity_allowed.1,
-            &creds.identity_allowed.2,
-            self.generation,
-            self.now,
-        );
-        conds.set(
-            types::CREDENTIALS_MIRRORED,
-            creds.mirrored.0,
-            creds.mirrored.1,
-            &creds.mirrored.2,
-            self.generation,
-            self.now,
-        );
-        match runner_rbac {
-            Ok(()) => conds.set(
-                types::RUNNER_RBAC_READY,
-                Status::True,
-                reasons::RBAC_READY,
-                "",
-                self.generation,
-                self.now,
-            ),
-            Err(e) => conds.set(
-                types::RUNNER_RBAC_READY,
-                Status::False,
-                reasons::RBAC_FAILED,
-                &e.to_string(),
-                self.generation,
-                self.now,
-            ),
-        }
-        creds
-    }
-
-    /// What [`state_view`](Self::state_view) found must be written about the state's lineage,
-    /// and said.
-    pub async fn keep_lineage(
-        &self,
-        writes: &crate::reconcile::observe::lineage::LineageWrites,
-    ) -> Result<()> {
-        if let Some(lineage) = &writes.record {
-            crate::reconcile::act::secrets::record_lineage(&self.ctx.client, self.key, lineage)
-                .await?;
-        }
-        if let Some(note) = &writes.adopted {
-            self.publish(EventType::Normal, captf_api::events::STATE_ADOPTED, note)
-                .await;
-        }
-        if let Some(lineage) = &writes.adoption_done {
-            let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
-            let adopt = annotations::ADOPT_STATE;
-            crate::reconcile::act::approvals::consume(&api, self.key.name(), adopt, lineage)
-                .await?;
-        }
-        if let Some(message) = &writes.mismatch {
-            let reason = reasons::STATE_LINEAGE_MISMATCH;
-            self.publish(EventType::Warning, reason, message).await;
-        }
-        Ok(())
-    }
-
-    /// A backup of each new serial (`status.stateBackups`), and the owner references of the
-    /// object's Secrets repaired (one OwnerReferencesRepaired event).
-    pub async fn keep_state(&self, keep: &Keep<'_>, workspace: &mut WorkspaceStatus) -> Result<()> {
-        let Keep {
-            state,
-            jobs,
-            owner_ref,
-            cluster_name,
-            pending_restore,
-            deleting,
-            observed_serial,
-        } = *keep;
-        // Secrets re-owned in this pass, for one event.
-        let mut repaired: Vec<String> = Vec::new();
-        // A serial not seen before, or one no listed backup holds yet (the state of an object that
-        // applied before backups were on).
-        let serial = i64::try_from(state_serial(state)).ok();
-        let listed = workspace
-            .state_backups
-            .as_ref()
-            .is_some_and(|b| b.iter().any(|b| Some(b.serial) == serial));
-        let backups_on = self.ctx.settings.state_backups > 0 && serial.is_some_and(|s| s >= 1);
-        if let StateRead::Found(s, chunks) = state
-            && (observed_serial != serial || (backups_on && !listed && !deleting))
-        {
-            // The Job whose state this is.
-            let source_job = jobs
-                .iter()
-                .rev()
-                .find(|j| j.phase == Phase::Succeeded)
-                .map(|j| j.name.as_str());
-            let request = crate::reconcile::act::backups::Request {
-                key: self.key,
-                owner: owner_ref,
-                cluster_name,
-                chunks,
-                state: Some(s),
-                source_job,
-                keep: self.ctx.settings.state_backups,
-                pending_restore,
-                deleting,
-                now: self.now,
-            };
-            repaired.extend(self.back_up(&request, workspace).await?);
-        }
-        // Owner references lost in a restore or a move: re-owned here, unpaused and with no Job
-        // running (state chunks are never touched while a Job may write them).
-        let mut own_secrets = vec![self.key.durable_inputs_secret(), self.key.plan_key_secret()];
-        if let StateRead::Found(_, chunks) = state {
-            own_secrets.extend(chunks.iter().map(|c| c.name.clone()));
-        }
-        let orphans = crate::reconcile::act::owners::to_repair(
-            &self.ctx.caches,
-            self.key.namespace(),
-            &own_secrets,
-            owner_ref,
-        );
-        if !orphans.is_empty() {
-            let client = &self.ctx.client;
-            repaired.extend(
-                crate::reconcile::act::owners::repair(client, self.key, &orphans, owner_ref).await,
-            );
-        }
-        if !repaired.is_empty() {
-            self.publish(
-                EventType::Normal,
-                captf_api::events::OWNER_REFERENCES_REPAIRED,
-                &format!("re-owned {}", repaired.join(", ")),
-            )
-            .await;
-        }
-        Ok(())
-    }
-
-    /// A backup of the serial `request` names, `status.stateBackups` listed again, and the
-    /// backups restored without owner references owned by the object again (returned). A
-    /// failed copy fails the pass, so the serial is not recorded as observed and the next pass
-    /// tries again.
-    async fn back_up(
-        &self,
-        request: &crate::reconcile::act::backups::Request<'_>,
-        workspace: &mut WorkspaceStatus,
-    ) -> Result<Vec<String>> {
-        let counter = |result| {
-            self.ctx
-                .metrics
-                .state_backups_total
-                .get_or_create(&crate::metrics::KindResult {
-                    kind: self.kind,
-                    result,
-                })
-                .inc();
-        };
-        let (outcome, sets) =
-            match crate::reconcile::act::backups::take(&self.ctx.client, request).await {
-                Ok(taken) => taken,
-                Err(e) => {
-                    counter(crate::reconcile::act::backups::RESULT_FAILED);
-                    return Err(e);
-                }
-            };
-        if let Some(result) = outcome.result() {
-            counter(result);
-        }
-        let (ns, name) = (self.key.namespace(), self.key.name());
-        let serial = request.state.map_or(0, |s| s.serial);
-        match &outcome {
-            crate::reconcile::act::backups::Outcome::Skipped(reason) => {
-                tracing::info!(namespace = %ns, name = %name, serial, reason = reason.as_str(), "state backup skipped");
-            }
-            crate::reconcile::act::backups::Outcome::Taken {
-                name: backup,
-                pruned,
-            } => {
-                tracing::info!(namespace = %ns, name = %name, serial, backup = %backup, pruned = pruned.len(), "state backed up");
-            }
-            crate::reconcile::act::backups::Outcome::AlreadyBackedUp { .. } => {}
-        }
-        let entries = crate::reconcile::act::backups::status_entries(&sets);
-        workspace.state_backups = (!entries.is_empty()).then_some(entries);
-        // Backups restored without owner references (a namespace restore leaves
-        // status.stateBackups empty, so this listing runs once after it): owned by the object
-        // again, as a plain owner so they outlive a manual state deletion.
-        let names: Vec<String> = sets.iter().flat_map(|s| s.secrets.clone()).collect();
-        let backup_owner = OwnerReference {
-            controller: None,
-            block_owner_deletion: None,
-            ..request.owner.clone()
-        };
-        let orphans =
-            crate::reconcile::act::owners::to_repair(&self.ctx.caches, ns, &names, &backup_owner);
-        if orphans.is_empty() {
-            return Ok(Vec::new());
-        }
-        let client = &self.ctx.client;
-        Ok(crate::reconcile::act::owners::repair(client, self.key, &orphans, &backup_owner).await)
-    }
-
     /// The engine's lock, while no Job runs: a dead runner's is handed to the next Job to
     /// release (`Some((lock id, pod))`), anyone else's is reported as StateLocked and never
     /// forced. `previous` are the conditions the pass started from: a lock new to them is
@@ -461,7 +143,7 @@ where
                             reason: "locked",
                         })
                         .inc();
-                    self.defer(Write::Note {
+                    self.defer(crate::reconcile::act::deferred::Write::Note {
                         type_: EventType::Warning,
                         reason: captf_api::events::STATE_LOCKED,
                         text: message,
@@ -511,71 +193,6 @@ where
         Ok(Action::requeue(
             hold.requeue.unwrap_or(self.ctx.settings.sync_period),
         ))
-    }
-
-    /// Records a write observe found due, for [`write_deferred`](Self::write_deferred).
-    pub fn defer(&self, write: Write) {
-        self.deferred
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(write);
-    }
-
-    /// Carries out the deferred writes in the order they were found, and stops at the first
-    /// that fails (the next pass finds them due again).
-    pub async fn write_deferred(&self) -> Result<()> {
-        let writes = std::mem::take(
-            &mut *self
-                .deferred
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-        let (client, key, ns) = (&self.ctx.client, self.key, self.key.namespace());
-        for write in &writes {
-            match write {
-                Write::Note {
-                    type_,
-                    reason,
-                    text,
-                } => self.publish(*type_, reason, text).await,
-                Write::Own { patch, what } => {
-                    let api: Api<K> = Api::namespaced(client.clone(), ns);
-                    api.patch(key.name(), &PatchParams::default(), &Patch::Merge(patch))
-                        .await
-                        .during(|| format!("writing {what}"))?;
-                }
-                Write::Capi {
-                    resource,
-                    name,
-                    patch,
-                    what,
-                } => {
-                    let api: Api<kube::api::DynamicObject> =
-                        Api::namespaced_with(client.clone(), ns, resource);
-                    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                        .await
-                        .during(|| what.clone())?;
-                }
-                Write::ExportsMark { annotation, value } => {
-                    let value = value.as_deref();
-                    crate::reconcile::act::secrets::set_pool_exports_mark(
-                        client, key, annotation, value,
-                    )
-                    .await?;
-                }
-                Write::AppliedExports(record) => {
-                    let record = record.as_deref();
-                    crate::reconcile::act::secrets::write_applied_exports(client, key, record)
-                        .await?;
-                }
-                Write::Consume { annotation, value } => {
-                    let api: Api<K> = Api::namespaced(client.clone(), ns);
-                    crate::reconcile::act::approvals::consume(&api, key.name(), annotation, value)
-                        .await?;
-                }
-            }
-        }
-        Ok(())
     }
 
     /// An event about the object.

@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use captf_api::conditions::{Status, reasons};
+use captf_api::conditions::{Status, reasons, types};
 use captf_api::{TerraformClusterIdentity, annotations, labels, names};
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use sha2::{Digest, Sha256};
 
@@ -570,3 +571,109 @@ pub async fn ensure_runner_rbac(
 
 #[cfg(test)]
 mod tests;
+
+impl<K> crate::reconcile::pass::Pass<'_, K>
+where
+    K: crate::reconcile::act::object::Workload
+        + kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+{
+    /// The object's credentials mirrored and its namespace's runner RBAC kept current, at
+    /// once (each is a round trip or two), and what they say in IdentityAllowed,
+    /// CredentialsMirrored and RunnerRBACReady.
+    pub async fn ensure_credentials(
+        &self,
+        identity: Option<&str>,
+        owner_ref: &OwnerReference,
+        conds: &mut crate::conditions::Conditions,
+    ) -> Result<Outcome> {
+        let (client, caches, ns) = (&self.ctx.client, &self.ctx.caches, self.key.namespace());
+        let (creds, runner_rbac) = futures::try_join!(
+            ensure(client, caches, ns, identity, owner_ref),
+            // Not the pass's error: RunnerRBACReady says what failed.
+            async { Ok(ensure_runner_rbac(client, caches, ns).await) },
+        )?;
+        if let Some(mirror) = &creds.mirror_removed {
+            self.publish(
+                EventType::Normal,
+                captf_api::events::MIRROR_REMOVED,
+                &format!(
+                    "deleted the credential mirror {ns}/{mirror}: TerraformClusterIdentity {} no longer allows the namespace",
+                    identity.unwrap_or_default()
+                ),
+            )
+            .await;
+        }
+        Ok(self.note_credentials(creds, runner_rbac, conds))
+    }
+
+    /// IdentityAllowed, CredentialsMirrored and RunnerRBACReady, from what
+    /// [`ensure_credentials`](Self::ensure_credentials) found.
+    fn note_credentials(
+        &self,
+        creds: Outcome,
+        runner_rbac: Result<()>,
+        conds: &mut crate::conditions::Conditions,
+    ) -> Outcome {
+        let (status, reason, _) = &creds.identity_allowed;
+        let denied = match *reason {
+            reasons::IDENTITY_NOT_FOUND => Some("notfound"),
+            reasons::NAMESPACE_NOT_ALLOWED => Some("namespace"),
+            _ => None,
+        }
+        .filter(|_| *status == Status::False);
+        // Once per refusal, not once per pass: the condition held its reason already (its
+        // status says so after a restart), or this manager counted it (a pass may start from a
+        // cached object that lags its last status patch).
+        let held = conds
+            .get(types::IDENTITY_ALLOWED)
+            .is_some_and(|c| c.reason == *reason);
+        let uid = self.object.meta().uid.clone().unwrap_or_default();
+        let first = self
+            .ctx
+            .metrics
+            .counted
+            .first(&uid, "identity_denied", denied);
+        if let Some(denied) = denied.filter(|_| !held && first) {
+            self.ctx
+                .metrics
+                .identity_denied_total
+                .get_or_create(&crate::metrics::Reason { reason: denied })
+                .inc();
+        }
+        conds.set(
+            types::IDENTITY_ALLOWED,
+            creds.identity_allowed.0,
+            creds.identity_allowed.1,
+            &creds.identity_allowed.2,
+            self.generation,
+            self.now,
+        );
+        conds.set(
+            types::CREDENTIALS_MIRRORED,
+            creds.mirrored.0,
+            creds.mirrored.1,
+            &creds.mirrored.2,
+            self.generation,
+            self.now,
+        );
+        match runner_rbac {
+            Ok(()) => conds.set(
+                types::RUNNER_RBAC_READY,
+                Status::True,
+                reasons::RBAC_READY,
+                "",
+                self.generation,
+                self.now,
+            ),
+            Err(e) => conds.set(
+                types::RUNNER_RBAC_READY,
+                Status::False,
+                reasons::RBAC_FAILED,
+                &e.to_string(),
+                self.generation,
+                self.now,
+            ),
+        }
+        creds
+    }
+}

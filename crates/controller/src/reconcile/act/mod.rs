@@ -5,7 +5,9 @@
 pub mod approvals;
 pub mod backups;
 pub mod credentials;
+pub mod deferred;
 pub mod image_pull;
+pub mod keep;
 pub mod launch;
 pub mod leases;
 pub mod object;

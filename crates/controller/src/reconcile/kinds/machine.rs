@@ -19,9 +19,10 @@ use crate::error::Result;
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::machine::{self, MachinePolicy, RemediationChange};
 use crate::reconcile::Context;
+use crate::reconcile::act::deferred::Write;
 use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::observe::owner::{Gate, Hold};
-use crate::reconcile::pass::{Pass, Write};
+use crate::reconcile::pass::Pass;
 use crate::reconcile::{observe::member, observe::outputs, observe::variables};
 
 /// What a machine belongs to, found from its verified Machine.

@@ -23,12 +23,13 @@ use crate::decide::{self, Approvals, Lifecycle, Policy, Snapshot, StateView};
 use crate::error::Result;
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::reconcile::act::Acted;
+use crate::reconcile::act::deferred::Write;
 use crate::reconcile::finished::bookkeeping::Finished;
 use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::kinds::cluster::dependents::Dependents;
 use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Hold;
-use crate::reconcile::pass::{Pass, Write};
+use crate::reconcile::pass::Pass;
 use crate::reconcile::{Context, act::approvals, observe::outputs};
 
 const KIND: &str = "TerraformCluster";

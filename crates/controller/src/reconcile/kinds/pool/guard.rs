@@ -14,6 +14,7 @@ use kube::api::Api;
 use crate::conditions::Conditions;
 use crate::decide::StateView;
 use crate::error::{KubeContext, Result};
+use crate::reconcile::act::deferred::Write;
 use crate::reconcile::act::launch::RenderedExports;
 use crate::reconcile::finished::bookkeeping::Finished;
 use crate::reconcile::flow::Rendering;
@@ -21,7 +22,7 @@ use crate::reconcile::kinds::pool::Prepared;
 use crate::reconcile::kinds::pool::exports::{self, Facts, Pending, PendingFate, Render, Verdict};
 use crate::reconcile::observe::jobs::{ObservedJob, Phase};
 use crate::reconcile::observe::state::DurableInputs;
-use crate::reconcile::pass::{Pass, Write};
+use crate::reconcile::pass::Pass;
 use crate::reconcile::{act::secrets, observe::member};
 
 /// The hash the newest finished apply was blocked for, if the guard stopped it. The markers of

@@ -1,0 +1,201 @@
+//! Keeping the state (`Effect::KeepState`): the lineage recorded where it survives a lost
+//! state, an adoption used up, a backup of each new serial, and the object's Secrets re-owned.
+
+use captf_api::WorkspaceStatus;
+use captf_api::annotations;
+use captf_api::conditions::reasons;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::events::EventType;
+
+use crate::error::Result;
+use crate::reconcile::act::object::Workload;
+use crate::reconcile::observe::jobs::{ObservedJob, Phase};
+use crate::reconcile::observe::state::StateRead;
+use crate::reconcile::pass::{Pass, state_serial};
+
+/// What [`Pass::keep_state`] keeps: the state the pass read and what it found beside it.
+#[derive(Clone, Copy)]
+pub struct Keep<'a> {
+    pub state: &'a StateRead,
+    pub jobs: &'a [ObservedJob],
+    pub owner_ref: &'a OwnerReference,
+    pub cluster_name: &'a str,
+    /// The serial a pending `captf.io/restore-state` names.
+    pub pending_restore: Option<u64>,
+    pub deleting: bool,
+    /// `status.observedStateSerial` as the pass found it, before the outputs recorded the
+    /// serial read now: a serial not seen before is backed up.
+    pub observed_serial: Option<i64>,
+}
+
+impl<K> Pass<'_, K>
+where
+    K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
+{
+    /// What [`state_view`](Self::state_view) found must be written about the state's lineage,
+    /// and said.
+    pub async fn keep_lineage(
+        &self,
+        writes: &crate::reconcile::observe::lineage::LineageWrites,
+    ) -> Result<()> {
+        if let Some(lineage) = &writes.record {
+            crate::reconcile::act::secrets::record_lineage(&self.ctx.client, self.key, lineage)
+                .await?;
+        }
+        if let Some(note) = &writes.adopted {
+            self.publish(EventType::Normal, captf_api::events::STATE_ADOPTED, note)
+                .await;
+        }
+        if let Some(lineage) = &writes.adoption_done {
+            let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
+            let adopt = annotations::ADOPT_STATE;
+            crate::reconcile::act::approvals::consume(&api, self.key.name(), adopt, lineage)
+                .await?;
+        }
+        if let Some(message) = &writes.mismatch {
+            let reason = reasons::STATE_LINEAGE_MISMATCH;
+            self.publish(EventType::Warning, reason, message).await;
+        }
+        Ok(())
+    }
+
+    /// A backup of each new serial (`status.stateBackups`), and the owner references of the
+    /// object's Secrets repaired (one OwnerReferencesRepaired event).
+    pub async fn keep_state(&self, keep: &Keep<'_>, workspace: &mut WorkspaceStatus) -> Result<()> {
+        let Keep {
+            state,
+            jobs,
+            owner_ref,
+            cluster_name,
+            pending_restore,
+            deleting,
+            observed_serial,
+        } = *keep;
+        // Secrets re-owned in this pass, for one event.
+        let mut repaired: Vec<String> = Vec::new();
+        // A serial not seen before, or one no listed backup holds yet (the state of an object that
+        // applied before backups were on).
+        let serial = i64::try_from(state_serial(state)).ok();
+        let listed = workspace
+            .state_backups
+            .as_ref()
+            .is_some_and(|b| b.iter().any(|b| Some(b.serial) == serial));
+        let backups_on = self.ctx.settings.state_backups > 0 && serial.is_some_and(|s| s >= 1);
+        if let StateRead::Found(s, chunks) = state
+            && (observed_serial != serial || (backups_on && !listed && !deleting))
+        {
+            // The Job whose state this is.
+            let source_job = jobs
+                .iter()
+                .rev()
+                .find(|j| j.phase == Phase::Succeeded)
+                .map(|j| j.name.as_str());
+            let request = crate::reconcile::act::backups::Request {
+                key: self.key,
+                owner: owner_ref,
+                cluster_name,
+                chunks,
+                state: Some(s),
+                source_job,
+                keep: self.ctx.settings.state_backups,
+                pending_restore,
+                deleting,
+                now: self.now,
+            };
+            repaired.extend(self.back_up(&request, workspace).await?);
+        }
+        // Owner references lost in a restore or a move: re-owned here, unpaused and with no Job
+        // running (state chunks are never touched while a Job may write them).
+        let mut own_secrets = vec![self.key.durable_inputs_secret(), self.key.plan_key_secret()];
+        if let StateRead::Found(_, chunks) = state {
+            own_secrets.extend(chunks.iter().map(|c| c.name.clone()));
+        }
+        let orphans = crate::reconcile::act::owners::to_repair(
+            &self.ctx.caches,
+            self.key.namespace(),
+            &own_secrets,
+            owner_ref,
+        );
+        if !orphans.is_empty() {
+            let client = &self.ctx.client;
+            repaired.extend(
+                crate::reconcile::act::owners::repair(client, self.key, &orphans, owner_ref).await,
+            );
+        }
+        if !repaired.is_empty() {
+            self.publish(
+                EventType::Normal,
+                captf_api::events::OWNER_REFERENCES_REPAIRED,
+                &format!("re-owned {}", repaired.join(", ")),
+            )
+            .await;
+        }
+        Ok(())
+    }
+
+    /// A backup of the serial `request` names, `status.stateBackups` listed again, and the
+    /// backups restored without owner references owned by the object again (returned). A
+    /// failed copy fails the pass, so the serial is not recorded as observed and the next pass
+    /// tries again.
+    async fn back_up(
+        &self,
+        request: &crate::reconcile::act::backups::Request<'_>,
+        workspace: &mut WorkspaceStatus,
+    ) -> Result<Vec<String>> {
+        let counter = |result| {
+            self.ctx
+                .metrics
+                .state_backups_total
+                .get_or_create(&crate::metrics::KindResult {
+                    kind: self.kind,
+                    result,
+                })
+                .inc();
+        };
+        let (outcome, sets) =
+            match crate::reconcile::act::backups::take(&self.ctx.client, request).await {
+                Ok(taken) => taken,
+                Err(e) => {
+                    counter(crate::reconcile::act::backups::RESULT_FAILED);
+                    return Err(e);
+                }
+            };
+        if let Some(result) = outcome.result() {
+            counter(result);
+        }
+        let (ns, name) = (self.key.namespace(), self.key.name());
+        let serial = request.state.map_or(0, |s| s.serial);
+        match &outcome {
+            crate::reconcile::act::backups::Outcome::Skipped(reason) => {
+                tracing::info!(namespace = %ns, name = %name, serial, reason = reason.as_str(), "state backup skipped");
+            }
+            crate::reconcile::act::backups::Outcome::Taken {
+                name: backup,
+                pruned,
+            } => {
+                tracing::info!(namespace = %ns, name = %name, serial, backup = %backup, pruned = pruned.len(), "state backed up");
+            }
+            crate::reconcile::act::backups::Outcome::AlreadyBackedUp { .. } => {}
+        }
+        let entries = crate::reconcile::act::backups::status_entries(&sets);
+        workspace.state_backups = (!entries.is_empty()).then_some(entries);
+        // Backups restored without owner references (a namespace restore leaves
+        // status.stateBackups empty, so this listing runs once after it): owned by the object
+        // again, as a plain owner so they outlive a manual state deletion.
+        let names: Vec<String> = sets.iter().flat_map(|s| s.secrets.clone()).collect();
+        let backup_owner = OwnerReference {
+            controller: None,
+            block_owner_deletion: None,
+            ..request.owner.clone()
+        };
+        let orphans =
+            crate::reconcile::act::owners::to_repair(&self.ctx.caches, ns, &names, &backup_owner);
+        if orphans.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = &self.ctx.client;
+        Ok(crate::reconcile::act::owners::repair(client, self.key, &orphans, &backup_owner).await)
+    }
+}
