@@ -17,7 +17,9 @@
 //! A Job it starts runs the digest the last successful apply ran, unless it is an apply or
 //! plan of inputs the state was not written from ([`ModuleImage`]).
 
+pub mod book;
 mod effects;
+mod finished;
 pub mod launch;
 mod preamble;
 mod reason;
@@ -32,6 +34,7 @@ use captf_api::{ApplyPolicy, DriftAction, Operation};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 pub use effects::{Effect, HoldEffect};
+pub use finished::Finished;
 pub use preamble::{Admit, Dependencies, Entry, Hold, JobRun, Preamble, admit, hold};
 pub use reason::Reason;
 pub use snapshot::{

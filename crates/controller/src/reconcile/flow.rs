@@ -17,6 +17,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
+use crate::decide::Finished;
 use crate::decide::{self, Action as Decided, Effect, Policy, Snapshot, StateView};
 use crate::error::{Error, Result};
 use crate::job::EffectivePolicy;
@@ -25,7 +26,7 @@ use crate::reconcile::act::Acted;
 use crate::reconcile::act::keep::Keep;
 use crate::reconcile::act::launch::{Launch, RenderedExports, Starting};
 use crate::reconcile::act::object::{WithWorkspaceStatus, Workload, add_finalizer, set_block_move};
-use crate::reconcile::finished::bookkeeping::{self, Finished};
+use crate::reconcile::finished::bookkeeping;
 use crate::reconcile::finished::status::Source;
 use crate::reconcile::observe::jobs::{ObservedJob, Phase};
 use crate::reconcile::observe::lineage::LineageWrites;

@@ -11,11 +11,12 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 
 use crate::conditions::Conditions;
+use crate::decide::Finished;
 use crate::decide::{self, StateView};
 use crate::error::{KubeContext, Result};
 use crate::reconcile::Context;
 use crate::reconcile::act::object::{patch_status, set_block_move};
-use crate::reconcile::finished::bookkeeping::{self, Finished};
+use crate::reconcile::finished::bookkeeping;
 use crate::reconcile::observe::jobs::{self, ObservedJob};
 use crate::reconcile::observe::state::{DurableInputs, StateRead};
 

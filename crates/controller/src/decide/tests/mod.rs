@@ -12,6 +12,7 @@ use super::*;
 use crate::schedule::jitter;
 
 mod apply;
+mod book;
 mod deletion;
 mod drift;
 mod guards;

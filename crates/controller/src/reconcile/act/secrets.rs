@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
+use crate::decide::book::{Adoption, Digest};
 use crate::error::{Error, KubeContext, Result};
-use crate::reconcile::finished::bookkeeping::Finished;
 
 /// Writes the durable inputs (`captf-inputs-<c|m|mp>-<name>`) when an apply starts: a destroy,
 /// refresh or drift later renders from them.
@@ -118,10 +118,10 @@ pub async fn adopt_state(
     client: &kube::Client,
     key: &ObjectKey,
     owner: &OwnerReference,
-    f: &Finished,
+    adoption: &Adoption,
 ) -> Result<()> {
     let ns = key.namespace();
-    let hash = f.inputs_hash().map(str::to_owned);
+    let hash = adoption.inputs_hash.as_ref();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let selector = format!(
         "{}=true,{}={}",
@@ -148,18 +148,14 @@ pub async fn adopt_state(
             .during(|| format!("adopting state Secret {ns}/{name}"))?;
     }
     let mut marks = serde_json::json!({annotations::APPLIED: "true"});
-    // A restore makes the backup's lineage the object's again.
-    if let Some(lineage) = f
-        .annotations
-        .get(annotations::STATE_LINEAGE)
-        .filter(|_| f.op == captf_api::Operation::Restore)
-    {
+    if let Some(lineage) = &adoption.lineage {
         marks[annotations::STATE_LINEAGE] = lineage.clone().into();
     }
-    // Only an apply pins: it made the resources. One whose digest is unknown unpins, so later
-    // Jobs run the spec's image rather than a module older than the resources.
-    if f.op == captf_api::Operation::Apply {
-        marks[annotations::IMAGE_DIGEST] = f.pin.clone().into();
+    match &adoption.digest {
+        Digest::Keep => {}
+        Digest::Pin(pin) => marks[annotations::IMAGE_DIGEST] = pin.clone().into(),
+        // JSON null removes the annotation.
+        Digest::Unpin => marks[annotations::IMAGE_DIGEST] = serde_json::Value::Null,
     }
     annotate_durable_inputs(client, key, marks, "marking it applied").await
 }

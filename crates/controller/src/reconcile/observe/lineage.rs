@@ -6,9 +6,9 @@ use captf_api::{WorkspaceStatus, annotations};
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
+use crate::decide::Finished;
 use crate::decide::StateView;
 use crate::error::Result;
-use crate::reconcile::finished::bookkeeping::Finished;
 use crate::reconcile::observe::state::{DurableInputs, StateRead};
 use crate::reconcile::pass::{Pass, state_serial};
 

@@ -19,12 +19,12 @@ use kube::runtime::events::EventType;
 
 use crate::capi;
 use crate::conditions::Conditions;
+use crate::decide::Finished;
 use crate::decide::{self, Approvals, Lifecycle, Policy, Snapshot, StateView};
 use crate::error::Result;
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::reconcile::act::Acted;
 use crate::reconcile::act::deferred::Write;
-use crate::reconcile::finished::bookkeeping::Finished;
 use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::kinds::cluster::dependents::Dependents;
 use crate::reconcile::observe::outputs::Reading;

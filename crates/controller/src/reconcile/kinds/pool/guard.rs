@@ -12,11 +12,11 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use crate::conditions::Conditions;
+use crate::decide::Finished;
 use crate::decide::StateView;
 use crate::error::{KubeContext, Result};
 use crate::reconcile::act::deferred::Write;
 use crate::reconcile::act::launch::RenderedExports;
-use crate::reconcile::finished::bookkeeping::Finished;
 use crate::reconcile::flow::Rendering;
 use crate::reconcile::kinds::pool::Prepared;
 use crate::reconcile::kinds::pool::exports::{self, Facts, Pending, PendingFate, Render, Verdict};
@@ -107,7 +107,7 @@ pub(super) async fn record_exports(
             job: f.name.clone(),
             approval_hash: approval.clone(),
             exports_hash,
-            resources: crate::reconcile::finished::status::destructive_resources(f),
+            resources: crate::decide::book::destructive_resources(f),
         };
         secrets::set_pool_exports_mark(
             client,

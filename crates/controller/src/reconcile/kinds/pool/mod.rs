@@ -22,11 +22,11 @@ use kube::runtime::events::EventType;
 
 use crate::capi;
 use crate::conditions::Conditions;
+use crate::decide::Finished;
 use crate::decide::{self, Policy, Snapshot, StateView};
 use crate::error::Result;
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::reconcile::act::deferred::Write;
-use crate::reconcile::finished::bookkeeping::Finished;
 use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::kinds::pool::guard::{exports_guard, newest_blocked, record_exports};
 use crate::reconcile::observe::owner::{Gate, Hold};
