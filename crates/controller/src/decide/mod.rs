@@ -17,6 +17,7 @@
 //! A Job it starts runs the digest the last successful apply ran, unless it is an apply or
 //! plan of inputs the state was not written from ([`ModuleImage`]).
 
+pub mod approvals;
 pub mod book;
 mod effects;
 mod finished;

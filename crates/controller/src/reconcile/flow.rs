@@ -349,12 +349,15 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         own: A::Own::default(),
     };
     let stopping = pass.stopping(&work.jobs).await?;
+    let owner_ref = owner_reference(object)?;
+    let vanished = pass.vanished_apply(&work.jobs, stopping.as_ref()).await?;
+    let interruptions = decide::book::interruptions(&finished, vanished.as_deref());
     // The durable inputs were read before the finished Jobs were recorded: read again if an
     // interrupted apply or the kind's record of one changed them.
-    let mut reread = pass
-        .interrupted_applies(&work.jobs, stopping.as_ref(), &finished, &mut work.conds)
+    let mut reread = !interruptions.effects.is_empty();
+    let workspace = A::workspace_mut(&mut work.status);
+    pass.booked(interruptions, &mut work.conds, workspace, &owner_ref)
         .await?;
-    let owner_ref = owner_reference(object)?;
     let pinned = work.durable.pinned_image();
     for f in &finished {
         let source = Source {

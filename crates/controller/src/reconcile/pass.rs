@@ -243,33 +243,14 @@ where
         Ok(Some(jobs::as_started(&active)))
     }
 
-    /// Apply Jobs that disappeared while they ran (deleted by hand or by a namespace
-    /// clean-up) may have applied part of their change. One is recorded on the durable inputs,
-    /// so the apply runs again under a new name even with unchanged inputs; its run lease is
-    /// released, and `ApplyJobSucceeded` and an event say so. `status.activeJob` names it; the
-    /// object is read live first, so a stale cache never takes a finished Job for a lost one.
-    /// The apply that followed it ends the record when it succeeds. Returns whether the
-    /// durable inputs changed.
-    pub async fn interrupted_applies(
+    /// The apply Job `status.activeJob` names that is gone ([`decide::book::interruptions`]):
+    /// neither listed nor stopping, while the object, read live, still names it, so a stale
+    /// cache never takes a finished Job for a lost one.
+    pub async fn vanished_apply(
         &self,
         jobs: &[ObservedJob],
         stopping: Option<&ObservedJob>,
-        finished: &[Finished],
-        conds: &mut Conditions,
-    ) -> Result<bool> {
-        let client = &self.ctx.client;
-        let followed = finished.iter().any(|f| {
-            f.op == captf_api::Operation::Apply
-                && f.succeeded
-                && jobs.iter().any(|j| {
-                    j.name == f.name
-                        && j.annotations
-                            .contains_key(annotations::AFTER_INTERRUPTED_APPLY)
-                })
-        });
-        if followed {
-            crate::reconcile::act::secrets::clear_interrupted_apply(client, self.key).await?;
-        }
+    ) -> Result<Option<String>> {
         let named = |object: &K| {
             object
                 .workspace_status()
@@ -278,37 +259,18 @@ where
                 .map(|a| a.name.clone())
         };
         let Some(name) = named(self.object) else {
-            return Ok(followed);
+            return Ok(None);
         };
         // Listed, or gone with its pod still running: not lost (yet).
         if jobs.iter().chain(stopping).any(|j| j.name == name) {
-            return Ok(followed);
+            return Ok(None);
         }
         let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
         let live = api
             .get_opt(self.key.name())
             .await
             .during(|| "reading the object live".to_owned())?;
-        if live.as_ref().and_then(named).as_ref() != Some(&name) {
-            return Ok(followed);
-        }
-        crate::reconcile::act::secrets::record_interrupted_apply(client, self.key, &name).await?;
-        bookkeeping::release_run_lease(client, self.key, &name).await;
-        conds.set(
-            types::APPLY_JOB_SUCCEEDED,
-            Status::False,
-            reasons::APPLY_FAILED,
-            &format!("Job {name}: disappeared while it ran and may have applied part of its change; an apply of the current inputs is due (guarded by the destructive-plan check)"),
-            self.generation,
-            self.now,
-        );
-        self.publish(
-            EventType::Warning,
-            captf_api::events::JOB_FAILED,
-            &format!("Job {name} disappeared while it ran; the apply runs again"),
-        )
-        .await;
-        Ok(true)
+        Ok(live.as_ref().and_then(named).filter(|live| *live == name))
     }
 }
 

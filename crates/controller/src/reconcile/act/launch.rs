@@ -22,7 +22,7 @@ use crate::reconcile::act::credentials;
 use crate::reconcile::act::object::{Workload, set_block_move};
 use crate::reconcile::observe::jobs::{self, ObservedJob};
 use crate::reconcile::pass::Pass;
-use crate::reconcile::{Context, act::approvals, act::leases, act::secrets, finished::bookkeeping};
+use crate::reconcile::{Context, act::leases, act::secrets, finished::bookkeeping};
 
 pub use crate::decide::launch::GATE_REQUEUE;
 
@@ -565,7 +565,7 @@ where
         if let Some(plan) = start
             .expect_plan
             .as_deref()
-            .filter(|p| !approvals::is_empty(p))
+            .filter(|p| !crate::decide::approvals::is_empty(p))
         {
             let note = format!("{job_name} applies the approved plan {plan}");
             self.publish(EventType::Normal, captf_api::events::PLAN_APPROVED, &note)

@@ -110,6 +110,23 @@ where
                     }
                 }
                 BookEffect::Announce(note) => self.tell(&note).await,
+                BookEffect::RecordInterrupted(job) => {
+                    secrets::record_interrupted_apply(&ctx.client, key, &job).await?;
+                }
+                BookEffect::ClearInterrupted => {
+                    secrets::clear_interrupted_apply(&ctx.client, key).await?;
+                }
+                BookEffect::ReleaseLeases(job) => {
+                    bookkeeping::release_run_lease(&ctx.client, key, &job).await;
+                }
+                BookEffect::CountApproval(result) => {
+                    let series = crate::metrics::KindResult {
+                        kind: self.kind,
+                        result,
+                    };
+                    let metric = &ctx.metrics.plan_approvals_total;
+                    metric.get_or_create(&series).inc();
+                }
                 BookEffect::CountRestore(result) => {
                     let kind = self.kind;
                     let series = crate::metrics::KindResult { kind, result };

@@ -9,28 +9,28 @@ use std::time::Duration;
 
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::names::WorkloadKind;
-use captf_api::{
-    Initialization, Operation, TerraformCluster, TerraformClusterStatus, annotations, labels,
-};
+use captf_api::{Initialization, TerraformCluster, TerraformClusterStatus, annotations, labels};
 use captf_contract::{Role, RoleInputs};
 use kube::ResourceExt;
-use kube::api::Api;
 use kube::runtime::events::EventType;
 
 use crate::capi;
 use crate::conditions::Conditions;
 use crate::decide::Finished;
+use crate::decide::approvals;
+use crate::decide::book::Shown;
 use crate::decide::{self, Approvals, Lifecycle, Policy, Snapshot, StateView};
 use crate::error::Result;
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::reconcile::act::Acted;
 use crate::reconcile::act::deferred::Write;
+use crate::reconcile::flow::owner_reference;
 use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::kinds::cluster::dependents::Dependents;
 use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::pass::Pass;
-use crate::reconcile::{Context, act::approvals, observe::outputs};
+use crate::reconcile::{Context, observe::outputs};
 
 const KIND: &str = "TerraformCluster";
 
@@ -115,7 +115,25 @@ impl Adapter for TerraformCluster {
     }
 
     async fn record(pass: &Pass<'_, Self>, f: &Finished, work: &mut Work<Self>) -> Result<bool> {
-        record_plan(pass, f, &mut work.conds, &mut work.status).await?;
+        let before = decide::book::PlanBefore {
+            key: pass.key,
+            shown: work.status.plan.as_ref().map(|p| p.plan_hash.as_str()),
+            approve_plan: pass
+                .object
+                .annotations()
+                .get(annotations::APPROVE_PLAN)
+                .map(String::as_str),
+        };
+        let (shown, booked) = decide::book::plan(f, &before, pass.now);
+        match shown {
+            Shown::Keep => {}
+            Shown::Clear => work.status.plan = None,
+            Shown::Plan(plan) => work.status.plan = Some(plan),
+        }
+        let owner_ref = owner_reference(pass.object)?;
+        let workspace = &mut work.status.workspace;
+        pass.booked(booked, &mut work.conds, workspace, &owner_ref)
+            .await?;
         Ok(false)
     }
 
@@ -235,106 +253,6 @@ fn drift_interval(tc: &TerraformCluster, ctx: &Context) -> Option<Duration> {
         Some(s) => Some(Duration::from_secs(u64::try_from(s).unwrap_or(0))),
         None => Some(ctx.settings.drift_default_interval),
     }
-}
-
-/// The Manual plan side of a finished Job (clusters only): a plan to approve, an approved plan
-/// applied or superseded, and `captf_plan_approvals_total`.
-async fn record_plan(
-    pass: &Pass<'_, TerraformCluster>,
-    f: &Finished,
-    conds: &mut Conditions,
-    status: &mut TerraformClusterStatus,
-) -> Result<()> {
-    let (ctx, tc, key) = (pass.ctx, pass.object, pass.key);
-    let (generation, now) = (pass.generation, pass.now);
-    match (f.op, f.succeeded) {
-        (Operation::Apply, true) => {
-            let api: Api<TerraformCluster> = Api::namespaced(ctx.client.clone(), key.namespace());
-            if let Some(approved) = f.annotations.get(annotations::APPROVED_PLAN) {
-                count_approval(ctx, "applied");
-                status.plan = None;
-                let named = tc.annotations().get(annotations::APPROVE_PLAN) == Some(approved);
-                if named
-                    && approvals::consume(&api, key.name(), annotations::APPROVE_PLAN, approved)
-                        .await?
-                {
-                    pass.publish(
-                        EventType::Normal,
-                        captf_api::events::PLAN_APPLIED,
-                        &format!("Job {} applied the approved plan {approved}", f.name),
-                    )
-                    .await;
-                }
-            }
-        }
-        (Operation::Plan, true) => {
-            let plan = f.result.as_ref().and_then(|r| r.plan.as_ref());
-            match (plan, f.inputs_hash()) {
-                (Some(plan), Some(inputs)) => {
-                    let shown = approvals::plan_status(&f.name, inputs, plan, now);
-                    if !approvals::is_empty(&shown.plan_hash) {
-                        let pending = status.plan.as_ref().map(|p| p.plan_hash.as_str());
-                        if pending.is_some_and(|p| !approvals::is_empty(p) && p != shown.plan_hash)
-                        {
-                            count_approval(ctx, "superseded");
-                        }
-                        count_approval(ctx, "created");
-                        let message = await_approval(pass, conds, &shown);
-                        pass.publish(EventType::Normal, captf_api::events::PLAN_READY, &message)
-                            .await;
-                    }
-                    status.plan = Some(shown);
-                }
-                _ => {
-                    conds.set(
-                        types::APPLY_JOB_SUCCEEDED,
-                        Status::False,
-                        reasons::APPLY_FAILED,
-                        &format!("plan Job {} succeeded but left no readable plan; it is planned again after the retry delay", f.name),
-                        generation,
-                        now,
-                    );
-                }
-            }
-        }
-        (Operation::Apply, false) if f.markers.contains_key(annotations::PLAN_CHANGED) => {
-            count_approval(ctx, "superseded");
-            let plan = f.result.as_ref().and_then(|r| r.plan.as_ref());
-            let mut message = format!(
-                "Job {}: the approved plan no longer matches what would be applied; nothing was applied",
-                f.name
-            );
-            if let (Some(plan), Some(inputs)) = (plan, f.inputs_hash()) {
-                let shown = approvals::plan_status(&f.name, inputs, plan, now);
-                message.push_str(&format!(
-                    ". The new plan: {}",
-                    approvals::awaiting_message(key.namespace(), key.name(), &shown, None)
-                ));
-                status.plan = Some(shown);
-            } else {
-                status.plan = None;
-            }
-            conds.set(
-                types::APPLY_JOB_SUCCEEDED,
-                Status::Unknown,
-                reasons::PLAN_CHANGED,
-                &message,
-                generation,
-                now,
-            );
-            pass.publish(
-                EventType::Warning,
-                captf_api::events::PLAN_CHANGED,
-                &message,
-            )
-            .await;
-        }
-        (Operation::Apply, false) if f.annotations.contains_key(annotations::APPROVED_PLAN) => {
-            count_approval(ctx, "failed");
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 /// `captf_plan_approvals_total`: a Manual plan's way from created to applied (or not).

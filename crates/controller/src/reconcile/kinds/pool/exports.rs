@@ -47,6 +47,65 @@ impl Pending {
     }
 }
 
+/// What a finished apply leaves on the durable inputs for the guard, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// A success ends a partly applied change (`captf.io/partial-cluster-outputs` goes).
+    ClearPartial,
+    /// A success records the exports values it rendered, of this hash (dropped when they
+    /// cannot be found or do not fit: stale values never stay).
+    Applied(String),
+    /// The guard stopped an exports change: it is the pending change.
+    Pending(Pending),
+    /// A guarded apply that got past the guard and failed may have applied part of it.
+    Partial(Partial),
+}
+
+/// After a finished Job, what the guard records. `partial_marked` is whether a partly applied
+/// change is recorded; `recorded_hash` the hash of the exports values on record.
+pub fn after_apply(
+    f: &crate::decide::Finished,
+    partial_marked: bool,
+    recorded_hash: Option<&str>,
+) -> Vec<Recorded> {
+    if f.op != captf_api::Operation::Apply {
+        return Vec::new();
+    }
+    let exports = f.annotations.get(annotations::CLUSTER_OUTPUTS_HASH);
+    if f.succeeded {
+        let mut recorded = Vec::new();
+        if partial_marked {
+            recorded.push(Recorded::ClearPartial);
+        }
+        if let Some(hash) = exports.filter(|h| Some(h.as_str()) != recorded_hash) {
+            recorded.push(Recorded::Applied(hash.clone()));
+        }
+        return recorded;
+    }
+    // Only an apply guarded for an exports change carries an approval hash.
+    let Some(approval) = f.annotations.get(annotations::APPROVAL_HASH) else {
+        return Vec::new();
+    };
+    let exports_hash = exports.cloned().unwrap_or_default();
+    if f.markers
+        .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED)
+    {
+        return vec![Recorded::Pending(Pending {
+            job: f.name.clone(),
+            approval_hash: approval.clone(),
+            exports_hash,
+            resources: crate::decide::book::destructive_resources(f),
+        })];
+    }
+    if f.markers.contains_key(annotations::PLAN_CHANGED) {
+        return Vec::new();
+    }
+    vec![Recorded::Partial(Partial {
+        job: f.name.clone(),
+        exports_hash,
+    })]
+}
+
 /// An exports change whose guarded apply failed or vanished after it started
 /// (`captf.io/partial-cluster-outputs`): it may have applied part of the change.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -517,5 +576,115 @@ mod tests {
             text.ends_with("kubectl annotate terraformmachinepool w -n ns captf.io/approve-destructive-plan=h2:approval --overwrite"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_finished_apply_leaves_the_guard_its_records() {
+        use crate::decide::Finished;
+        use captf_api::Operation;
+        let apply = |succeeded: bool, exports: Option<&str>, approval: Option<&str>| {
+            let mut f = Finished::for_test(Operation::Apply, succeeded, false);
+            if let Some(h) = exports {
+                f.annotations
+                    .insert(annotations::CLUSTER_OUTPUTS_HASH.into(), h.into());
+            }
+            if let Some(a) = approval {
+                f.annotations
+                    .insert(annotations::APPROVAL_HASH.into(), a.into());
+            }
+            f
+        };
+        let marked = |mut f: Finished, marker: &str| {
+            f.markers.insert(marker.into(), A.into());
+            f
+        };
+        let job = "captf-c-demo-apply-a1-000000";
+        let partial = Recorded::Partial(Partial {
+            job: job.into(),
+            exports_hash: NEW.into(),
+        });
+        let blocked = Recorded::Pending(Pending {
+            job: job.into(),
+            approval_hash: A.into(),
+            exports_hash: NEW.into(),
+            resources: Vec::new(),
+        });
+        /// What, the Job, a partial change marked, the hash on record, what is recorded.
+        type Row<'a> = (&'a str, Finished, bool, Option<&'a str>, Vec<Recorded>);
+        let rows: Vec<Row> = vec![
+            (
+                "a success records what it rendered",
+                apply(true, Some(NEW), None),
+                false,
+                Some(APPLIED),
+                vec![Recorded::Applied(NEW.into())],
+            ),
+            (
+                "the same exports on record: nothing to write",
+                apply(true, Some(NEW), None),
+                false,
+                Some(NEW),
+                vec![],
+            ),
+            (
+                "a success ends a partly applied change",
+                apply(true, Some(NEW), Some(A)),
+                true,
+                Some(NEW),
+                vec![Recorded::ClearPartial],
+            ),
+            (
+                "a success that rendered no exports",
+                apply(true, None, None),
+                true,
+                None,
+                vec![Recorded::ClearPartial],
+            ),
+            (
+                "an unguarded apply failed: nothing for the guard",
+                apply(false, Some(NEW), None),
+                false,
+                Some(APPLIED),
+                vec![],
+            ),
+            (
+                "the guard stopped it: the pending change",
+                marked(
+                    apply(false, Some(NEW), Some(A)),
+                    annotations::DESTRUCTIVE_PLAN_BLOCKED,
+                ),
+                false,
+                Some(APPLIED),
+                vec![blocked],
+            ),
+            (
+                "an approved plan that changed applied nothing",
+                marked(apply(false, Some(NEW), Some(A)), annotations::PLAN_CHANGED),
+                false,
+                Some(APPLIED),
+                vec![],
+            ),
+            (
+                "past the guard and failed: maybe partly applied",
+                apply(false, Some(NEW), Some(A)),
+                false,
+                Some(APPLIED),
+                vec![partial],
+            ),
+            (
+                "a destroy is none of the guard's",
+                Finished::for_test(Operation::Destroy, true, false),
+                true,
+                Some(APPLIED),
+                vec![],
+            ),
+        ];
+        for (what, f, partial_marked, recorded_hash, want) in rows {
+            assert_eq!(
+                after_apply(&f, partial_marked, recorded_hash),
+                want,
+                "{what}"
+            );
+        }
     }
 }

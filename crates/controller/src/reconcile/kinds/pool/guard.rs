@@ -50,90 +50,50 @@ pub(super) fn newest_blocked(jobs: &[ObservedJob], finished: &[Finished]) -> Opt
     )
 }
 
-/// After a finished apply, the exports guard's records on the durable inputs: a success
-/// records the exports values it rendered and ends a partly applied change; a blocked exports
-/// change becomes the pending change; a guarded apply that failed otherwise may have applied
-/// part of its change. `true` when something was written.
+/// After a finished apply, the exports guard's records on the durable inputs
+/// ([`exports::after_apply`]). `true` when the durable inputs may have changed.
 pub(super) async fn record_exports(
     client: &kube::Client,
     key: &ObjectKey,
     f: &Finished,
     durable: &DurableInputs,
 ) -> Result<bool> {
-    if f.op != Operation::Apply {
-        return Ok(false);
-    }
-    let exports = f.annotations.get(annotations::CLUSTER_OUTPUTS_HASH);
-    if f.succeeded {
-        // The apply recorded its exports hash and may have used up the approval: the guard
-        // reads the durable inputs again either way.
-        if durable
-            .annotations
-            .contains_key(annotations::PARTIAL_CLUSTER_OUTPUTS)
-        {
-            secrets::set_pool_exports_mark(client, key, annotations::PARTIAL_CLUSTER_OUTPUTS, None)
-                .await?;
-        }
-        let Some(hash) = exports else {
-            return Ok(true);
+    let partial_marked = durable
+        .annotations
+        .contains_key(annotations::PARTIAL_CLUSTER_OUTPUTS);
+    let recorded_hash = durable
+        .applied_exports
+        .as_deref()
+        .and_then(|r| serde_json::from_slice::<serde_json::Value>(r).ok())
+        .map(|v| member::exports_hash(&v));
+    let recorded = exports::after_apply(f, partial_marked, recorded_hash.as_deref());
+    for record in &recorded {
+        let (mark, value) = match record {
+            exports::Recorded::ClearPartial => (annotations::PARTIAL_CLUSTER_OUTPUTS, None),
+            exports::Recorded::Pending(p) => (
+                annotations::PENDING_CLUSTER_OUTPUTS,
+                Some(p.to_annotation()),
+            ),
+            exports::Recorded::Partial(p) => (
+                annotations::PARTIAL_CLUSTER_OUTPUTS,
+                Some(p.to_annotation()),
+            ),
+            exports::Recorded::Applied(hash) => {
+                let record = applied_exports_of(client, key, f, hash, durable)
+                    .await?
+                    .and_then(|v| captf_contract::canonicalize_exports(&v).ok())
+                    .filter(|r| exports::fits(durable.rendered_size, r.len()));
+                // Stale values never stay: without the new ones the record is dropped.
+                if record.is_some() || durable.applied_exports.is_some() {
+                    secrets::write_applied_exports(client, key, record.as_deref()).await?;
+                }
+                continue;
+            }
         };
-        let recorded = durable
-            .applied_exports
-            .as_deref()
-            .and_then(|r| serde_json::from_slice::<serde_json::Value>(r).ok())
-            .map(|v| member::exports_hash(&v));
-        if recorded.as_deref() == Some(hash.as_str()) {
-            return Ok(true);
-        }
-        let record = applied_exports_of(client, key, f, hash, durable)
-            .await?
-            .and_then(|v| captf_contract::canonicalize_exports(&v).ok())
-            .filter(|r| exports::fits(durable.rendered_size, r.len()));
-        // Stale values never stay: without the new ones the record is dropped (unrecorded).
-        if record.is_some() || durable.applied_exports.is_some() {
-            secrets::write_applied_exports(client, key, record.as_deref()).await?;
-        }
-        return Ok(true);
+        secrets::set_pool_exports_mark(client, key, mark, value.as_deref()).await?;
     }
-    // Only an apply guarded for an exports change carries an approval hash.
-    let Some(approval) = f.annotations.get(annotations::APPROVAL_HASH) else {
-        return Ok(false);
-    };
-    let exports_hash = exports.cloned().unwrap_or_default();
-    if f.markers
-        .contains_key(annotations::DESTRUCTIVE_PLAN_BLOCKED)
-    {
-        let pending = Pending {
-            job: f.name.clone(),
-            approval_hash: approval.clone(),
-            exports_hash,
-            resources: crate::decide::book::destructive_resources(f),
-        };
-        secrets::set_pool_exports_mark(
-            client,
-            key,
-            annotations::PENDING_CLUSTER_OUTPUTS,
-            Some(&pending.to_annotation()),
-        )
-        .await?;
-        return Ok(true);
-    }
-    if f.markers.contains_key(annotations::PLAN_CHANGED) {
-        return Ok(false);
-    }
-    // It got past the guard and failed: part of the change may be applied.
-    let partial = exports::Partial {
-        job: f.name.clone(),
-        exports_hash,
-    };
-    secrets::set_pool_exports_mark(
-        client,
-        key,
-        annotations::PARTIAL_CLUSTER_OUTPUTS,
-        Some(&partial.to_annotation()),
-    )
-    .await?;
-    Ok(true)
+    // A successful apply may have used up the approval too: the guard reads again.
+    Ok(!recorded.is_empty() || (f.op == Operation::Apply && f.succeeded))
 }
 
 /// The exports values a successful apply rendered, checked against the hash it recorded: from

@@ -12,6 +12,9 @@ use captf_runner::result::ErrorKind;
 use super::Finished;
 use super::launch::condition_of;
 
+mod plan;
+pub use plan::{PlanBefore, Shown, plan};
+
 /// What the object says as the finished Job is recorded.
 #[derive(Clone, Copy, Debug)]
 pub struct Before<'a> {
@@ -88,6 +91,15 @@ pub enum BookEffect {
     Announce(Note),
     /// `captf_state_restores_total{result}`.
     CountRestore(&'static str),
+    /// Apply Job `0` disappeared while it ran: recorded on the durable inputs, so an apply
+    /// of the current inputs stays due until one started afterwards succeeds.
+    RecordInterrupted(String),
+    /// An apply that followed an interrupted one succeeded: the record goes.
+    ClearInterrupted,
+    /// The leases Job `0` took are released (only while it still holds them).
+    ReleaseLeases(String),
+    /// `captf_plan_approvals_total{result}`: a Manual plan's way from created to applied.
+    CountApproval(&'static str),
 }
 
 /// What adopting the state a Job wrote records: its Secrets get the object's owner
@@ -186,6 +198,42 @@ pub fn book(f: &Finished, before: &Before) -> Booked {
     if let Some(note) = finished_event(f, &booked) {
         booked.effects.push(BookEffect::Announce(note));
     }
+    booked
+}
+
+/// Apply Jobs that disappeared while they ran (deleted by hand or by a namespace clean-up)
+/// may have applied part of their change. `vanished` is the one `status.activeJob` names that
+/// is neither listed nor stopping while the object, read live, still names it: it is recorded,
+/// its leases released, and `ApplyJobSucceeded` and an event say so. A finished apply that
+/// followed one ends the record when it succeeded.
+pub fn interruptions(finished: &[Finished], vanished: Option<&str>) -> Booked {
+    let mut booked = Booked::default();
+    let followed = finished.iter().any(|f| {
+        f.op == Operation::Apply
+            && f.succeeded
+            && f.annotations
+                .contains_key(annotations::AFTER_INTERRUPTED_APPLY)
+    });
+    if followed {
+        booked.effects.push(BookEffect::ClearInterrupted);
+    }
+    let Some(name) = vanished else {
+        return booked;
+    };
+    booked.effects.extend([
+        BookEffect::RecordInterrupted(name.to_owned()),
+        BookEffect::ReleaseLeases(name.to_owned()),
+        BookEffect::Announce(Note::warning(
+            events::JOB_FAILED,
+            format!("Job {name} disappeared while it ran; the apply runs again"),
+        )),
+    ]);
+    booked.set(
+        types::APPLY_JOB_SUCCEEDED,
+        Status::False,
+        reasons::APPLY_FAILED,
+        format!("Job {name}: disappeared while it ran and may have applied part of its change; an apply of the current inputs is due (guarded by the destructive-plan check)"),
+    );
     booked
 }
 
