@@ -125,14 +125,16 @@ impl StateError {
         }
     }
 
-    pub(crate) fn corrupt(base: &str, problem: impl Into<String>) -> Self {
+    /// A state past a cap or unreadable as a state (`StateCorrupt`).
+    pub fn corrupt(base: &str, problem: impl Into<String>) -> Self {
         StateError::Corrupt {
             base: base.to_owned(),
             problem: problem.into(),
         }
     }
 
-    pub(crate) fn inconsistent(secret: impl Into<String>, problem: impl Into<String>) -> Self {
+    /// A chunk set that is not one whole state (`StateInconsistent`).
+    pub fn inconsistent(secret: impl Into<String>, problem: impl Into<String>) -> Self {
         StateError::Inconsistent {
             secret: secret.into(),
             problem: problem.into(),

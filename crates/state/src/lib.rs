@@ -23,6 +23,7 @@ use captf_api::annotations;
 
 pub use backup::{BackupInfo, backup_annotations, set_digest, verify_backup_set};
 pub use chunks::{Chunk, chunk_index};
+pub use document::OutputLimits;
 pub use error::{Result, StateError, StateReadableReason, classify_missing};
 
 /// Default cap on the number of chunk Secrets (spec README rule 4).
@@ -30,20 +31,23 @@ pub const DEFAULT_MAX_CHUNKS: usize = 32;
 /// Default cap on the decompressed state size: 64 MiB (spec README rule 4).
 pub const DEFAULT_MAX_DECOMPRESSED_BYTES: usize = 64 * 1024 * 1024;
 
-/// The reader's caps; exceeding either reads as `StateCorrupt`.
+/// The reader's caps; exceeding any reads as `StateCorrupt`, naming the cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Most chunk Secrets accepted.
     pub max_chunks: usize,
     /// Most bytes the state may decompress to; decompression stops there.
     pub max_decompressed_bytes: usize,
+    /// The caps on the root outputs.
+    pub outputs: OutputLimits,
 }
 
 impl Limits {
-    /// 32 chunks, 64 MiB.
+    /// 32 chunks, 64 MiB, and [`OutputLimits::DEFAULT`].
     pub const DEFAULT: Limits = Limits {
         max_chunks: DEFAULT_MAX_CHUNKS,
         max_decompressed_bytes: DEFAULT_MAX_DECOMPRESSED_BYTES,
+        outputs: OutputLimits::DEFAULT,
     };
 }
 
@@ -138,7 +142,7 @@ pub fn decode(base_name: &str, chunks: &[Chunk], limits: Limits) -> Result<Decod
     let compressed_bytes = parts.iter().map(|p| p.len() as u64).sum();
     let json = gzip::gunzip_first_member(&parts, limits.max_decompressed_bytes)
         .map_err(|e| StateError::corrupt(base_name, e.to_string()))?;
-    let doc = document::parse(base_name, &json)?;
+    let doc = document::parse(base_name, &json, &limits.outputs)?;
     Ok(DecodedState {
         serial: doc.serial,
         lineage: doc.lineage,

@@ -47,6 +47,7 @@ fn a_bomb_stops_at_a_small_custom_cap() {
     let limits = Limits {
         max_chunks: 32,
         max_decompressed_bytes: 256 * 1024,
+        ..Limits::DEFAULT
     };
     let start = Instant::now();
     let err = decode(BASE, &[Chunk::new(BASE, bomb)], limits).expect_err("bomb");

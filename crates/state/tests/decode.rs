@@ -6,7 +6,7 @@ mod common;
 use captf_api::annotations;
 use captf_state::{Chunk, DecodedState, Limits, StateError, decode};
 use common::{BASE, gz_json, gzip, sample_state, split_into};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn read(chunks: &[Chunk]) -> Result<DecodedState, StateError> {
     decode(BASE, chunks, Limits::default())
@@ -160,6 +160,7 @@ fn a_state_over_the_decompressed_cap_is_corrupt() {
     let limits = |max| Limits {
         max_chunks: 32,
         max_decompressed_bytes: max,
+        ..Limits::DEFAULT
     };
     let err = decode(BASE, &chunks, limits(json.len() - 1)).expect_err("over");
     assert_eq!(err.reason(), "StateCorrupt");
@@ -386,4 +387,81 @@ fn debug_never_prints_output_values() {
     assert!(dbg.contains("kubeconfig"), "{dbg}");
     assert!(!dbg.contains("apiVersion"), "{dbg}");
     assert!(!dbg.contains("10.0.0.1"), "{dbg}");
+}
+
+/// A sample state whose outputs are `outputs`.
+fn with_outputs(outputs: Value) -> Vec<Chunk> {
+    let mut state = sample_state();
+    state["outputs"] = outputs;
+    vec![Chunk::new(BASE, gz_json(&state))]
+}
+
+#[test]
+fn outputs_past_a_limit_are_corrupt_and_the_message_names_the_limit() {
+    let many: serde_json::Map<String, Value> = (0..300)
+        .map(|i| (format!("o{i}"), json!({"value": i, "type": "number"})))
+        .collect();
+    let nested = (0..40).fold(json!(1), |v, _| json!([v]));
+    let big = "x".repeat(1024 * 1024);
+    let quarter = "x".repeat(900 * 1024);
+    let rows = [
+        (
+            "too many",
+            json!(many),
+            "300 root outputs; the limit is 256",
+        ),
+        (
+            "one too large",
+            json!({"blob": {"value": big, "type": "string"}}),
+            "output \"blob\" is 1048578 bytes of JSON; the limit is 1048576 bytes per output",
+        ),
+        (
+            "too large together",
+            json!({
+                "a": {"value": quarter, "type": "string"},
+                "b": {"value": quarter, "type": "string"},
+                "c": {"value": quarter, "type": "string"},
+                "d": {"value": quarter, "type": "string"},
+                "e": {"value": quarter, "type": "string"},
+            }),
+            "more than 4194304 bytes of JSON together",
+        ),
+        (
+            "too deep",
+            json!({"deep": {"value": nested, "type": "dynamic"}}),
+            "output \"deep\" nests arrays and objects more than 32 deep",
+        ),
+    ];
+    for (what, outputs, want) in rows {
+        let err = decode(BASE, &with_outputs(outputs), Limits::DEFAULT).expect_err(what);
+        assert_eq!(err.reason(), "StateCorrupt", "{what}");
+        assert!(err.to_string().contains(want), "{what}: {err}");
+    }
+}
+
+#[test]
+fn outputs_within_the_limits_read_whole() {
+    let nested = (0..31).fold(json!("leaf [{\"\\"), |v, _| json!([v]));
+    let outputs = json!({
+        "deep": {"value": nested.clone(), "type": "dynamic"},
+        "ids": {"value": vec!["aws:///us-east-1a/i-0123456789abcdef0"; 5000], "type": "list"},
+    });
+    let state = decode(BASE, &with_outputs(outputs), Limits::DEFAULT).expect("within");
+    assert_eq!(
+        state.outputs["deep"], nested,
+        "a string's brackets are no nesting"
+    );
+    assert_eq!(state.outputs["ids"].as_array().map(Vec::len), Some(5000));
+}
+
+#[test]
+fn millions_of_resources_are_counted_not_kept() {
+    let mut state = sample_state();
+    let resources: Vec<Value> = (0..200_000)
+        .map(|i| json!({"mode": if i % 2 == 0 { "managed" } else { "data" }}))
+        .collect();
+    state["resources"] = json!(resources);
+    let chunks = vec![Chunk::new(BASE, gz_json(&state))];
+    let decoded = decode(BASE, &chunks, Limits::DEFAULT).expect("counted");
+    assert_eq!(decoded.managed_resources, 100_000);
 }
