@@ -38,6 +38,9 @@ pub struct Context {
     pub schemas: crate::schemas::Schemas,
     /// Failed passes in a row, per object, for [`error_policy`].
     pub backoff: crate::backoff::Backoff,
+    /// The state reads that may fetch and decode at once
+    /// ([`observe::state::CONCURRENT_READS`]).
+    pub state_reads: Arc<tokio::sync::Semaphore>,
 }
 
 impl crate::backoff::Retries for Context {
@@ -73,6 +76,9 @@ impl Context {
             registry,
             schemas,
             backoff: Default::default(),
+            state_reads: Arc::new(tokio::sync::Semaphore::new(
+                observe::state::CONCURRENT_READS,
+            )),
         }
     }
 }

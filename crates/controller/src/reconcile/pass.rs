@@ -96,7 +96,7 @@ where
     pub async fn observe(&self) -> Result<Observed> {
         let client = &self.ctx.client;
         let (state, lock) = futures::try_join!(
-            crate::reconcile::observe::state::read(client, self.key),
+            crate::reconcile::observe::state::read(self.ctx, self.key),
             crate::reconcile::observe::locks::inspect(client, self.key),
         )?;
         Ok(Observed { state, lock })

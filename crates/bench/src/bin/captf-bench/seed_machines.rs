@@ -127,7 +127,9 @@ impl MachineTemplate {
             .and_then(|s| s.data.clone())
             .context("the template machine has no bootstrap Secret")?;
         let cluster_key = ObjectKey::new(ns, WorkloadKind::Cluster, &cluster)?;
-        let StateRead::Found(cluster_state, _) = state::read(client, &cluster_key).await? else {
+        let gate = tokio::sync::Semaphore::new(1);
+        let read = state::read_gated(client, &gate, &cluster_key).await?;
+        let StateRead::Found(cluster_state, _) = read else {
             anyhow::bail!("the template cluster's state cannot be read");
         };
         let exports = cluster_state

@@ -123,29 +123,33 @@ pub async fn adopt_state(
     let ns = key.namespace();
     let hash = adoption.inputs_hash.as_ref();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let selector = format!(
-        "{}=true,{}={}",
-        labels::TFSTATE,
-        labels::TFSTATE_SECRET_SUFFIX,
-        key.state_suffix()
-    );
-    for secret in secrets
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .during(|| "listing state Secrets".to_owned())?
-        .items
-    {
-        let name = secret.name_any();
+    // By name, chunk after chunk until one is missing: nothing planted under the state's labels
+    // is fetched or owned, and no more than the chunk cap is patched.
+    let base = key.state_secret();
+    for index in 0..=captf_state::DEFAULT_MAX_CHUNKS {
+        let name = match index {
+            0 => base.clone(),
+            n => format!("{base}-part-{n}"),
+        };
         let mut patch = serde_json::json!({"metadata": {"ownerReferences": [owner]}});
-        if name == key.state_secret()
+        if index == 0
             && let Some(hash) = &hash
         {
             patch["metadata"]["annotations"] = serde_json::json!({annotations::INPUTS_HASH: hash});
         }
-        secrets
+        match secrets
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .during(|| format!("adopting state Secret {ns}/{name}"))?;
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => break,
+            Err(source) => {
+                return Err(Error::Kube {
+                    action: format!("adopting state Secret {ns}/{name}"),
+                    source,
+                });
+            }
+        }
     }
     let mut marks = serde_json::json!({annotations::APPLIED: "true"});
     if let Some(lineage) = &adoption.lineage {
@@ -207,7 +211,7 @@ pub async fn cleanup(client: &kube::Client, key: &ObjectKey) -> Result<()> {
     // One delete per Secret: the manager's role grants delete, not deletecollection.
     let mut names = vec![key.durable_inputs_secret(), key.plan_key_secret()];
     let list = secrets
-        .list(&ListParams::default().labels(&state_selector))
+        .list_metadata(&ListParams::default().labels(&state_selector))
         .await
         .during(|| format!("listing Secrets {state_selector} in {ns}"))?;
     names.extend(list.items.into_iter().map(|s| s.name_any()));

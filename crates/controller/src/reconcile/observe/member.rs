@@ -134,7 +134,7 @@ pub async fn handoff(
             job,
         }));
     }
-    let StateRead::Found(state, _) = state::read(&ctx.client, &key).await? else {
+    let StateRead::Found(state, _) = state::read(ctx, &key).await? else {
         return held(
             reasons::WAITING_FOR_CLUSTER_EXPORTS,
             format!(

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 
 use crate::error::{KubeContext, Result};
+use crate::reconcile::Context;
 
 /// What the reader found.
 #[derive(Debug)]
@@ -25,9 +26,34 @@ pub enum StateRead {
     Foreign(Box<DecodedState>),
 }
 
-/// Lists the object's state Secrets live (the backend's own selector) and decodes them.
-pub async fn read(client: &kube::Client, key: &ObjectKey) -> Result<StateRead> {
+/// How many state reads fetch and decode at once, manager-wide. A read holds up to 32 chunks
+/// (32 MiB) and its decompressed JSON (up to 64 MiB) until it is decoded: this bounds what
+/// all passes together spend on states, whatever the tenants put in them.
+pub const CONCURRENT_READS: usize = 2;
+
+/// Reads the object's state live, bounded before any data is fetched: one page of at most
+/// 33 Secrets' metadata under the backend's own labels (more than the 32-chunk cap is corrupt,
+/// a name that is no chunk's is inconsistent, as the engine would find them too), then each
+/// chunk's data by name. What a tenant or a module plants under the state's labels costs one
+/// page of metadata, never its data. Decoding runs off the async runtime, at most
+/// [`CONCURRENT_READS`] at once.
+pub async fn read(ctx: &Context, key: &ObjectKey) -> Result<StateRead> {
+    read_gated(&ctx.client, &ctx.state_reads, key).await
+}
+
+/// [`read`] with the semaphore `gate` bounding how many reads run at once.
+pub async fn read_gated(
+    client: &kube::Client,
+    gate: &tokio::sync::Semaphore,
+    key: &ObjectKey,
+) -> Result<StateRead> {
+    let _permit = gate
+        .acquire()
+        .await
+        .map_err(|_| crate::Error::Panicked("the state readers' semaphore was closed".into()))?;
     let api: Api<Secret> = Api::namespaced(client.clone(), key.namespace());
+    let base = key.state_secret();
+    let limits = Limits::default();
     let selector = format!(
         "{}=true,{}={},{}=default",
         labels::TFSTATE,
@@ -35,34 +61,74 @@ pub async fn read(client: &kube::Client, key: &ObjectKey) -> Result<StateRead> {
         key.state_suffix(),
         labels::TFSTATE_WORKSPACE
     );
-    let list = api
-        .list(&ListParams::default().labels(&selector))
+    let during = || {
+        format!(
+            "listing the state Secrets of {}/{}",
+            key.namespace(),
+            key.name()
+        )
+    };
+    let cap = u32::try_from(limits.max_chunks).unwrap_or(u32::MAX);
+    let page = api
+        .list_metadata(&ListParams::default().labels(&selector).limit(cap + 1))
         .await
-        .during(|| {
-            format!(
-                "listing state Secrets of {}/{}",
-                key.namespace(),
-                key.name()
-            )
-        })?;
-    if list.items.is_empty() {
+        .during(during)?;
+    let more = page
+        .metadata
+        .continue_
+        .as_ref()
+        .is_some_and(|c| !c.is_empty());
+    if page.items.len() > limits.max_chunks || more {
+        let why = format!(
+            "more than {} Secrets carry the state's labels; a state has at most {} chunk Secrets. Delete the ones that are not this state's",
+            limits.max_chunks, limits.max_chunks
+        );
+        return Ok(StateRead::Unreadable(StateError::corrupt(&base, why)));
+    }
+    if page.items.is_empty() {
         return Ok(StateRead::Missing);
     }
-    let chunks: Vec<Chunk> = list
-        .items
-        .into_iter()
-        .map(|s| Chunk {
-            name: s.metadata.name.unwrap_or_default(),
-            data: s.data.and_then(|mut d| d.remove("tfstate")).map(|b| b.0),
-            annotations: s.metadata.annotations.unwrap_or_default(),
-        })
-        .collect();
-    Ok(
-        match captf_state::decode(&key.state_secret(), &chunks, Limits::default()) {
-            Ok(state) => StateRead::Found(Box::new(state), chunks),
-            Err(e) => StateRead::Unreadable(e),
-        },
-    )
+    let mut names: Vec<String> = Vec::with_capacity(page.items.len());
+    for meta in page.items {
+        let name = meta.metadata.name.unwrap_or_default();
+        if captf_state::chunk_index(&base, &name).is_none() {
+            let why = format!(
+                "matches the state's labels but is neither {base} nor {base}-part-N (N >= 1 without leading zeros)"
+            );
+            return Ok(StateRead::Unreadable(StateError::inconsistent(name, why)));
+        }
+        names.push(name);
+    }
+    let mut chunks = Vec::with_capacity(names.len());
+    for name in names {
+        let Some(secret) = api
+            .get_opt(&name)
+            .await
+            .during(|| format!("reading Secret {}/{name}", key.namespace()))?
+        else {
+            // Deleted since the list (a Job may have just shrunk it): read again next pass.
+            let why = "was listed but is gone: the state changed while it was read";
+            return Ok(StateRead::Unreadable(StateError::inconsistent(name, why)));
+        };
+        chunks.push(Chunk {
+            name,
+            data: secret
+                .data
+                .and_then(|mut d| d.remove("tfstate"))
+                .map(|b| b.0),
+            annotations: secret.metadata.annotations.unwrap_or_default(),
+        });
+    }
+    let decoded = tokio::task::spawn_blocking(move || {
+        let decoded = captf_state::decode(&base, &chunks, limits);
+        (decoded, chunks)
+    })
+    .await
+    .map_err(|e| crate::Error::Panicked(format!("decoding the state: {e}")))?;
+    Ok(match decoded {
+        (Ok(state), chunks) => StateRead::Found(Box::new(state), chunks),
+        (Err(e), _) => StateRead::Unreadable(e),
+    })
 }
 
 /// The durable inputs Secret's metadata and files, if it exists.
