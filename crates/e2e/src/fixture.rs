@@ -674,3 +674,23 @@ pub async fn delete_apply_mid_run<K>(
         "the retry names the lost Job"
     );
 }
+
+/// The state JSON a state Secret holds (its one chunk, gzip).
+pub fn state_document(secret: &k8s_openapi::api::core::v1::Secret) -> serde_json::Value {
+    use std::io::Read;
+    let data = &secret.data.as_ref().expect("data")["tfstate"].0;
+    let mut json = Vec::new();
+    flate2::read::GzDecoder::new(data.as_slice())
+        .read_to_end(&mut json)
+        .expect("gzip");
+    serde_json::from_slice(&json).expect("state JSON")
+}
+
+/// `doc` as the backend stores it (gzip).
+pub fn gzip_state(doc: &serde_json::Value) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(&serde_json::to_vec(doc).expect("json"))
+        .expect("gzip");
+    enc.finish().expect("gzip")
+}

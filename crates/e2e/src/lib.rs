@@ -446,6 +446,19 @@ impl Manager {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// The most memory the process has held resident so far (`VmHWM`), in bytes.
+    pub fn peak_resident_bytes(&self) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .context("no VmHWM")?
+            .trim()
+            .parse::<u64>()?;
+        Ok(kib * 1024)
+    }
+
     /// Sends SIGTERM (what the kubelet sends a stopping pod) and waits up to `within` for the
     /// process to exit; its exit status.
     pub async fn terminate(

@@ -11,6 +11,7 @@ mod cluster_lifecycle;
 mod crash_points;
 mod digest_pinning;
 mod drift;
+mod hostile_state;
 mod job_not_started;
 mod locks;
 mod machines;

@@ -10,11 +10,9 @@ use captf_api::{TerraformCluster, TerraformMachine};
 use captf_e2e::Manager;
 use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
-use flate2::Compression;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use std::io::{Read, Write};
 
 /// The no-op images of one engine.
 #[derive(Clone, Copy)]
@@ -91,29 +89,13 @@ async fn delete_state(client: &kube::Client, ns: &str, suffix: &str) {
 }
 
 /// The decompressed state document of a single-chunk state.
-fn document(secret: &Secret) -> serde_json::Value {
-    let data = &secret.data.as_ref().expect("data")["tfstate"].0;
-    let mut json = Vec::new();
-    flate2::read::GzDecoder::new(data.as_slice())
-        .read_to_end(&mut json)
-        .expect("gzip");
-    serde_json::from_slice(&json).expect("state JSON")
-}
-
-fn gzip(doc: &serde_json::Value) -> Vec<u8> {
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), Compression::default());
-    enc.write_all(&serde_json::to_vec(doc).expect("json"))
-        .expect("gzip");
-    enc.finish().expect("gzip")
-}
-
 /// Replaces the state with one of a new lineage and no inputs hash, as a `state push` from a
 /// workstation, or an engine that found no state, would leave it. Returns the new lineage.
 async fn replace_with_foreign_lineage(client: &kube::Client, ns: &str, suffix: &str) -> String {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let base = format!("tfstate-default-{suffix}");
     let old = secrets.get(&base).await.expect("base Secret");
-    let mut doc = document(&old);
+    let mut doc = state_document(&old);
     let foreign = "5e1f0c1e-0000-4000-8000-0000000f0e19".to_owned();
     doc["lineage"] = foreign.clone().into();
     let secret = Secret {
@@ -123,7 +105,7 @@ async fn replace_with_foreign_lineage(client: &kube::Client, ns: &str, suffix: &
             annotations: Some([("encoding".to_owned(), "gzip".to_owned())].into()),
             ..Default::default()
         },
-        data: Some([("tfstate".to_owned(), ByteString(gzip(&doc)))].into()),
+        data: Some([("tfstate".to_owned(), ByteString(gzip_state(&doc)))].into()),
         ..Default::default()
     };
     secrets
