@@ -55,6 +55,9 @@ pub const WAITING_FOR_RUN_LEASE: &str = "WaitingForRunLease";
 /// Warning: a Job's runner has not started (a quota, no node, a container that cannot be
 /// created).
 pub const JOB_NOT_STARTED: &str = "JobNotStarted";
+/// Warning: a Job carries an object's owner labels but is not owned by it (another UID, or
+/// none): not part of its history, so it changes nothing.
+pub const FOREIGN_JOB_IGNORED: &str = "ForeignJobIgnored";
 /// The Job `status.activeJob` names is gone, but its pod still runs.
 pub const WAITING_FOR_JOB_POD: &str = "WaitingForJobPod";
 /// A machine or pool operation waits for the cluster's (once per wait).

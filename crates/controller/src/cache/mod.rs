@@ -356,11 +356,22 @@ where
 
 /// A Job counts as running until its result is recorded (`captf.io/bookkept`): metadata does
 /// not carry the Job's status, and a finished Job is bookkept on the next pass of its object.
+/// Only a Job a `Terraform*` object controls counts at all: a look-alike under the managed
+/// labels, which anyone who may create Jobs in a namespace can make, holds no slot of the
+/// manager's cap.
 fn job_unfinished(job: &JobMeta) -> bool {
-    !job.metadata
+    let controlled = job
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.controller == Some(true) && r.api_version == captf_api::API_VERSION);
+    let recorded = job
+        .metadata
         .annotations
         .as_ref()
-        .is_some_and(|a| a.contains_key(annotations::BOOKKEPT))
+        .is_some_and(|a| a.contains_key(annotations::BOOKKEPT));
+    controlled && !recorded
 }
 
 /// Unfinished Jobs (the cache holds no others): all of them, and those of one CAPI Cluster
@@ -407,6 +418,13 @@ mod tests {
         };
         s.metadata.name = Some(format!("job-{i}"));
         s.metadata.namespace = Some("ns".into());
+        s.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: captf_api::API_VERSION.into(),
+                controller: Some(true),
+                ..Default::default()
+            },
+        ]);
         s
     }
 
@@ -587,7 +605,9 @@ mod tests {
         m.namespace = Some("ns".into());
         m.owner_references = Some(vec![
             k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: captf_api::API_VERSION.into(),
                 name: owner.into(),
+                controller: Some(true),
                 ..Default::default()
             },
         ]);
@@ -618,16 +638,24 @@ mod tests {
             names
         };
 
+        // Under the managed labels, but controlled by nothing of CAPTF's.
+        let mut lookalike = job_of("lookalike", "a", false);
+        lookalike.metadata.owner_references = None;
         for event in [
             Init,
             InitApply(job_of("running", "a", false)),
             InitApply(job_of("old", "a", true)),
+            InitApply(lookalike),
             InitDone,
         ] {
             events.unbounded_send(event)?;
         }
         assert_eq!(next_woken().await?, Some(("running".into(), false)));
-        assert_eq!(held(), ["running"], "a recorded Job listed is not held");
+        assert_eq!(
+            held(),
+            ["running"],
+            "neither a recorded Job listed nor a look-alike is held"
+        );
 
         events.unbounded_send(Apply(job_of("new", "b", false)))?;
         assert_eq!(next_woken().await?, Some(("new".into(), false)));

@@ -84,11 +84,24 @@ where
         &self,
         others: (Status, &'static str),
     ) -> Result<FirstReads<O>> {
-        futures::try_join!(
-            jobs::list(&self.ctx.client, self.key),
+        let uid = self.object.meta().uid.as_deref().unwrap_or_default();
+        let (listed, owner, durable) = futures::try_join!(
+            jobs::list(&self.ctx.client, self.key, uid),
             crate::reconcile::observe::owner::owner::<O, K>(self.ctx, self.object, others),
             crate::reconcile::observe::state::durable_inputs(&self.ctx.client, self.key),
-        )
+        )?;
+        if !listed.foreign.is_empty() {
+            let names = listed.foreign.join(", ");
+            let (ns, name) = (self.key.namespace(), self.key.name());
+            tracing::warn!(namespace = ns, name, jobs = %names, "Jobs under the object's labels that it does not own are ignored");
+            let note = format!(
+                "Job(s) {names} carry the labels of {} {name} but are not owned by it: they are no part of its history and change nothing. Delete them",
+                self.kind
+            );
+            let reason = captf_api::events::FOREIGN_JOB_IGNORED;
+            self.publish(EventType::Warning, reason, &note).await;
+        }
+        Ok((listed.jobs, owner, durable))
     }
 
     /// What every pass of a live object reads once no Job runs: its state and the engine's

@@ -1,14 +1,16 @@
 //! Deleting a TerraformCluster: a paused object's deletion waits and says why, then destroys
 //! once unpaused, and the namespace's last object takes its runner accounts along; an object
-//! that never applied loses its finalizer at once, with no Job.
+//! that never applied loses its finalizer at once, with no Job; a look-alike destroy Job a
+//! tenant made never stands in for the object's own.
 
 use captf_api::TerraformCluster;
 use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::RoleBinding;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
 
@@ -298,4 +300,77 @@ spec:
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+}
+
+/// A tenant may create Jobs in its namespace, labels and all. A destroy Job that succeeded
+/// under the object's labels but is not the object's (no controller reference to its UID) is
+/// no part of its history: the deletion runs its own destroy, and an event names the forgery.
+#[tokio::test]
+async fn a_lookalike_destroy_job_changes_nothing() {
+    use captf_api::labels;
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("forged", &[]).await;
+    let name = "forged";
+    create_cluster(&client, &ns, name, IMAGE, "").await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    wait_until(&api, name, "Ready", &manager, ready).await;
+
+    let restricted = serde_json::json!({
+        "runAsNonRoot": true, "runAsUser": 65532, "allowPrivilegeEscalation": false,
+        "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
+    });
+    let lookalike: Job = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "lookalike",
+            "labels": {
+                labels::OWNER_KIND: "TerraformCluster",
+                labels::OWNER_NAME: name,
+                labels::OP: "destroy",
+                labels::ATTEMPT: "4294967295",
+                labels::CLUSTER_NAME: name,
+            },
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{
+                    "name": "source", "image": IMAGE, "command": ["/captf/runtime", "version"],
+                    "securityContext": restricted,
+                }],
+            }},
+        },
+    }))
+    .expect("Job");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    jobs.create(&PostParams::default(), &lookalike)
+        .await
+        .expect("look-alike Job");
+    wait_for("the look-alike to succeed", TIMEOUT, || async {
+        let job = jobs.get("lookalike").await?;
+        let done = job.status.and_then(|s| s.conditions).is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Complete" && c.status == "True")
+        });
+        Ok(done.then_some(()))
+    })
+    .await
+    .expect("the look-alike ran");
+
+    api.delete(name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for_job(&client, &ns, &format!("captf-c-{name}-destroy-"), &manager).await;
+    wait_for("the TerraformCluster to be gone", TIMEOUT, || async {
+        Ok(api.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let ignored = event(&client, &ns, "ForeignJobIgnored").await;
+    let note = ignored.note.unwrap_or_default();
+    assert!(note.contains("lookalike"), "{note}");
 }

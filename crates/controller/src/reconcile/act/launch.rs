@@ -355,7 +355,8 @@ where
                 a.operation == start.op && !f.starting.jobs.iter().any(|j| j.name == a.name)
             })
             .map_or(0, |a| u32::try_from(a.attempt).unwrap_or(0));
-        spec.attempt = jobs::next_attempt(f.starting.jobs, start.op).max(lost_attempt + 1);
+        spec.attempt =
+            jobs::next_attempt(f.starting.jobs, start.op).max(lost_attempt.saturating_add(1));
         spec.force_unlock = f.starting.force_unlock.map(|(id, _)| id.clone());
         spec.expect_state = launch.expect_state.clone();
         if let Some(set) = f

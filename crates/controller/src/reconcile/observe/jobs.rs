@@ -59,8 +59,19 @@ impl ObservedJob {
     }
 }
 
-/// Lists the object's Jobs live, oldest first.
-pub async fn list(client: &kube::Client, key: &ObjectKey) -> Result<Vec<ObservedJob>> {
+/// The Jobs under the object's owner labels.
+#[derive(Debug, Default)]
+pub struct Listed {
+    /// The object's own (its UID's controller reference), oldest first.
+    pub jobs: Vec<ObservedJob>,
+    /// Look-alikes: the labels without the object's controller reference. Anyone who may
+    /// create a Job in the namespace can make one, so it is no part of the history.
+    pub foreign: Vec<String>,
+}
+
+/// Lists the object's Jobs live: those under its owner labels that the object with `uid`
+/// controls.
+pub async fn list(client: &kube::Client, key: &ObjectKey, uid: &str) -> Result<Listed> {
     let api: Api<Job> = Api::namespaced(client.clone(), key.namespace());
     let selector = format!(
         "{}={},{}={}",
@@ -73,9 +84,26 @@ pub async fn list(client: &kube::Client, key: &ObjectKey) -> Result<Vec<Observed
         .list(&ListParams::default().labels(&selector))
         .await
         .during(|| format!("listing Jobs of {}/{}", key.namespace(), key.name()))?;
-    let mut out: Vec<ObservedJob> = jobs.items.into_iter().filter_map(observe).collect();
+    let (own, foreign): (Vec<Job>, Vec<Job>) =
+        jobs.items.into_iter().partition(|j| controlled_by(j, uid));
+    let mut out: Vec<ObservedJob> = own.into_iter().filter_map(observe).collect();
     out.sort_by_key(|j| (j.created_at, j.attempt));
-    Ok(out)
+    Ok(Listed {
+        jobs: out,
+        foreign: foreign
+            .into_iter()
+            .filter_map(|j| j.metadata.name)
+            .collect(),
+    })
+}
+
+/// The Job's controller reference names `uid`: the manager sets it on every Job it creates.
+fn controlled_by(job: &Job, uid: &str) -> bool {
+    job.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.controller == Some(true) && r.uid == uid)
 }
 
 fn observe(job: Job) -> Option<ObservedJob> {
@@ -179,7 +207,7 @@ pub fn next_attempt(jobs: &[ObservedJob], op: Operation) -> u32 {
         .map(|j| j.attempt)
         .max()
         .unwrap_or(0)
-        + 1
+        .saturating_add(1)
 }
 
 /// The decision's view of the Job history.
@@ -337,6 +365,41 @@ mod tests {
 
     use Operation::{Apply, Drift};
     use Phase::{Active, Failed, Succeeded};
+
+    #[test]
+    fn only_a_job_the_object_controls_is_its_own() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        const UID: &str = "3f7c1c3e-0000-4000-8000-000000000001";
+        let owned = |uid: &str, controller: Option<bool>| {
+            let mut job = Job::default();
+            job.metadata.owner_references = Some(vec![OwnerReference {
+                uid: uid.into(),
+                controller,
+                ..Default::default()
+            }]);
+            job
+        };
+        let rows = [
+            ("its controller reference", owned(UID, Some(true)), true),
+            ("another object's", owned("another", Some(true)), false),
+            (
+                "a reference that is no controller's",
+                owned(UID, None),
+                false,
+            ),
+            ("no owner at all", Job::default(), false),
+        ];
+        for (what, job, own) in rows {
+            assert_eq!(controlled_by(&job, UID), own, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_forged_attempt_label_cannot_overflow_the_next() {
+        let mut forged = job("x", Apply, Failed, true);
+        forged.attempt = u32::MAX;
+        assert_eq!(next_attempt(&[forged], Apply), u32::MAX);
+    }
 
     #[test]
     fn failed_remediations_count_since_the_check_until_a_success() {
