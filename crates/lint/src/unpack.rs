@@ -185,7 +185,8 @@ pub fn oci_layout(layout: &Path, platform: &str, explicit: bool) -> Result<Unpac
     // Folder modes last, deepest first: a read-only folder would refuse what goes into it.
     modes.sort_by_key(|(path, _)| std::cmp::Reverse(path.components().count()));
     for (path, mode) in modes {
-        if path.is_dir() {
+        // A later layer may have made the folder a link: its mode is not the link's target's.
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
             let _ = set_mode(&path, mode);
         }
     }
@@ -431,7 +432,10 @@ fn apply_layer(
             let owner = (header.uid().ok(), header.gid().ok());
             let kind = header.entry_type();
             if kind.is_dir() {
-                if target.exists() && !target.is_dir() {
+                // Not through a link: a folder entry where a link is replaces the link (as
+                // containerd does), and a mode never reaches what the link points at.
+                let real_dir = fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir());
+                if !real_dir {
                     remove(&target);
                 }
                 fs::create_dir_all(&target).map_err(|e| format!("{}: {e}", relative.display()))?;

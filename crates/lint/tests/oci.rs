@@ -397,3 +397,35 @@ fn links_never_carry_files_out_of_the_root() {
         "a module file written through a link keeps its content"
     );
 }
+
+#[test]
+fn a_folder_entry_over_a_link_never_changes_what_the_link_points_at() {
+    use std::os::unix::fs::PermissionsExt;
+    let outside = tempfile::tempdir().expect("outside");
+    let (first, second) = (outside.path().join("first"), outside.path().join("second"));
+    for dir in [&first, &second] {
+        fs::create_dir(dir).expect("dir");
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).expect("mode");
+    }
+    let layout = Layout::new();
+    let (first_link, second_link) = (
+        first.to_str().expect("path").to_owned(),
+        second.to_str().expect("path").to_owned(),
+    );
+    // A link, then a folder entry of the same path; and a folder that a later layer makes a link.
+    let lower = layout.layer(&[
+        Entry::Link("x", &first_link),
+        Entry::Dir("x"),
+        Entry::Dir("y"),
+    ]);
+    let upper = layout.layer(&[Entry::Link("y", &second_link)]);
+    let manifest = layout.image(("linux", "amd64"), json!({}), &[lower, upper]);
+    layout.index(&[manifest]);
+    let unpacked = oci_layout(layout.dir.path(), "linux/amd64", false).expect("unpacked");
+    for dir in [&first, &second] {
+        let mode = fs::metadata(dir).expect("outside").permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o700, "{} keeps its mode", dir.display());
+    }
+    let x = fs::symlink_metadata(unpacked.root().join("x")).expect("x");
+    assert!(x.is_dir(), "the folder entry replaced the link");
+}
