@@ -192,14 +192,31 @@ fn is_cluster(object: &Value) -> bool {
 
 /// Pauses an object on its way in.
 pub fn pause(object: &mut Value) {
-    if is_cluster(object) {
-        object["spec"]["paused"] = json!(true);
-    } else {
-        let meta = &mut object["metadata"];
-        if meta.get("annotations").and_then(Value::as_object).is_none() {
-            meta["annotations"] = json!({});
+    // `validate` has checked the shape; a field of another shape is left alone, never a panic.
+    let cluster = is_cluster(object);
+    let Some(object) = object.as_object_mut() else {
+        return;
+    };
+    if cluster {
+        let spec = object.entry("spec").or_insert_with(|| json!({}));
+        if spec.is_null() {
+            *spec = json!({});
         }
-        meta["annotations"][annotations::PAUSED] = json!("");
+        if let Some(spec) = spec.as_object_mut() {
+            spec.insert("paused".into(), json!(true));
+        }
+        return;
+    }
+    let meta = object.entry("metadata").or_insert_with(|| json!({}));
+    let Some(meta) = meta.as_object_mut() else {
+        return;
+    };
+    let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+    if !annotations.is_object() {
+        *annotations = json!({});
+    }
+    if let Some(annotations) = annotations.as_object_mut() {
+        annotations.insert(annotations::PAUSED.into(), json!(""));
     }
 }
 
@@ -263,10 +280,13 @@ pub fn rewrite_owners(object: &mut Value, new_uids: &BTreeMap<OwnerKey, String>)
             field("name"),
         );
         match new_uids.get(&key) {
-            Some(uid) => {
-                reference["uid"] = json!(uid);
-                true
-            }
+            Some(uid) => match reference.as_object_mut() {
+                Some(reference) => {
+                    reference.insert("uid".into(), json!(uid));
+                    true
+                }
+                None => false,
+            },
             None => {
                 dropped.push(format!("{}/{}", key.1, key.2));
                 false
@@ -281,6 +301,42 @@ pub fn rewrite_owners(object: &mut Value, new_uids: &BTreeMap<OwnerKey, String>)
     dropped
 }
 
+/// The shape every item must have before anything of the export is created: the import
+/// writes into these fields, and a document that is not what `captf dr export` wrote must be
+/// refused whole, not half-way.
+fn shape(item: &Value) -> Result<(), String> {
+    let Some(object) = item.as_object() else {
+        return Err("not a JSON object".into());
+    };
+    let Some(meta) = object.get("metadata").and_then(Value::as_object) else {
+        return Err("`metadata` is missing or not an object".into());
+    };
+    if meta
+        .get("name")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        return Err("`metadata.name` is missing or not a string".into());
+    }
+    for field in ["labels", "annotations"] {
+        if !matches!(meta.get(field), None | Some(Value::Null | Value::Object(_))) {
+            return Err(format!("`metadata.{field}` is not an object"));
+        }
+    }
+    match meta.get("ownerReferences") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(refs)) if refs.iter().all(Value::is_object) => {}
+        Some(_) => return Err("`metadata.ownerReferences` is not a list of objects".into()),
+    }
+    if !matches!(
+        object.get("spec"),
+        None | Some(Value::Null | Value::Object(_))
+    ) {
+        return Err("`spec` is not an object".into());
+    }
+    Ok(())
+}
+
 /// Checks that a document is an export this version can restore; the message says what is
 /// wrong and with which item.
 pub fn validate(export: &Export) -> Result<(), String> {
@@ -292,6 +348,20 @@ pub fn validate(export: &Export) -> Result<(), String> {
     }
     if export.namespace.is_empty() {
         return Err("the export names no namespace (field `namespace`)".into());
+    }
+    if !matches!(export.namespace_metadata, Value::Null | Value::Object(_)) {
+        return Err("field `namespaceMetadata` is not an object".into());
+    }
+    let every = export
+        .identities
+        .iter()
+        .chain(&export.identity_secrets)
+        .chain(&export.variable_sources)
+        .chain(&export.cluster_api)
+        .chain(&export.secrets)
+        .chain(&export.objects);
+    for (index, item) in every.enumerate() {
+        shape(item).map_err(|why| format!("item {index} ({}): {why}", display(item)))?;
     }
     let namespaced = export
         .variable_sources

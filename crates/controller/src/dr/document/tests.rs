@@ -204,6 +204,33 @@ fn validation_names_the_problem() {
             },
             "item Deployment/d (apps/v1) is not a kind",
         ),
+        (
+            |e| e.cluster_api[0]["spec"] = json!("paused"),
+            "item 0 (Cluster/a): `spec` is not an object",
+        ),
+        (
+            |e| e.objects[0]["metadata"]["annotations"] = json!(["x"]),
+            "(TerraformCluster/a): `metadata.annotations` is not an object",
+        ),
+        (
+            |e| e.objects[1]["metadata"]["ownerReferences"] = json!(["Cluster/b"]),
+            "(TerraformCluster/b): `metadata.ownerReferences` is not a list of objects",
+        ),
+        (
+            |e| e.secrets.push(json!("a Secret")),
+            "): not a JSON object",
+        ),
+        (
+            |e| {
+                e.identities
+                    .push(json!({"apiVersion": "v1", "kind": "X", "metadata": "m"}))
+            },
+            "`metadata` is missing or not an object",
+        ),
+        (
+            |e| e.namespace_metadata = json!([1]),
+            "`namespaceMetadata` is not an object",
+        ),
     ];
     for (break_it, message) in cases {
         let mut e = export();
