@@ -146,9 +146,12 @@ where
         for step in steps {
             match step {
                 Step::RunLease => {
-                    if !leases::take_run_lease(client, key, &launch.cluster_name, &job_name, op)
-                        .await?
-                    {
+                    let holder = leases::For {
+                        job: &job_name,
+                        op,
+                        deadline_seconds: launch.policy.active_deadline_seconds,
+                    };
+                    if !leases::take_run_lease(client, key, &launch.cluster_name, holder).await? {
                         let message = "another Job of this object holds its run lease";
                         let reason = reasons::WAITING_FOR_RUN_LEASE;
                         self.waits(op, reason, message, "run_lease", conds).await;
@@ -157,7 +160,12 @@ where
                 }
                 Step::ClusterGate => {
                     let cluster = &launch.cluster_name;
-                    if let Some(wait) = self.cluster_gate(cluster, &job_name, op, conds).await? {
+                    let holder = leases::For {
+                        job: &job_name,
+                        op,
+                        deadline_seconds: launch.policy.active_deadline_seconds,
+                    };
+                    if let Some(wait) = self.cluster_gate(cluster, holder, conds).await? {
                         return Ok(Started::Waiting(wait));
                     }
                 }
@@ -598,14 +606,14 @@ where
     async fn cluster_gate(
         &self,
         cluster: &str,
-        job: &str,
-        op: Operation,
+        holder: leases::For<'_>,
         conds: &mut Conditions,
     ) -> Result<Option<Duration>> {
+        let (job, op) = (holder.job, holder.op);
         let (client, key) = (&self.ctx.client, self.key);
         let ns = key.namespace();
         let (reason, message, metric) = if key.kind() == WorkloadKind::Cluster {
-            if !leases::take_cluster_lease(client, ns, cluster, job, op).await? {
+            if !leases::take_cluster_lease(client, ns, cluster, holder).await? {
                 (
                     reasons::WAITING_FOR_RUN_LEASE,
                     format!("another operation of cluster {cluster} holds its write lease"),

@@ -20,8 +20,24 @@ use crate::error::{Error, KubeContext, Result};
 /// How long a lease naming a Job that never appeared stays taken (a crash between taking the
 /// lease and creating the Job).
 const LEASE_GRACE: Duration = Duration::from_secs(60);
-/// A lease older than this is free whatever its holder (the default deadline plus margins).
+/// A lease older than this is free whatever its holder, when it records no duration (the
+/// default deadline plus margins).
 const LEASE_BACKSTOP_SECONDS: i32 = 4500;
+
+/// The Job a lease is taken for: its name, operation and `activeDeadlineSeconds`.
+#[derive(Clone, Copy, Debug)]
+pub struct For<'a> {
+    pub job: &'a str,
+    pub op: Operation,
+    pub deadline_seconds: i64,
+}
+
+/// How long a lease held by a Job with `deadline_seconds` stays taken whatever its holder:
+/// the deadline, the pod's 600 s grace after it, and 300 s of margin (concepts, leases), so
+/// no Job can outlive its lease however long a deadline `spec.jobs` allows.
+pub fn backstop(deadline_seconds: i64) -> i32 {
+    i32::try_from(deadline_seconds.max(0).saturating_add(600 + 300)).unwrap_or(i32::MAX)
+}
 
 /// Takes the object's run lease for `job`: created when missing, taken over when free, kept when
 /// `job` already holds it. `false` when another live Job holds it. The lease carries the
@@ -30,8 +46,7 @@ pub async fn take_run_lease(
     client: &kube::Client,
     key: &ObjectKey,
     cluster: &str,
-    job: &str,
-    op: Operation,
+    holder: For<'_>,
 ) -> Result<bool> {
     let mut labels_map = BTreeMap::from([
         (labels::LEASE.to_owned(), labels::LEASE_RUN.to_owned()),
@@ -50,8 +65,7 @@ pub async fn take_run_lease(
         key.namespace(),
         &key.run_lease(),
         labels_map,
-        job,
-        op,
+        holder,
     )
     .await
 }
@@ -61,8 +75,7 @@ pub async fn take_cluster_lease(
     client: &kube::Client,
     namespace: &str,
     cluster: &str,
-    job: &str,
-    op: Operation,
+    holder: For<'_>,
 ) -> Result<bool> {
     let labels_map = BTreeMap::from([
         (labels::LEASE.to_owned(), labels::LEASE_CLUSTER.to_owned()),
@@ -73,7 +86,7 @@ pub async fn take_cluster_lease(
         ),
     ]);
     let name = captf_api::names::cluster_lease(namespace, cluster);
-    take(client, namespace, &name, labels_map, job, op).await
+    take(client, namespace, &name, labels_map, holder).await
 }
 
 /// The Job holding the write lease of `cluster`, while it is live.
@@ -251,9 +264,9 @@ async fn take(
     ns: &str,
     name: &str,
     labels_map: BTreeMap<String, String>,
-    job: &str,
-    op: Operation,
+    holder: For<'_>,
 ) -> Result<bool> {
+    let For { job, op, .. } = holder;
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
     let now = Timestamp::now();
     let annotations_map = BTreeMap::from([
@@ -272,7 +285,7 @@ async fn take(
         spec: Some(LeaseSpec {
             holder_identity: Some(job.to_owned()),
             acquire_time: Some(MicroTime(now)),
-            lease_duration_seconds: Some(LEASE_BACKSTOP_SECONDS),
+            lease_duration_seconds: Some(backstop(holder.deadline_seconds)),
             ..Default::default()
         }),
     };
@@ -318,5 +331,25 @@ async fn take(
             action: format!("taking Lease {ns}/{name}"),
             source: e,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backstop_outlasts_every_deadline_a_job_may_have() {
+        let rows = [
+            ("the default deadline", 3600, 4500),
+            ("the longest deadline spec.jobs allows", 86_400, 87_300),
+            ("no deadline at all", 0, 900),
+            ("a nonsense negative one", -5, 900),
+            ("past what a lease can say", i64::MAX, i32::MAX),
+        ];
+        for (what, deadline, want) in rows {
+            assert_eq!(backstop(deadline), want, "{what}");
+        }
+        assert_eq!(backstop(3600), LEASE_BACKSTOP_SECONDS, "the old default");
     }
 }
