@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{
     ProjectedVolumeSource, Secret, SecretEnvSource, SecretProjection, SecretVolumeSource, Volume,
     VolumeMount, VolumeProjection,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::policy::{EffectivePolicy, is_reserved_env};
@@ -470,10 +471,24 @@ fn secret_volume(name: &str, secret: String, items: Option<Vec<KeyToPath>>) -> V
     }
 }
 
+/// What each scratch volume may hold. The node's disk is every tenant's: a module that writes
+/// without end is evicted by the kubelet at its limit instead of filling it. The work folder
+/// holds the providers `init` installs (the largest are a few hundred MiB each) and the plan
+/// files; the runner folder one static binary.
+const VOLUME_LIMITS: [(&str, &str); 3] =
+    [(VOL_RUNNER, "256Mi"), (VOL_WORK, "8Gi"), (VOL_TMP, "1Gi")];
+
 fn empty_dir(name: &str) -> Volume {
+    let limit = VOLUME_LIMITS
+        .iter()
+        .find(|(volume, _)| *volume == name)
+        .map(|(_, limit)| Quantity((*limit).to_owned()));
     Volume {
         name: name.to_owned(),
-        empty_dir: Some(EmptyDirVolumeSource::default()),
+        empty_dir: Some(EmptyDirVolumeSource {
+            size_limit: limit,
+            ..EmptyDirVolumeSource::default()
+        }),
         ..Volume::default()
     }
 }
