@@ -478,7 +478,9 @@ async fn go<A: Adapter>(
             Effect::Write => pass.write_deferred().await?,
             Effect::EnsureCredentials => {
                 let identity = seen.identity.as_deref();
-                let ensured = pass.ensure_credentials(identity, &seen.owner_ref, &mut w.conds);
+                let account = &job_policy.service_account_name;
+                let ensured =
+                    pass.ensure_credentials(identity, account, &seen.owner_ref, &mut w.conds);
                 creds = Some(ensured.await?);
             }
             Effect::KeepState => {

@@ -38,6 +38,14 @@ async fn jobs_wait_for_the_accounts_consent_then_run_as_it() {
     sas.create(&PostParams::default(), &deployer)
         .await
         .expect("ServiceAccount");
+    // Opted in, but no object runs its Jobs as it: it never gets the namespace's Secrets.
+    let bystander: ServiceAccount = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "bystander", "labels": {"captf.io/runner": "true"}}
+    }))
+    .expect("sa");
+    sas.create(&PostParams::default(), &bystander)
+        .await
+        .expect("ServiceAccount");
 
     create_cluster(
         client,

@@ -336,9 +336,9 @@ fn source_hash(data: &BTreeMap<String, k8s_openapi::ByteString>) -> String {
     hex::encode(h.finalize())
 }
 
-/// The caches show the namespace's runner ServiceAccount, and its RoleBinding binding every
-/// opted-in account: nothing to read live or write. Anything else is checked live.
-fn runner_rbac_cached(caches: &Caches, namespace: &str) -> Result<bool> {
+/// The caches show the namespace's runner ServiceAccount, and its RoleBinding binding what
+/// [`bound_accounts`] says: nothing to read live or write. Anything else is checked live.
+fn runner_rbac_cached(caches: &Caches, namespace: &str, account: &str) -> Result<bool> {
     if caches
         .managed_accounts
         .get(&ObjectRef::new(RUNNER).within(namespace))
@@ -359,8 +359,35 @@ fn runner_rbac_cached(caches: &Caches, namespace: &str) -> Result<bool> {
         .filter(|sa| sa.metadata.namespace.as_deref() == Some(namespace))
         .filter_map(|sa| sa.metadata.name.clone())
         .collect();
-    let desired = runner_binding(namespace, &opted_in)?;
+    let bound = bound_accounts(Some(&existing), &opted_in, account);
+    let desired = runner_binding(namespace, &bound)?;
     Ok(binding_action(Some(&existing), &desired) == BindingAction::Keep)
+}
+
+/// The accounts the runner RoleBinding lends Secret access to besides `captf-runner`: the
+/// account this object's Jobs run as (`spec.jobs.serviceAccountName`) once it opted in, and
+/// those the binding already names that are still opted in. The label is consent, not a grant:
+/// an opted-in account no object runs its Jobs as is never bound, so labelling an account does
+/// not by itself give it the namespace's Secrets.
+pub fn bound_accounts(
+    existing: Option<&RoleBinding>,
+    opted_in: &[String],
+    account: &str,
+) -> Vec<String> {
+    let consented = |name: &str| opted_in.iter().any(|o| o == name);
+    let mut bound: Vec<String> = existing
+        .and_then(|b| b.subjects.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|s| s.kind == "ServiceAccount" && s.name != RUNNER && consented(&s.name))
+        .map(|s| s.name.clone())
+        .collect();
+    if account != RUNNER && consented(account) {
+        bound.push(account.to_owned());
+    }
+    bound.sort_unstable();
+    bound.dedup();
+    bound
 }
 
 /// What to do about the namespace's `captf-runner` RoleBinding.
@@ -398,10 +425,10 @@ pub fn binding_action(existing: Option<&RoleBinding>, desired: &RoleBinding) -> 
     }
 }
 
-/// The runner RoleBinding of `namespace`: `captf-runner`, and every ServiceAccount of the
-/// namespace that opted in with `captf.io/runner=true`, sorted.
-pub fn runner_binding(namespace: &str, opted_in: &[String]) -> Result<RoleBinding> {
-    let mut names: Vec<&str> = opted_in.iter().map(String::as_str).collect();
+/// The runner RoleBinding of `namespace`: `captf-runner` and the accounts `bound`
+/// ([`bound_accounts`]), sorted.
+pub fn runner_binding(namespace: &str, bound: &[String]) -> Result<RoleBinding> {
+    let mut names: Vec<&str> = bound.iter().map(String::as_str).collect();
     names.push(RUNNER);
     names.sort_unstable();
     names.dedup();
@@ -469,14 +496,16 @@ pub async fn check_service_account(
 }
 
 /// Ensures the namespace's `captf-runner` ServiceAccount and its RoleBinding to the
-/// `captf-runner` ClusterRole, whose subjects are `captf-runner` and every opted-in
-/// ServiceAccount (removing the label removes the account at the next pass).
+/// `captf-runner` ClusterRole, whose subjects are `captf-runner` and the accounts
+/// [`bound_accounts`] gives for `account`, the one this object's Jobs run as (removing the
+/// label removes an account at the next pass).
 pub async fn ensure_runner_rbac(
     client: &kube::Client,
     caches: &Caches,
     namespace: &str,
+    account: &str,
 ) -> Result<()> {
-    if runner_rbac_cached(caches, namespace)? {
+    if runner_rbac_cached(caches, namespace, account)? {
         return Ok(());
     }
     let managed = BTreeMap::from([(labels::MANAGED.to_owned(), labels::TRUE.to_owned())]);
@@ -518,7 +547,6 @@ pub async fn ensure_runner_rbac(
         .into_iter()
         .filter_map(|sa| sa.metadata.name)
         .collect();
-    let binding = runner_binding(namespace, &opted_in)?;
     // get/create/update rather than server-side apply: the manager's role has no patch on
     // RoleBindings.
     let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
@@ -526,6 +554,8 @@ pub async fn ensure_runner_rbac(
         .get_opt(RUNNER)
         .await
         .during(|| format!("reading RoleBinding {namespace}/{RUNNER}"))?;
+    let bound = bound_accounts(existing.as_ref(), &opted_in, account);
+    let binding = runner_binding(namespace, &bound)?;
     let create = |bindings: Api<RoleBinding>, binding: RoleBinding| async move {
         match bindings.create(&PostParams::default(), &binding).await {
             Ok(_) => Ok(()),
@@ -580,9 +610,11 @@ where
     /// The object's credentials mirrored and its namespace's runner RBAC kept current, at
     /// once (each is a round trip or two), and what they say in IdentityAllowed,
     /// CredentialsMirrored and RunnerRBACReady.
+    /// `account` is the ServiceAccount the object's Jobs run as.
     pub async fn ensure_credentials(
         &self,
         identity: Option<&str>,
+        account: &str,
         owner_ref: &OwnerReference,
         conds: &mut crate::conditions::Conditions,
     ) -> Result<Outcome> {
@@ -590,7 +622,7 @@ where
         let (creds, runner_rbac) = futures::try_join!(
             ensure(client, caches, ns, identity, owner_ref),
             // Not the pass's error: RunnerRBACReady says what failed.
-            async { Ok(ensure_runner_rbac(client, caches, ns).await) },
+            async { Ok(ensure_runner_rbac(client, caches, ns, account).await) },
         )?;
         if let Some(mirror) = &creds.mirror_removed {
             self.publish(

@@ -246,3 +246,71 @@ fn the_runner_binding_lists_every_opted_in_account_and_never_takes_a_foreign_one
         assert_eq!(binding_action(existing, target), want, "{name}");
     }
 }
+
+#[test]
+fn only_an_opted_in_account_some_object_runs_as_is_bound() {
+    let binding = |names: &[&str]| {
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        runner_binding("ns", &names).expect("binding")
+    };
+    let opted = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+    /// What, the binding there, the accounts opted in, the object's account, what is bound.
+    type Row<'a> = (
+        &'a str,
+        Option<RoleBinding>,
+        Vec<String>,
+        &'a str,
+        Vec<&'a str>,
+    );
+    let rows: [Row; 6] = [
+        (
+            "labelled, but no object runs as it",
+            Some(binding(&[])),
+            opted(&["bystander"]),
+            RUNNER,
+            vec![],
+        ),
+        (
+            "the object's account, opted in",
+            Some(binding(&[])),
+            opted(&["bystander", "deployer"]),
+            "deployer",
+            vec!["deployer"],
+        ),
+        (
+            "the object's account without consent",
+            None,
+            opted(&["bystander"]),
+            "deployer",
+            vec![],
+        ),
+        (
+            "another object's account stays while it consents",
+            Some(binding(&["deployer"])),
+            opted(&["deployer", "builder"]),
+            "builder",
+            vec!["builder", "deployer"],
+        ),
+        (
+            "consent withdrawn",
+            Some(binding(&["deployer"])),
+            opted(&[]),
+            "deployer",
+            vec![],
+        ),
+        (
+            "captf-runner is the binding's own, never an extra",
+            Some(binding(&[])),
+            opted(&[RUNNER]),
+            RUNNER,
+            vec![],
+        ),
+    ];
+    for (what, existing, opted_in, account, want) in rows {
+        assert_eq!(
+            bound_accounts(existing.as_ref(), &opted_in, account),
+            want,
+            "{what}"
+        );
+    }
+}
