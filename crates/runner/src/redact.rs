@@ -8,13 +8,20 @@
 //! - values of root variables the rendered root declares `sensitive`;
 //! - values a parsed plan marks sensitive ([`crate::plan::Plan::sensitive_values`]).
 //!
-//! Values that are too short or too common to be secrets ([`is_trivial`]) are ignored: replacing
-//! every `1` or `true` in a log would hide everything and protect nothing. A multi-line secret is
-//! also added line by line, since output is redacted one line at a time.
+//! Of the environment and the credential files, values that are too short or too common to be
+//! secrets ([`is_trivial`]) are ignored: replacing every `1` or `true` in a log would hide
+//! everything and protect nothing. A value declared sensitive ([`Redactor::add_known`]) is a
+//! secret however it looks, from [`MIN_DECLARED_LEN`] characters on: one shorter than
+//! [`MIN_SECRET_LEN`] is replaced where it stands as a word of its own (a `1` or `42` is
+//! never hidden: it would hide every count and protect nothing). A multi-line secret is also added line by line, since output is redacted
+//! one line at a time, and every secret is also looked for as the engine may print it: escaped
+//! inside a JSON string, and base64-encoded (standard and URL-safe, with and without padding).
 
 use std::collections::BTreeSet;
 use std::fmt;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use serde_json::Value;
 
 /// What a secret is replaced with.
@@ -50,11 +57,19 @@ pub fn env_is_secret(name: &str) -> bool {
     !(PUBLIC_ENV.contains(&name) || name.starts_with("KUBERNETES_") || name.starts_with("LC_"))
 }
 
+/// Shortest value declared sensitive that is treated as a secret.
+pub const MIN_DECLARED_LEN: usize = 4;
+
+/// Digits-only values this long are secrets (an account number, a PIN); shorter ones are
+/// ports and counts.
+pub const MIN_SECRET_DIGITS: usize = 8;
+
 /// Whether `value` is too short or too plain to be treated as a secret.
 pub fn is_trivial(value: &str) -> bool {
     let v = value.trim();
+    let digits = v.chars().all(|c| c.is_ascii_digit());
     v.chars().count() < MIN_SECRET_LEN
-        || v.chars().all(|c| c.is_ascii_digit())
+        || (digits && v.len() < MIN_SECRET_DIGITS)
         || matches!(v, "true" | "false" | "null")
 }
 
@@ -63,12 +78,15 @@ pub fn is_trivial(value: &str) -> bool {
 /// `Debug` prints only the number of secrets.
 #[derive(Clone, Default)]
 pub struct Redactor {
+    /// Replaced wherever they appear.
     secrets: BTreeSet<String>,
+    /// Short declared secrets: replaced only as words of their own.
+    words: BTreeSet<String>,
 }
 
 impl fmt::Debug for Redactor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Redactor({} secrets)", self.secrets.len())
+        write!(f, "Redactor({} secrets)", self.len())
     }
 }
 
@@ -78,33 +96,63 @@ impl Redactor {
         Self::default()
     }
 
-    /// Adds one secret value (and, when it spans lines, each of its lines).
+    /// Adds one value that may be secret (of the environment or a credential file), unless it
+    /// is trivial; and, when it spans lines, each of its lines.
     pub fn add(&mut self, value: &str) {
-        for candidate in std::iter::once(value)
-            .chain(std::iter::once(value.trim()))
-            .chain(value.lines().map(str::trim))
-        {
+        for candidate in candidates(value) {
             if !is_trivial(candidate) {
-                self.secrets.insert(candidate.to_owned());
+                self.insert(candidate, false);
             }
         }
     }
 
-    /// Adds every string and number leaf of `value`, and the compact JSON of every container
-    /// (the engine may print a whole sensitive object).
+    /// Adds one value declared sensitive: a secret whatever it looks like from
+    /// [`MIN_DECLARED_LEN`] characters on; one shorter than [`MIN_SECRET_LEN`] is replaced as a
+    /// word of its own.
+    pub fn add_known(&mut self, value: &str) {
+        for candidate in candidates(value) {
+            let length = candidate.trim().chars().count();
+            if length >= MIN_DECLARED_LEN {
+                self.insert(candidate, length < MIN_SECRET_LEN);
+            }
+        }
+    }
+
+    /// Adds every string and number leaf of `value` and the compact JSON of every container
+    /// (the engine may print a whole sensitive object), all declared sensitive.
     pub fn add_json(&mut self, value: &Value) {
         match value {
-            Value::String(s) => self.add(s),
-            Value::Number(n) => self.add(&n.to_string()),
+            Value::String(s) => self.add_known(s),
+            Value::Number(n) => self.add_known(&n.to_string()),
             Value::Array(items) => {
                 items.iter().for_each(|v| self.add_json(v));
-                self.add(&value.to_string());
+                self.add_known(&value.to_string());
             }
             Value::Object(map) => {
                 map.values().for_each(|v| self.add_json(v));
-                self.add(&value.to_string());
+                self.add_known(&value.to_string());
             }
             Value::Null | Value::Bool(_) => {}
+        }
+    }
+
+    /// `secret` and the forms the engine may print it in.
+    fn insert(&mut self, secret: &str, word: bool) {
+        let set = if word {
+            &mut self.words
+        } else {
+            &mut self.secrets
+        };
+        set.insert(secret.to_owned());
+        // Inside a JSON string: quotes, backslashes and control characters escaped.
+        let quoted = serde_json::to_string(secret).unwrap_or_default();
+        if let Some(escaped) = quoted.get(1..quoted.len().saturating_sub(1))
+            && escaped != secret
+        {
+            set.insert(escaped.to_owned());
+        }
+        for engine in [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD] {
+            set.insert(engine.encode(secret));
         }
     }
 
@@ -117,30 +165,32 @@ impl Redactor {
         }
     }
 
-    /// Number of distinct secret strings held.
+    /// Number of distinct secret strings held (each form counts).
     pub fn len(&self) -> usize {
-        self.secrets.len()
+        self.secrets.len() + self.words.len()
     }
 
     /// Whether no secret is held.
     pub fn is_empty(&self) -> bool {
-        self.secrets.is_empty()
+        self.secrets.is_empty() && self.words.is_empty()
     }
 
     /// `text` with every occurrence of every secret replaced by [`REDACTED`]. Overlapping
     /// matches merge into one replacement, so the result never shows part of a secret.
     pub fn redact(&self, text: &str) -> String {
-        if self.secrets.is_empty() || text.is_empty() {
+        if self.is_empty() || text.is_empty() {
             return text.to_owned();
         }
-        let mut ranges: Vec<(usize, usize)> = self
-            .secrets
-            .iter()
-            .flat_map(|s| {
-                text.match_indices(s.as_str())
-                    .map(|(i, m)| (i, i + m.len()))
-            })
-            .collect();
+        let anywhere = self.secrets.iter().flat_map(|s| {
+            text.match_indices(s.as_str())
+                .map(|(i, m)| (i, i + m.len()))
+        });
+        let words = self.words.iter().flat_map(|s| {
+            text.match_indices(s.as_str())
+                .map(|(i, m)| (i, i + m.len()))
+                .filter(|&(start, end)| alone(text, start, end))
+        });
+        let mut ranges: Vec<(usize, usize)> = anywhere.chain(words).collect();
         if ranges.is_empty() {
             return text.to_owned();
         }
@@ -167,6 +217,20 @@ impl Redactor {
         out.push_str(&text[pos..]);
         out
     }
+}
+
+/// A value, trimmed, and each of its lines.
+fn candidates(value: &str) -> impl Iterator<Item = &str> {
+    std::iter::once(value)
+        .chain(std::iter::once(value.trim()))
+        .chain(value.lines().map(str::trim))
+}
+
+/// Whether `text[start..end]` stands as a word of its own: no letter, digit or `_` touches it.
+fn alone(text: &str, start: usize, end: usize) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    !text[..start].chars().next_back().is_some_and(word)
+        && !text[end..].chars().next().is_some_and(word)
 }
 
 #[cfg(test)]
@@ -196,9 +260,23 @@ mod tests {
             ),
             // Trivial values are not secrets.
             (
-                &["1", "true", "12345678", "abc"],
-                "1 true 12345678 abc",
-                "1 true 12345678 abc",
+                &["1", "true", "1234567", "abc"],
+                "1 true 1234567 abc",
+                "1 true 1234567 abc",
+            ),
+            // A long number is (an account, a PIN).
+            (&["12345678"], "acct 12345678.", "acct (redacted)."),
+            // Escaped inside a JSON string, as the engine prints values.
+            (
+                &["pa\"ss\\word"],
+                r#"{"pw":"pa\"ss\\word"}"#,
+                r#"{"pw":"(redacted)"}"#,
+            ),
+            // Base64-encoded, as a Secret's data or a kubeconfig holds it.
+            (
+                &["hunter22-pw?>"],
+                "data: aHVudGVyMjItcHc/Pg== url: aHVudGVyMjItcHc_Pg",
+                "data: (redacted) url: (redacted)",
             ),
             // Multi-line secrets match line by line.
             (
@@ -216,6 +294,22 @@ mod tests {
                 "{secrets:?} in {text:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_short_declared_secret_is_replaced_as_a_word_of_its_own() {
+        let mut r = Redactor::new();
+        r.add_known("ab12");
+        r.add_known(" ");
+        r.add_known("1");
+        r.add_known("abc");
+        assert_eq!(
+            r.redact("user=ab12 cab12e ab12_x (ab12) 1 abc"),
+            "user=(redacted) cab12e ab12_x ((redacted)) 1 abc"
+        );
+        let mut plain = Redactor::new();
+        plain.add("ab12");
+        assert!(plain.is_empty(), "an undeclared short value is no secret");
     }
 
     #[test]
