@@ -71,8 +71,10 @@ pub async fn collect(
             .and_then(|c| c.state.as_ref())
             .and_then(|s| s.terminated.as_ref())
             .and_then(|t| t.message.clone());
-        let result: Option<ResultDocument> =
-            message.and_then(|m| serde_json::from_str(m.trim()).ok());
+        // The kubelet caps a termination message at 4 KiB; one longer is no runner's result.
+        let result: Option<ResultDocument> = message
+            .filter(|m| m.len() <= captf_runner::result::MAX_RESULT_BYTES)
+            .and_then(|m| serde_json::from_str(m.trim()).ok());
         let deadline = job
             .job
             .status
