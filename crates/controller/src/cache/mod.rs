@@ -360,12 +360,7 @@ where
 /// labels, which anyone who may create Jobs in a namespace can make, holds no slot of the
 /// manager's cap.
 fn job_unfinished(job: &JobMeta) -> bool {
-    let controlled = job
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|r| r.controller == Some(true) && r.api_version == captf_api::API_VERSION);
+    let controlled = crate::job::build::captf_controlled(&job.metadata);
     let recorded = job
         .metadata
         .annotations

@@ -585,6 +585,16 @@ fn pull_policy(p: ImagePullPolicy) -> &'static str {
     }
 }
 
+/// Whether a `Terraform*` object controls the object of `meta` (the reference
+/// [`owner_reference`] sets on every Job the manager creates). Anyone who may create Jobs in a
+/// namespace can copy CAPTF's labels; a Job without this reference is a look-alike.
+pub fn captf_controlled(meta: &ObjectMeta) -> bool {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.controller == Some(true) && r.api_version == captf_api::API_VERSION)
+}
+
 /// The controller reference from a Job to its Terraform* object.
 pub fn owner_reference(spec: &JobSpec) -> OwnerReference {
     OwnerReference {

@@ -32,6 +32,9 @@ pub struct For<'a> {
     pub deadline_seconds: i64,
 }
 
+/// The longest deadline `spec.jobs.activeDeadlineSeconds` allows (the CRD's bound).
+const MAX_DEADLINE_SECONDS: i64 = 86_400;
+
 /// How long a lease held by a Job with `deadline_seconds` stays taken whatever its holder:
 /// the deadline, the pod's 600 s grace after it, and 300 s of margin (concepts, leases), so
 /// no Job can outlive its lease however long a deadline `spec.jobs` allows.
@@ -227,10 +230,12 @@ async fn live_holder(
     let age = spec
         .and_then(|s| s.acquire_time.as_ref())
         .map(|t| Timestamp::now().duration_since(t.0));
-    let backstop = SignedDuration::from_secs(i64::from(
-        spec.and_then(|s| s.lease_duration_seconds)
-            .unwrap_or(LEASE_BACKSTOP_SECONDS),
-    ));
+    // Whoever wrote the lease, no holder is live past the longest backstop a Job may have.
+    let recorded = spec
+        .and_then(|s| s.lease_duration_seconds)
+        .unwrap_or(LEASE_BACKSTOP_SECONDS);
+    let backstop =
+        SignedDuration::from_secs(i64::from(recorded.min(backstop(MAX_DEADLINE_SECONDS))));
     if age.is_none_or(|a| a > backstop) {
         return Ok(None);
     }
@@ -240,6 +245,8 @@ async fn live_holder(
         .await
         .during(|| format!("reading Job {namespace}/{holder}"))?
     {
+        // A Job no `Terraform*` object controls is a look-alike: it holds nothing.
+        Some(j) if !captf_job(&j) => false,
         Some(j) => !j
             .status
             .and_then(|s| s.conditions)
@@ -255,6 +262,12 @@ async fn live_holder(
         }
     };
     Ok(live.then_some(holder))
+}
+
+/// Whether a `Terraform*` object controls the Job: anyone else's Job under a lease's holder
+/// name holds nothing.
+fn captf_job(job: &Job) -> bool {
+    crate::job::build::captf_controlled(&job.metadata)
 }
 
 /// Takes lease `name` for `job`: created when missing, taken over when free, kept when `job`
@@ -351,5 +364,36 @@ mod tests {
             assert_eq!(backstop(deadline), want, "{what}");
         }
         assert_eq!(backstop(3600), LEASE_BACKSTOP_SECONDS, "the old default");
+    }
+
+    #[test]
+    fn only_a_job_a_terraform_object_controls_holds_a_lease() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let job = |api_version: &str, controller: Option<bool>| {
+            let mut job = Job::default();
+            job.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: api_version.into(),
+                controller,
+                ..Default::default()
+            }]);
+            job
+        };
+        let rows = [
+            (
+                "the manager's",
+                job(captf_api::API_VERSION, Some(true)),
+                true,
+            ),
+            ("a CronJob's", job("batch/v1", Some(true)), false),
+            (
+                "a reference that is no controller's",
+                job(captf_api::API_VERSION, None),
+                false,
+            ),
+            ("nobody's", Job::default(), false),
+        ];
+        for (what, job, holds) in rows {
+            assert_eq!(captf_job(&job), holds, "{what}");
+        }
     }
 }
