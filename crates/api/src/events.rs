@@ -58,6 +58,8 @@ pub const JOB_NOT_STARTED: &str = "JobNotStarted";
 /// Warning: a Job carries an object's owner labels but is not owned by it (another UID, or
 /// none): not part of its history, so it changes nothing.
 pub const FOREIGN_JOB_IGNORED: &str = "ForeignJobIgnored";
+/// Secrets under an object's backup label that are not its backups: ignored.
+pub const FOREIGN_BACKUP_IGNORED: &str = "ForeignBackupIgnored";
 /// The Job `status.activeJob` names is gone, but its pod still runs.
 pub const WAITING_FOR_JOB_POD: &str = "WaitingForJobPod";
 /// A machine or pool operation waits for the cluster's (once per wait).

@@ -9,7 +9,7 @@ use captf_api::annotations;
 use captf_api::names::chunk_name;
 use sha2::{Digest, Sha256};
 
-use crate::chunks::Chunk;
+use crate::chunks::{Chunk, chunk_index};
 use crate::error::{Result, StateError};
 use crate::{DEFAULT_MAX_CHUNKS, DecodedState};
 
@@ -73,10 +73,45 @@ pub fn backup_annotations<P: AsRef<[u8]>>(
         .collect()
 }
 
-/// Checks that `chunks` form one complete backup set: 1..=32 chunks of the same set, serial,
-/// lineage, count and digest; every index `0..count` present exactly once under its name
-/// (`<set>`, `<set>-part-N`); serial >= 1; and the digest matching the data. Returns the serial.
+/// Checks that `chunks` form one complete backup set: [`backup_set_shape`], every chunk with
+/// data, and the digest matching the data. Returns the serial.
 pub fn verify_backup_set(chunks: &[Chunk]) -> Result<u64> {
+    let shape = backup_set_shape(chunks)?;
+    let mut ordered: Vec<&Chunk> = chunks.iter().collect();
+    ordered.sort_by_key(|c| chunk_index(&shape.set, &c.name));
+    let mut payloads = Vec::with_capacity(ordered.len());
+    for c in ordered {
+        let data = c
+            .data
+            .as_deref()
+            .ok_or_else(|| incomplete(&shape.set, format!("{} has no `tfstate` data", c.name)))?;
+        payloads.push(data);
+    }
+    if set_digest(&payloads) != shape.digest {
+        return Err(incomplete(&shape.set, DIGEST_MISMATCH));
+    }
+    Ok(shape.serial)
+}
+
+/// What a backup set's annotations say, once [`backup_set_shape`] found them consistent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupShape {
+    /// `captf.io/state-backup-set`: the chunk 0 name.
+    pub set: String,
+    /// `captf.io/state-backup-serial`, at least 1.
+    pub serial: u64,
+    /// `captf.io/state-backup-digest`, still to be compared with the data.
+    pub digest: String,
+}
+
+/// Why a set whose data does not hash to its digest is not complete.
+pub const DIGEST_MISMATCH: &str = "the data does not match the recorded digest";
+
+/// Checks what the chunks' names and annotations alone can tell, so a set can be judged from
+/// its Secrets' metadata before any of its data is read: 1..=32 chunks of the same set, serial,
+/// lineage, count and digest; every index `0..count` present exactly once under its name
+/// (`<set>`, `<set>-part-N`); serial >= 1.
+pub fn backup_set_shape(chunks: &[Chunk]) -> Result<BackupShape> {
     let first = chunks
         .first()
         .ok_or_else(|| incomplete("(none)", "no chunk"))?;
@@ -151,9 +186,6 @@ pub fn verify_backup_set(chunks: &[Chunk]) -> Result<u64> {
                 ),
             ));
         }
-        if c.data.is_none() {
-            return Err(incomplete(set, format!("{} has no `tfstate` data", c.name)));
-        }
         if by_index.insert(index, c).is_some() {
             return Err(incomplete(set, format!("chunk {index} appears twice")));
         }
@@ -169,17 +201,11 @@ pub fn verify_backup_set(chunks: &[Chunk]) -> Result<u64> {
             format!("chunk Secret(s) missing: {}", missing.join(", ")),
         ));
     }
-    let payloads: Vec<&[u8]> = by_index
-        .values()
-        .map(|c| c.data.as_deref().unwrap_or_default())
-        .collect();
-    if set_digest(&payloads) != digest {
-        return Err(incomplete(
-            set,
-            "the data does not match the recorded digest",
-        ));
-    }
-    Ok(serial)
+    Ok(BackupShape {
+        set: set.to_owned(),
+        serial,
+        digest,
+    })
 }
 
 fn incomplete(set: &str, problem: impl Into<String>) -> StateError {

@@ -21,7 +21,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use captf_api::annotations;
 
-pub use backup::{BackupInfo, backup_annotations, set_digest, verify_backup_set};
+pub use backup::{
+    BackupInfo, BackupShape, DIGEST_MISMATCH, backup_annotations, backup_set_shape, set_digest,
+    verify_backup_set,
+};
 pub use chunks::{Chunk, chunk_index};
 pub use document::OutputLimits;
 pub use error::{Result, StateError, StateReadableReason, classify_missing};

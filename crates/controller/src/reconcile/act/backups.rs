@@ -2,9 +2,15 @@
 //! backup yet, its chunks are copied verbatim into `captf-state-backup-<suffix>-<serial>` (and
 //! `-part-N`), then older sets are pruned down to `--state-backups`.
 //!
-//! The planning is pure ([`sets`], [`plan`], [`prune`], [`status_entries`], [`digest`],
-//! [`backup_secrets`]); [`list`] and [`take`] do the I/O. The digest, the per-chunk annotations
-//! and the completeness check come from [`captf_state::backup`].
+//! The planning is pure ([`sets`], [`trusted`], [`settle`], [`plan`], [`prune`],
+//! [`status_entries`], [`digest`], [`backup_secrets`]); [`list`] and [`take`] do the I/O. The
+//! digest, the per-chunk annotations and the completeness check come from
+//! [`captf_state::backup`].
+//!
+//! Anyone who can write Secrets in the namespace can make a look-alike: the labels and names are
+//! public. So a set counts only when it is the object's ([`Ownership`]), sets are listed by
+//! their metadata (one bounded page), and a set's data is read one chunk at a time, only to
+//! check the digest of a set that counts.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,8 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use captf_api::names::{ObjectKey, chunk_name};
 use captf_api::{MAX_STATE_BACKUPS, StateBackup, annotations, labels};
 use captf_state::{
-    BackupInfo, Chunk, DEFAULT_MAX_CHUNKS, DecodedState, StateError, backup_annotations,
-    chunk_index, set_digest, verify_backup_set,
+    BackupInfo, Chunk, DEFAULT_MAX_CHUNKS, DIGEST_MISMATCH, DecodedState, StateError,
+    backup_annotations, backup_set_shape, chunk_index, set_digest,
 };
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
@@ -30,6 +36,24 @@ pub const RESULT_TAKEN: &str = "taken";
 pub const RESULT_SKIPPED: &str = "skipped";
 /// `captf_state_backups_total{result}`: [`take`] returned an error.
 pub const RESULT_FAILED: &str = "failed";
+
+/// The most Secrets one object's backup listing reads: its own sets are at most 16 kept plus
+/// one being written, of at most 32 chunks each. More is a look-alike flood, refused before it
+/// costs memory.
+pub const MAX_LISTED: u32 = 17 * DEFAULT_MAX_CHUNKS as u32;
+
+/// Whose a set is, by its Secrets' owner references.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ownership {
+    /// Every chunk names the object's UID: the manager wrote it for the object.
+    Owned,
+    /// Some chunks name no owner at all (the rest the object): restored without owner
+    /// references (`captf dr import`, a namespace backup) or re-owned half-way. It counts when
+    /// it holds the object's own lineage, and is then re-owned.
+    Ownerless,
+    /// A chunk names another owner: not the object's, whatever its labels say.
+    Foreign,
+}
 
 /// One backup set as listed: the Secrets that share a `captf.io/state-backup-set`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,15 +81,20 @@ pub struct BackupSet {
     pub chunks: usize,
     /// The Secrets listed: in chunk order when complete, else by chunk index then name.
     pub secrets: Vec<String>,
-    /// Why the set is incomplete; `None` for a complete (restorable) set.
+    /// Why the set is incomplete; `None` when nothing wrong was found (yet: see `verified`).
     pub problem: Option<String>,
+    /// The data was read and compared with the digest ([`settle`]).
+    pub verified: bool,
+    /// Whose the set is.
+    pub ownership: Ownership,
 }
 
 impl BackupSet {
-    /// Every chunk present and consistent, serial >= 1, the annotations readable: only such a
-    /// set is listed in `status.stateBackups` and can be restored.
+    /// Every chunk present and consistent, serial >= 1, the annotations readable, the data
+    /// matching the digest: only such a set is listed in `status.stateBackups` and can be
+    /// restored.
     pub fn complete(&self) -> bool {
-        self.problem.is_none()
+        self.verified && self.problem.is_none()
     }
 
     /// What a restore Job needs, for a complete set.
@@ -91,43 +120,115 @@ pub fn newest_first(a: &BackupSet, b: &BackupSet) -> Ordering {
         .then_with(|| b.base.cmp(&a.base))
 }
 
-/// Groups backup Secrets into sets by `captf.io/state-backup-set` and checks each, newest first.
-/// Secrets already being deleted are ignored.
-pub fn sets(secrets: &[Secret]) -> Vec<BackupSet> {
-    let mut groups: BTreeMap<String, Vec<Chunk>> = BTreeMap::new();
-    for secret in secrets {
-        if secret.metadata.deletion_timestamp.is_some() {
+/// Groups backup Secrets (their metadata) into sets by `captf.io/state-backup-set`, newest
+/// first, and checks what the metadata can tell: a set's data is still to be compared with its
+/// digest ([`settle`]). `uid` is the object's, for [`Ownership`]. Secrets already being deleted
+/// are ignored.
+pub fn sets(secrets: &[ObjectMeta], uid: &str) -> Vec<BackupSet> {
+    let mut groups: BTreeMap<String, Vec<(Chunk, Ownership)>> = BTreeMap::new();
+    for meta in secrets {
+        if meta.deletion_timestamp.is_some() {
             continue;
         }
-        let chunk = to_chunk(secret);
+        let chunk = Chunk {
+            name: meta.name.clone().unwrap_or_default(),
+            data: None,
+            annotations: meta.annotations.clone().unwrap_or_default(),
+        };
         let set = chunk
             .annotations
             .get(annotations::STATE_BACKUP_SET)
             .cloned()
             .unwrap_or_else(|| chunk.name.clone());
-        groups.entry(set).or_default().push(chunk);
+        groups
+            .entry(set)
+            .or_default()
+            .push((chunk, ownership(meta, uid)));
     }
     let mut out: Vec<BackupSet> = groups
         .into_iter()
-        .map(|(base, chunks)| group(base, chunks))
+        .map(|(base, chunks)| {
+            let owned = if chunks.iter().any(|(_, o)| *o == Ownership::Foreign) {
+                Ownership::Foreign
+            } else if chunks.iter().any(|(_, o)| *o == Ownership::Ownerless) {
+                Ownership::Ownerless
+            } else {
+                Ownership::Owned
+            };
+            group(base, chunks.into_iter().map(|(c, _)| c).collect(), owned)
+        })
         .collect();
     out.sort_by(newest_first);
     out
 }
 
-fn to_chunk(secret: &Secret) -> Chunk {
-    Chunk {
-        name: secret.metadata.name.clone().unwrap_or_default(),
-        data: secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(STATE_DATA_KEY))
-            .map(|b| b.0.clone()),
-        annotations: secret.metadata.annotations.clone().unwrap_or_default(),
+/// One chunk's [`Ownership`].
+fn ownership(meta: &ObjectMeta, uid: &str) -> Ownership {
+    let refs = meta.owner_references.as_deref().unwrap_or_default();
+    if refs.is_empty() {
+        Ownership::Ownerless
+    } else if !uid.is_empty() && refs.iter().all(|r| r.uid == uid) {
+        Ownership::Owned
+    } else {
+        Ownership::Foreign
     }
 }
 
-fn group(base: String, mut chunks: Vec<Chunk>) -> BackupSet {
+/// The sets that count for the object, and the names of those that do not: an owned set
+/// counts; an ownerless one only when it holds `lineage`, the object's own (unknown: none
+/// does); a foreign one never.
+pub fn trusted(sets: Vec<BackupSet>, lineage: Option<&str>) -> (Vec<BackupSet>, Vec<String>) {
+    let (counted, ignored): (Vec<BackupSet>, Vec<BackupSet>) =
+        sets.into_iter().partition(|s| match s.ownership {
+            Ownership::Owned => true,
+            Ownership::Ownerless => lineage.is_some_and(|l| s.lineage == l),
+            Ownership::Foreign => false,
+        });
+    (counted, ignored.into_iter().map(|s| s.base).collect())
+}
+
+/// Records what reading the set's data found: `read` is the SHA-256 (lowercase hex) of its
+/// chunks' payloads in chunk order and their size, or `None` when a chunk has no `tfstate`
+/// data (`missing` names it). A set already found incomplete stays so.
+pub fn settle(set: &mut BackupSet, read: std::result::Result<(String, u64), String>) {
+    set.verified = true;
+    if set.problem.is_some() {
+        return;
+    }
+    match read {
+        Ok((digest, bytes)) if digest == set.digest => set.bytes = bytes,
+        Ok(_) => set.problem = Some(DIGEST_MISMATCH.to_owned()),
+        Err(missing) => set.problem = Some(format!("{missing} has no `{STATE_DATA_KEY}` data")),
+    }
+}
+
+/// [`sets`] and [`settle`] over Secrets with their data in hand (a set just written).
+pub fn read_back(secrets: &[Secret], uid: &str) -> Vec<BackupSet> {
+    let metas: Vec<ObjectMeta> = secrets.iter().map(|s| s.metadata.clone()).collect();
+    let data = |name: &str| {
+        secrets
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(name))
+            .and_then(|s| s.data.as_ref()?.get(STATE_DATA_KEY))
+            .map(|b| b.0.as_slice())
+    };
+    let mut out = sets(&metas, uid);
+    for set in &mut out {
+        let payloads: std::result::Result<Vec<&[u8]>, String> = set
+            .secrets
+            .iter()
+            .map(|name| data(name).ok_or_else(|| name.clone()))
+            .collect();
+        let read = payloads.map(|p| {
+            let bytes = p.iter().map(|d| d.len() as u64).sum();
+            (set_digest(&p), bytes)
+        });
+        settle(set, read);
+    }
+    out
+}
+
+fn group(base: String, mut chunks: Vec<Chunk>, ownership: Ownership) -> BackupSet {
     chunks.sort_by(|a, b| {
         let index = |c: &Chunk| chunk_index(&base, &c.name).unwrap_or(usize::MAX);
         index(a).cmp(&index(b)).then_with(|| a.name.cmp(&b.name))
@@ -139,7 +240,7 @@ fn group(base: String, mut chunks: Vec<Chunk>) -> BackupSet {
     let taken_at =
         get(annotations::STATE_BACKUP_TAKEN_AT).and_then(|v| v.parse::<Timestamp>().ok());
     let resources = number(annotations::STATE_BACKUP_RESOURCES);
-    let problem = match verify_backup_set(&chunks) {
+    let problem = match backup_set_shape(&chunks) {
         Err(StateError::BackupIncomplete { problem, .. }) => Some(problem),
         Err(other) => Some(other.to_string()),
         Ok(_) if taken_at.is_none() => Some(format!(
@@ -169,15 +270,15 @@ fn group(base: String, mut chunks: Vec<Chunk>) -> BackupSet {
             .and_then(|c| c.annotations.get(annotations::INPUTS_HASH))
             .filter(|h| !h.is_empty())
             .cloned(),
-        bytes: chunks
-            .iter()
-            .map(|c| c.data.as_ref().map_or(0, |d| d.len() as u64))
-            .sum(),
+        // Counted when the data is read (`settle`).
+        bytes: 0,
         chunks: number(annotations::STATE_BACKUP_CHUNKS)
             .and_then(|n| usize::try_from(n).ok())
             .unwrap_or(0),
         secrets: chunks.iter().map(|c| c.name.clone()).collect(),
         problem,
+        verified: false,
+        ownership,
         base,
     }
 }
@@ -238,11 +339,20 @@ pub enum Plan {
     /// Write a new set under `name`, after deleting `replace` (the Secrets of an incomplete set
     /// of that name, e.g. a copy interrupted half-way).
     Take { name: String, replace: Vec<String> },
+    /// Both names the set could take are held by Secrets that are not the object's.
+    Occupied { names: [String; 2] },
 }
 
 /// Names the set for `serial` with `digest`: `captf-state-backup-<suffix>-<serial>`, or with
-/// `-<digest8>` when a set of that name exists with another digest.
-pub fn plan(existing: &[BackupSet], key: &ObjectKey, serial: u64, digest: &str) -> Plan {
+/// `-<digest8>` when a set of that name exists with another digest or the name is `occupied`
+/// (a Secret of a set that does not count, [`trusted`]).
+pub fn plan(
+    existing: &[BackupSet],
+    occupied: &BTreeSet<String>,
+    key: &ObjectKey,
+    serial: u64,
+    digest: &str,
+) -> Plan {
     if let Some(set) = existing
         .iter()
         .filter(|s| s.complete() && s.serial == serial && s.digest == digest)
@@ -253,11 +363,20 @@ pub fn plan(existing: &[BackupSet], key: &ObjectKey, serial: u64, digest: &str) 
         };
     }
     let plain = key.backup_secret(serial);
+    let with_digest = key.backup_secret_with_digest(serial, digest);
+    let held =
+        |base: &str| (0..DEFAULT_MAX_CHUNKS).any(|i| occupied.contains(&chunk_name(base, i)));
     let name = if existing
         .iter()
         .any(|s| s.base == plain && s.digest != digest)
+        || held(&plain)
     {
-        key.backup_secret_with_digest(serial, digest)
+        if held(&with_digest) {
+            return Plan::Occupied {
+                names: [plain, with_digest],
+            };
+        }
+        with_digest
     } else {
         plain
     };
@@ -496,16 +615,113 @@ pub fn backup_secrets(
         .collect()
 }
 
-/// The object's backup sets, listed live by `captf.io/state-backup-suffix`, newest first.
-pub async fn list(client: &kube::Client, key: &ObjectKey) -> Result<Vec<BackupSet>> {
+/// Whose backups a listing looks for.
+#[derive(Clone, Copy, Debug)]
+pub struct Whose<'a> {
+    pub key: &'a ObjectKey,
+    /// The object's UID.
+    pub uid: &'a str,
+    /// The object's own lineage, when known: an ownerless set of it counts.
+    pub lineage: Option<&'a str>,
+}
+
+/// The object's backups as listed: the sets that count, newest first, and the Secrets under
+/// its backup label that do not.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listed {
+    pub sets: Vec<BackupSet>,
+    /// Sets that do not count ([`trusted`]): named in a `ForeignBackupIgnored` event, never
+    /// restored, pruned or counted.
+    pub ignored: Vec<String>,
+    /// The Secret names of `ignored`: a new set never takes one.
+    pub occupied: BTreeSet<String>,
+}
+
+/// The object's backups, listed live by `captf.io/state-backup-suffix`: one page of at most
+/// [`MAX_LISTED`] Secrets' metadata (more is an error naming the limit), the sets that count
+/// ([`trusted`]), then each of their data read one chunk at a time (under `gate`, the state
+/// readers' semaphore) to check it against the digest.
+pub async fn list(
+    client: &kube::Client,
+    gate: &tokio::sync::Semaphore,
+    whose: &Whose<'_>,
+) -> Result<Listed> {
+    let key = whose.key;
     let ns = key.namespace();
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     let selector = format!("{}={}", labels::STATE_BACKUP_SUFFIX, key.state_suffix());
-    let list = api
-        .list(&ListParams::default().labels(&selector))
+    let page = api
+        .list_metadata(&ListParams::default().labels(&selector).limit(MAX_LISTED))
         .await
         .during(|| format!("listing state backups of {ns}/{}", key.name()))?;
-    Ok(sets(&list.items))
+    if page
+        .metadata
+        .continue_
+        .as_ref()
+        .is_some_and(|c| !c.is_empty())
+    {
+        return Err(Error::InvalidObject(format!(
+            "more than {MAX_LISTED} Secrets in {ns} carry {}={}, the backup label of {} {}; its backups are at most 17 sets of 32 chunks. Delete the Secrets under that label that the object does not own",
+            labels::STATE_BACKUP_SUFFIX,
+            key.state_suffix(),
+            key.kind().kind(),
+            key.name()
+        )));
+    }
+    let metas: Vec<ObjectMeta> = page.items.into_iter().map(|m| m.metadata).collect();
+    let (mut counted, ignored) = trusted(sets(&metas, whose.uid), whose.lineage);
+    let occupied = metas
+        .iter()
+        .filter(|m| {
+            let set = m
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(annotations::STATE_BACKUP_SET));
+            let name = m.name.as_ref();
+            ignored.iter().any(|i| Some(i) == set.or(name))
+        })
+        .filter_map(|m| m.name.clone())
+        .collect();
+    let _permit = gate
+        .acquire()
+        .await
+        .map_err(|_| Error::Panicked("the state readers' semaphore was closed".into()))?;
+    for set in counted.iter_mut().filter(|s| s.problem.is_none()) {
+        let read = read_data(&api, ns, &set.secrets).await?;
+        settle(set, read);
+    }
+    Ok(Listed {
+        sets: counted,
+        ignored,
+        occupied,
+    })
+}
+
+/// The SHA-256 of `names`' `tfstate` data in order and its size, holding one Secret at a time;
+/// `Err(name)` for a chunk without data (or gone since the list).
+async fn read_data(
+    api: &Api<Secret>,
+    ns: &str,
+    names: &[String],
+) -> Result<std::result::Result<(String, u64), String>> {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    let mut bytes = 0u64;
+    for name in names {
+        let secret = api
+            .get_opt(name)
+            .await
+            .during(|| format!("reading state backup {ns}/{name}"))?;
+        let Some(data) = secret
+            .and_then(|s| s.data)
+            .and_then(|mut d| d.remove(STATE_DATA_KEY))
+        else {
+            return Ok(Err(name.clone()));
+        };
+        hasher.update(&data.0);
+        bytes += data.0.len() as u64;
+    }
+    Ok(Ok((hex::encode(hasher.finalize()), bytes)))
 }
 
 /// Backs up the state read now when its serial (with its digest) has no set yet, then applies
@@ -516,40 +732,61 @@ pub async fn list(client: &kube::Client, key: &ObjectKey) -> Result<Vec<BackupSe
 /// one that is gone (404) as deleted. Any other API error is returned: the caller retries on
 /// the next pass. Retention ([`prune`]) runs after a backup and also when the serial was already
 /// backed up, so a lowered `--state-backups` takes effect without waiting for a new serial.
-pub async fn take(client: &kube::Client, req: &Request<'_>) -> Result<(Outcome, Vec<BackupSet>)> {
+pub async fn take(
+    client: &kube::Client,
+    gate: &tokio::sync::Semaphore,
+    req: &Request<'_>,
+) -> Result<(Outcome, Listed)> {
     let key = req.key;
     let ns = key.namespace();
-    let mut existing = list(client, key).await?;
+    let whose = Whose {
+        key,
+        uid: &req.owner.uid,
+        lineage: req.state.map(|s| s.lineage.as_str()),
+    };
+    let mut listed = list(client, gate, &whose).await?;
+    let existing = &mut listed.sets;
     let state = match (skip_reason(req.keep, req.deleting, req.state), req.state) {
         (None, Some(state)) => state,
         (reason, _) => {
             let reason = reason.unwrap_or(SkipReason::StateUnreadable);
-            return Ok((Outcome::Skipped(reason), existing));
+            return Ok((Outcome::Skipped(reason), listed));
         }
     };
     let ordered = match ordered_chunks(&key.state_secret(), req.chunks) {
         Ok(ordered) => ordered,
         Err(problem) => {
             tracing::warn!(object = %format!("{ns}/{}", key.name()), %problem, "state backup skipped");
-            return Ok((Outcome::Skipped(SkipReason::StateUnreadable), existing));
+            return Ok((Outcome::Skipped(SkipReason::StateUnreadable), listed));
         }
     };
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let (name, taken) = match plan(&existing, key, state.serial, &digest(&ordered)) {
+    let digest = digest(&ordered);
+    let (name, taken) = match plan(existing, &listed.occupied, key, state.serial, &digest) {
         Plan::AlreadyBackedUp { name } => (name, false),
         Plan::Take { name, replace } => {
             delete_all(&api, ns, &replace).await?;
             let secrets = backup_secrets(req, state, &name, &ordered);
             for secret in &secrets {
-                create(&api, ns, secret).await?;
+                create(&api, ns, secret, &req.owner.uid).await?;
             }
             existing.retain(|s| s.base != name);
-            existing.extend(sets(&secrets));
+            existing.extend(read_back(&secrets, &req.owner.uid));
             existing.sort_by(newest_first);
             (name, true)
         }
+        Plan::Occupied { names } => {
+            return Err(Error::InvalidObject(format!(
+                "the backup of serial {} of {} {ns}/{} cannot be written: Secrets named {} and {} exist and are not its backups. Delete them",
+                state.serial,
+                key.kind().kind(),
+                key.name(),
+                names[0],
+                names[1]
+            )));
+        }
     };
-    let doomed = doomed(&existing, req.keep, req.pending_restore, Some(&name));
+    let doomed = doomed(existing, req.keep, req.pending_restore, Some(&name));
     let bases: BTreeSet<String> = doomed.iter().map(|s| s.base.clone()).collect();
     let pruned: Vec<String> = doomed
         .into_iter()
@@ -562,13 +799,38 @@ pub async fn take(client: &kube::Client, req: &Request<'_>) -> Result<(Outcome, 
     } else {
         Outcome::AlreadyBackedUp { name, pruned }
     };
-    Ok((outcome, existing))
+    Ok((outcome, listed))
 }
 
-async fn create(api: &Api<Secret>, ns: &str, secret: &Secret) -> Result<()> {
+/// Creates one backup Secret. One that exists already counts as written only when it is this
+/// chunk of this set, owned by the object (an earlier attempt of the same copy); anything else
+/// under its name is an error naming it, never a backup taken.
+async fn create(api: &Api<Secret>, ns: &str, secret: &Secret, uid: &str) -> Result<()> {
+    let name = secret.metadata.name.as_deref().unwrap_or_default();
     match api.create(&PostParams::default(), secret).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let existing = api
+                .get_metadata_opt(name)
+                .await
+                .during(|| format!("reading state backup {ns}/{name}"))?;
+            let same = |key: &str| {
+                let get = |m: &ObjectMeta| m.annotations.as_ref()?.get(key).cloned();
+                existing.as_ref().and_then(|e| get(&e.metadata)) == get(&secret.metadata)
+            };
+            let ours = existing
+                .as_ref()
+                .is_some_and(|e| ownership(&e.metadata, uid) == Ownership::Owned);
+            if ours
+                && same(annotations::STATE_BACKUP_DIGEST)
+                && same(annotations::STATE_BACKUP_CHUNK)
+            {
+                return Ok(());
+            }
+            Err(Error::InvalidObject(format!(
+                "state backup {ns}/{name} cannot be written: a Secret of that name exists and is not this backup. Delete it"
+            )))
+        }
         Err(e) => Err(Error::Kube {
             action: format!(
                 "creating state backup {ns}/{}",

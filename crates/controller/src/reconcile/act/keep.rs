@@ -154,14 +154,19 @@ where
                 })
                 .inc();
         };
-        let (outcome, sets) =
-            match crate::reconcile::act::backups::take(&self.ctx.client, request).await {
-                Ok(taken) => taken,
-                Err(e) => {
-                    counter(crate::reconcile::act::backups::RESULT_FAILED);
-                    return Err(e);
-                }
-            };
+        let (outcome, listed) = match crate::reconcile::act::backups::take(
+            &self.ctx.client,
+            &self.ctx.state_reads,
+            request,
+        )
+        .await
+        {
+            Ok(taken) => taken,
+            Err(e) => {
+                counter(crate::reconcile::act::backups::RESULT_FAILED);
+                return Err(e);
+            }
+        };
         if let Some(result) = outcome.result() {
             counter(result);
         }
@@ -179,6 +184,8 @@ where
             }
             crate::reconcile::act::backups::Outcome::AlreadyBackedUp { .. } => {}
         }
+        self.ignored_backups(&listed).await;
+        let sets = listed.sets;
         let entries = crate::reconcile::act::backups::status_entries(&sets);
         workspace.state_backups = (!entries.is_empty()).then_some(entries);
         // Backups restored without owner references (a namespace restore leaves

@@ -180,7 +180,7 @@ where
         // is missing applied before, or the lineage of a state nothing else recorded (an object
         // from before lineages were recorded).
         let backups = if (missing && !marked) || recorded.lineage().is_none() {
-            crate::reconcile::act::backups::list(&self.ctx.client, self.key).await?
+            self.backups(recorded.lineage()).await?
         } else {
             Vec::new()
         };

@@ -10,7 +10,7 @@ use crate::decide::{
     Approvals, Deletion, Destroyed, Lifecycle, Observed, Policy, Snapshot, StateView,
 };
 use crate::error::Result;
-use crate::reconcile::act::backups::BackupSet;
+use crate::reconcile::act::backups::{self, BackupSet};
 use crate::reconcile::act::object::Workload;
 use crate::reconcile::observe::jobs::{self, ObservedJob};
 use crate::reconcile::observe::state::DurableInputs;
@@ -51,9 +51,7 @@ where
             .annotations()
             .get(annotations::RESTORE_STATE)
             .map(String::as_str);
-        let restore = self
-            .backup_named(annotation, workspace.last_restored_serial, conds)
-            .await?;
+        let restore = self.backup_named(annotation, workspace, conds).await?;
         let after = reason(conds);
         if after != before
             && after
@@ -78,11 +76,11 @@ where
     async fn backup_named(
         &self,
         annotation: Option<&str>,
-        last_restored: Option<i64>,
+        workspace: &WorkspaceStatus,
         conds: &mut Conditions,
     ) -> Result<Option<BackupSet>> {
-        let (client, key, generation, now) =
-            (&self.ctx.client, self.key, self.generation, self.now);
+        let (generation, now) = (self.generation, self.now);
+        let last_restored = workspace.last_restored_serial;
         let Some(value) = annotation else {
             return Ok(None);
         };
@@ -93,7 +91,7 @@ where
         if i64::try_from(serial).ok() == last_restored {
             return Ok(None);
         }
-        let sets = crate::reconcile::act::backups::list(client, key).await?;
+        let sets = self.backups(self.own_lineage(workspace)).await?;
         match crate::reconcile::act::backups::restorable(&sets, serial) {
             Some(set) => Ok(Some(set.clone())),
             None => {
@@ -106,6 +104,42 @@ where
                 Ok(None)
             }
         }
+    }
+
+    /// The object's backup sets that count ([`backups::trusted`]), newest first, with their data
+    /// checked; those that do not are named in a `ForeignBackupIgnored` event. `lineage` is the
+    /// object's own, when known.
+    pub async fn backups(&self, lineage: Option<&str>) -> Result<Vec<BackupSet>> {
+        let whose = backups::Whose {
+            key: self.key,
+            uid: self.object.meta().uid.as_deref().unwrap_or_default(),
+            lineage,
+        };
+        let listed = backups::list(&self.ctx.client, &self.ctx.state_reads, &whose).await?;
+        self.ignored_backups(&listed).await;
+        Ok(listed.sets)
+    }
+
+    /// Names the sets a listing ignored, in a `ForeignBackupIgnored` event.
+    pub async fn ignored_backups(&self, listed: &backups::Listed) {
+        if listed.ignored.is_empty() {
+            return;
+        }
+        let names = listed.ignored.join(", ");
+        let (ns, name) = (self.key.namespace(), self.key.name());
+        tracing::warn!(namespace = ns, name, sets = %names, "backup sets under the object's label that it does not own are ignored");
+        let note = format!(
+            "Secret set(s) {names} carry the backup label of {} {name} but are not its backups (another owner, or no owner and another lineage): they are never restored, pruned or listed. Delete them",
+            self.kind
+        );
+        let reason = captf_api::events::FOREIGN_BACKUP_IGNORED;
+        self.publish(kube::runtime::events::EventType::Warning, reason, &note)
+            .await;
+    }
+
+    /// The object's lineage as recorded in its status (restored with it by `captf dr import`).
+    fn own_lineage<'w>(&self, workspace: &'w WorkspaceStatus) -> Option<&'w str> {
+        workspace.state_lineage.as_deref()
     }
 
     /// The snapshot of `seen`, with no approvals, no plan and no health facts yet.

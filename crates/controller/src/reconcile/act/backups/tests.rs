@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use captf_api::names::{ObjectKey, WorkloadKind, chunk_name};
 use captf_state::{Chunk, DecodedState};
@@ -10,6 +10,8 @@ use super::*;
 
 const SUFFIX: &str = "f66792f9106e7299-c";
 const BASE7: &str = "captf-state-backup-f66792f9106e7299-c-7";
+
+const UID: &str = "uid-1";
 
 fn key() -> ObjectKey {
     ObjectKey::new("team-a", WorkloadKind::Cluster, "prod").expect("valid key")
@@ -24,7 +26,7 @@ fn owner() -> OwnerReference {
         api_version: "infrastructure.cluster.x-k8s.io/v1alpha1".into(),
         kind: "TerraformCluster".into(),
         name: "prod".into(),
-        uid: "uid-1".into(),
+        uid: UID.into(),
         controller: Some(true),
         block_owner_deletion: Some(true),
     }
@@ -116,6 +118,8 @@ fn set(base: &str, serial: u64, taken: i64, complete: bool) -> BackupSet {
         chunks: 2,
         secrets: vec![base.into(), format!("{base}-part-1")],
         problem: (!complete).then(|| "chunk Secret(s) missing".to_owned()),
+        verified: true,
+        ownership: Ownership::Owned,
     }
 }
 
@@ -232,10 +236,14 @@ fn plan_names_the_set() {
         digest: d.clone(),
         ..set(&suffixed, 7, 10, true)
     };
-    let cases: Vec<(&str, Vec<BackupSet>, u64, Plan)> = vec![
+    let held =
+        |bases: &[&str]| -> BTreeSet<String> { bases.iter().map(|b| b.to_string()).collect() };
+    type Row = (&'static str, Vec<BackupSet>, BTreeSet<String>, u64, Plan);
+    let cases: Vec<Row> = vec![
         (
             "first backup",
             vec![],
+            BTreeSet::new(),
             7,
             Plan::Take {
                 name: BASE7.into(),
@@ -245,6 +253,7 @@ fn plan_names_the_set() {
         (
             "new serial",
             vec![complete_7.clone()],
+            BTreeSet::new(),
             8,
             Plan::Take {
                 name: "captf-state-backup-f66792f9106e7299-c-8".into(),
@@ -254,12 +263,14 @@ fn plan_names_the_set() {
         (
             "same serial, same digest",
             vec![complete_7.clone()],
+            BTreeSet::new(),
             7,
             Plan::AlreadyBackedUp { name: BASE7.into() },
         ),
         (
             "same serial, other digest",
             vec![other_7.clone()],
+            BTreeSet::new(),
             7,
             Plan::Take {
                 name: suffixed.clone(),
@@ -269,6 +280,7 @@ fn plan_names_the_set() {
         (
             "the suffixed set already holds it",
             vec![other_7.clone(), suffixed_7.clone()],
+            BTreeSet::new(),
             7,
             Plan::AlreadyBackedUp {
                 name: suffixed.clone(),
@@ -277,6 +289,7 @@ fn plan_names_the_set() {
         (
             "an interrupted copy is written again",
             vec![incomplete_7.clone()],
+            BTreeSet::new(),
             7,
             Plan::Take {
                 name: BASE7.into(),
@@ -292,15 +305,45 @@ fn plan_names_the_set() {
                     ..suffixed_7.clone()
                 },
             ],
+            BTreeSet::new(),
             7,
             Plan::Take {
                 name: suffixed.clone(),
                 replace: secrets_of(&[&suffixed]),
             },
         ),
+        (
+            "a look-alike holds the name: the digest's",
+            vec![],
+            held(&[BASE7]),
+            7,
+            Plan::Take {
+                name: suffixed.clone(),
+                replace: vec![],
+            },
+        ),
+        (
+            "a look-alike holds a chunk name of it",
+            vec![],
+            held(&[&format!("{BASE7}-part-3")]),
+            7,
+            Plan::Take {
+                name: suffixed.clone(),
+                replace: vec![],
+            },
+        ),
+        (
+            "look-alikes hold both names",
+            vec![],
+            held(&[BASE7, &suffixed]),
+            7,
+            Plan::Occupied {
+                names: [BASE7.into(), suffixed.clone()],
+            },
+        ),
     ];
-    for (name, existing, serial, want) in cases {
-        assert_eq!(plan(&existing, &k, serial, &d), want, "{name}");
+    for (name, existing, occupied, serial, want) in cases {
+        assert_eq!(plan(&existing, &occupied, &k, serial, &d), want, "{name}");
     }
 }
 
@@ -407,7 +450,7 @@ fn backup_secrets_shape() {
 #[test]
 fn built_secrets_read_back_as_one_complete_set() {
     let secrets = built(BASE7, 7, &["gz-a", "gz-b", "gz-c"], 5);
-    let sets = sets(&secrets);
+    let sets = read_back(&secrets, UID);
     assert_eq!(sets.len(), 1);
     let s = &sets[0];
     assert_eq!(s.problem, None);
@@ -445,7 +488,7 @@ fn built_secrets_read_back_as_one_complete_set() {
     // Listed in any order: the same set.
     let mut reversed = secrets.clone();
     reversed.reverse();
-    assert_eq!(super::sets(&reversed), sets);
+    assert_eq!(read_back(&reversed, UID), sets);
 }
 
 #[test]
@@ -492,7 +535,7 @@ fn grouping_finds_incomplete_sets() {
     going[0].metadata.deletion_timestamp = Some(Time(t(1)));
     all.extend(going);
 
-    let got: Vec<(String, u64, bool, usize, Vec<String>)> = sets(&all)
+    let got: Vec<(String, u64, bool, usize, Vec<String>)> = read_back(&all, UID)
         .into_iter()
         .map(|s| (s.base.clone(), s.serial, s.complete(), s.chunks, s.secrets))
         .collect();
@@ -533,7 +576,7 @@ fn grouping_finds_incomplete_sets() {
     ];
     assert_eq!(got, want);
 
-    let problems: BTreeMap<String, String> = sets(&all)
+    let problems: BTreeMap<String, String> = read_back(&all, UID)
         .into_iter()
         .filter_map(|s| Some((s.base, s.problem?)))
         .collect();
@@ -764,4 +807,125 @@ fn skip_reasons_and_metric_results() {
     );
     assert_eq!(RESULT_FAILED, "failed");
     assert_eq!(SkipReason::StateUnreadable.as_str(), "state_unreadable");
+}
+
+#[test]
+fn only_the_objects_own_sets_count() {
+    let foreign = OwnerReference {
+        uid: "uid-2".into(),
+        ..owner()
+    };
+    // How each chunk of a two-chunk set is owned: `Some(refs)` or `None` for no references.
+    type Refs = Option<Vec<OwnerReference>>;
+    type Row = (
+        &'static str,
+        [Refs; 2],
+        &'static str,
+        Option<&'static str>,
+        Ownership,
+        bool,
+    );
+    let mine = || Some(vec![owner()]);
+    let theirs = || Some(vec![foreign.clone()]);
+    let rows: Vec<Row> = vec![
+        (
+            "owned",
+            [mine(), mine()],
+            "lin-1",
+            None,
+            Ownership::Owned,
+            true,
+        ),
+        (
+            "restored without owners, own lineage",
+            [None, None],
+            "lin-1",
+            Some("lin-1"),
+            Ownership::Ownerless,
+            true,
+        ),
+        (
+            "re-owned half-way, own lineage",
+            [mine(), None],
+            "lin-1",
+            Some("lin-1"),
+            Ownership::Ownerless,
+            true,
+        ),
+        (
+            "without owners, lineage unknown",
+            [None, None],
+            "lin-1",
+            None,
+            Ownership::Ownerless,
+            false,
+        ),
+        (
+            "without owners, another lineage",
+            [None, None],
+            "lin-x",
+            Some("lin-1"),
+            Ownership::Ownerless,
+            false,
+        ),
+        (
+            "another owner",
+            [theirs(), theirs()],
+            "lin-1",
+            Some("lin-1"),
+            Ownership::Foreign,
+            false,
+        ),
+        (
+            "one chunk of another owner",
+            [mine(), theirs()],
+            "lin-1",
+            Some("lin-1"),
+            Ownership::Foreign,
+            false,
+        ),
+        (
+            "the object and another owner",
+            [mine(), Some(vec![owner(), foreign.clone()])],
+            "lin-1",
+            None,
+            Ownership::Foreign,
+            false,
+        ),
+    ];
+    for (name, refs, lineage, own, ownership, counts) in rows {
+        let mut secrets = built(BASE7, 7, &["gz-a", "gz-b"], 0);
+        for (secret, refs) in secrets.iter_mut().zip(refs) {
+            secret.metadata.owner_references = refs;
+            annotate(secret, "captf.io/state-backup-lineage", lineage);
+        }
+        let listed = read_back(&secrets, UID);
+        assert_eq!(listed[0].ownership, ownership, "{name}");
+        assert!(listed[0].complete(), "{name}");
+        let (counted, ignored) = trusted(listed, own);
+        assert_eq!(counted.len(), usize::from(counts), "{name}");
+        assert_eq!(ignored.is_empty(), counts, "{name}");
+    }
+}
+
+#[test]
+fn a_set_is_complete_only_once_its_data_matched_the_digest() {
+    let secrets = built(BASE7, 7, &["gz-a", "gz-b"], 0);
+    let metas: Vec<ObjectMeta> = secrets.iter().map(|s| s.metadata.clone()).collect();
+    let listed = sets(&metas, UID);
+    assert_eq!(listed[0].problem, None);
+    assert!(!listed[0].complete(), "judged from metadata alone");
+    let mut set = listed[0].clone();
+    settle(&mut set, Ok((set_digest(&["gz-a", "gz-b"]), 8)));
+    assert!(set.complete());
+    assert_eq!(set.bytes, 8);
+    let mut set = listed[0].clone();
+    settle(&mut set, Ok((set_digest(&["gz-a", "other"]), 9)));
+    assert_eq!(set.problem.as_deref(), Some(DIGEST_MISMATCH));
+    let mut set = listed[0].clone();
+    settle(&mut set, Err(format!("{BASE7}-part-1")));
+    assert_eq!(
+        set.problem,
+        Some(format!("{BASE7}-part-1 has no `tfstate` data"))
+    );
 }
