@@ -60,6 +60,8 @@ pub const JOB_NOT_STARTED: &str = "JobNotStarted";
 pub const FOREIGN_JOB_IGNORED: &str = "ForeignJobIgnored";
 /// Secrets under an object's backup label that are not its backups: ignored.
 pub const FOREIGN_BACKUP_IGNORED: &str = "ForeignBackupIgnored";
+/// A lease named a Job no `Terraform*` object controls: taken over.
+pub const FOREIGN_LEASE_IGNORED: &str = "ForeignLeaseIgnored";
 /// The Job `status.activeJob` names is gone, but its pod still runs.
 pub const WAITING_FOR_JOB_POD: &str = "WaitingForJobPod";
 /// A machine or pool operation waits for the cluster's (once per wait).

@@ -14,6 +14,7 @@ mod drift;
 mod hostile_state;
 mod job_not_started;
 mod locks;
+mod look_alikes;
 mod machines;
 mod metrics_auth;
 mod owners;

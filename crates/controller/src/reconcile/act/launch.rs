@@ -151,7 +151,10 @@ where
                         op,
                         deadline_seconds: launch.policy.active_deadline_seconds,
                     };
-                    if !leases::take_run_lease(client, key, &launch.cluster_name, holder).await? {
+                    let taken =
+                        leases::take_run_lease(client, key, &launch.cluster_name, holder).await?;
+                    self.lease_look_alike(&key.run_lease(), &taken).await;
+                    if !taken.held() {
                         let message = "another Job of this object holds its run lease";
                         let reason = reasons::WAITING_FOR_RUN_LEASE;
                         self.waits(op, reason, message, "run_lease", conds).await;
@@ -599,6 +602,19 @@ impl<K> Pass<'_, K>
 where
     K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
+    /// Names the look-alike a lease was taken from, in a `ForeignLeaseIgnored` event.
+    async fn lease_look_alike(&self, lease: &str, taken: &leases::Taken) {
+        if let leases::Taken::FromLookAlike(job) = taken {
+            let ns = self.key.namespace();
+            tracing::warn!(namespace = ns, name = self.key.name(), lease, job = %job, "a lease named a Job no Terraform* object controls: taken over");
+            let note = format!(
+                "Lease {lease} named Job {job}, which no Terraform* object controls: it held nothing, and the lease was taken for this object's Job. Delete Job {job} if it is not yours"
+            );
+            let reason = captf_api::events::FOREIGN_LEASE_IGNORED;
+            self.publish(EventType::Warning, reason, &note).await;
+        }
+    }
+
     /// The cluster operation gate, with the run lease already held: a cluster's writing Job
     /// takes the cluster write lease and waits (holding both) for its machines' and pools'
     /// writing Jobs; theirs give their run lease back and wait while the cluster writes. Both
@@ -613,7 +629,10 @@ where
         let (client, key) = (&self.ctx.client, self.key);
         let ns = key.namespace();
         let (reason, message, metric) = if key.kind() == WorkloadKind::Cluster {
-            if !leases::take_cluster_lease(client, ns, cluster, holder).await? {
+            let taken = leases::take_cluster_lease(client, ns, cluster, holder).await?;
+            let lease = captf_api::names::cluster_lease(ns, cluster);
+            self.lease_look_alike(&lease, &taken).await;
+            if !taken.held() {
                 (
                     reasons::WAITING_FOR_RUN_LEASE,
                     format!("another operation of cluster {cluster} holds its write lease"),

@@ -42,15 +42,33 @@ pub fn backstop(deadline_seconds: i64) -> i32 {
     i32::try_from(deadline_seconds.max(0).saturating_add(600 + 300)).unwrap_or(i32::MAX)
 }
 
+/// What taking a lease came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// Taken (created, kept or taken over from a holder that is gone).
+    Yes,
+    /// Taken over from a Job no `Terraform*` object controls: a look-alike, named here.
+    FromLookAlike(String),
+    /// Another live Job holds it, or another writer won: look again next pass.
+    No,
+}
+
+impl Taken {
+    /// Whether the lease is now the Job's.
+    pub fn held(&self) -> bool {
+        !matches!(self, Taken::No)
+    }
+}
+
 /// Takes the object's run lease for `job`: created when missing, taken over when free, kept when
-/// `job` already holds it. `false` when another live Job holds it. The lease carries the
-/// object's cluster, so the cluster's writer can find its members' leases.
+/// `job` already holds it. The lease carries the object's cluster, so the cluster's writer can
+/// find its members' leases.
 pub async fn take_run_lease(
     client: &kube::Client,
     key: &ObjectKey,
     cluster: &str,
     holder: For<'_>,
-) -> Result<bool> {
+) -> Result<Taken> {
     let mut labels_map = BTreeMap::from([
         (labels::LEASE.to_owned(), labels::LEASE_RUN.to_owned()),
         (labels::MANAGED.to_owned(), labels::TRUE.to_owned()),
@@ -79,7 +97,7 @@ pub async fn take_cluster_lease(
     namespace: &str,
     cluster: &str,
     holder: For<'_>,
-) -> Result<bool> {
+) -> Result<Taken> {
     let labels_map = BTreeMap::from([
         (labels::LEASE.to_owned(), labels::LEASE_CLUSTER.to_owned()),
         (labels::MANAGED.to_owned(), labels::TRUE.to_owned()),
@@ -220,12 +238,27 @@ async fn live_holder(
     namespace: &str,
     lease: &Lease,
 ) -> Result<Option<String>> {
+    Ok(match holder(client, namespace, lease).await? {
+        Holder::Live(job) => Some(job),
+        Holder::Free | Holder::LookAlike(_) => None,
+    })
+}
+
+/// Who holds a lease.
+enum Holder {
+    Free,
+    Live(String),
+    /// A Job no `Terraform*` object controls: it holds nothing.
+    LookAlike(String),
+}
+
+async fn holder(client: &kube::Client, namespace: &str, lease: &Lease) -> Result<Holder> {
     let spec = lease.spec.as_ref();
     let holder = spec
         .and_then(|s| s.holder_identity.clone())
         .unwrap_or_default();
     if holder.is_empty() {
-        return Ok(None);
+        return Ok(Holder::Free);
     }
     let age = spec
         .and_then(|s| s.acquire_time.as_ref())
@@ -237,7 +270,7 @@ async fn live_holder(
     let backstop =
         SignedDuration::from_secs(i64::from(recorded.min(backstop(MAX_DEADLINE_SECONDS))));
     if age.is_none_or(|a| a > backstop) {
-        return Ok(None);
+        return Ok(Holder::Free);
     }
     let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
     let live = match jobs
@@ -246,7 +279,7 @@ async fn live_holder(
         .during(|| format!("reading Job {namespace}/{holder}"))?
     {
         // A Job no `Terraform*` object controls is a look-alike: it holds nothing.
-        Some(j) if !captf_job(&j) => false,
+        Some(j) if !captf_job(&j) => return Ok(Holder::LookAlike(holder)),
         Some(j) => !j
             .status
             .and_then(|s| s.conditions)
@@ -261,7 +294,11 @@ async fn live_holder(
                     .is_some()
         }
     };
-    Ok(live.then_some(holder))
+    Ok(if live {
+        Holder::Live(holder)
+    } else {
+        Holder::Free
+    })
 }
 
 /// Whether a `Terraform*` object controls the Job: anyone else's Job under a lease's holder
@@ -278,7 +315,7 @@ async fn take(
     name: &str,
     labels_map: BTreeMap<String, String>,
     holder: For<'_>,
-) -> Result<bool> {
+) -> Result<Taken> {
     let For { job, op, .. } = holder;
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
     let now = Timestamp::now();
@@ -305,7 +342,7 @@ async fn take(
     // Leases are deleted on release, so the create is what usually happens: try it first, and
     // read the lease only when it is there.
     match leases.create(&PostParams::default(), &desired(None)).await {
-        Ok(_) => return Ok(true),
+        Ok(_) => return Ok(Taken::Yes),
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => {
             return Err(Error::Kube {
@@ -321,14 +358,19 @@ async fn take(
     else {
         // Released between the two calls: another writer may be taking it; look again next
         // pass, as after any conflict.
-        return Ok(false);
+        return Ok(Taken::No);
     };
-    let holder = existing
+    let current = existing
         .spec
         .as_ref()
         .and_then(|s| s.holder_identity.as_deref());
-    if holder != Some(job) && live_holder(client, ns, &existing).await?.is_some() {
-        return Ok(false);
+    let mut taken = Taken::Yes;
+    if current != Some(job) {
+        match self::holder(client, ns, &existing).await? {
+            Holder::Live(_) => return Ok(Taken::No),
+            Holder::LookAlike(other) => taken = Taken::FromLookAlike(other),
+            Holder::Free => {}
+        }
     }
     match leases
         .replace(
@@ -338,8 +380,8 @@ async fn take(
         )
         .await
     {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Ok(_) => Ok(taken),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(Taken::No),
         Err(e) => Err(Error::Kube {
             action: format!("taking Lease {ns}/{name}"),
             source: e,
