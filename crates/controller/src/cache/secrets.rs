@@ -34,6 +34,11 @@ impl Secrets {
         self.read(|index| index.owned_by(namespace, name, uid))
     }
 
+    /// Whether the index holds the managed Secret `namespace/name`.
+    pub fn contains(&self, namespace: &str, name: &str) -> bool {
+        self.owned_by(namespace, name, "").is_some()
+    }
+
     /// The credential mirror `namespace/name`, if the index holds one by that name.
     pub fn mirror(&self, namespace: &str, name: &str) -> Option<Arc<SecretMeta>> {
         self.read(|index| {

@@ -515,7 +515,7 @@ async fn go<A: Adapter>(
                 pass.write_status(object.status(), &w.status, conds, provisioned, active)
                     .await?;
             }
-            Effect::BookFinished => finish_bookkeeping(ctx, key, &w.finished).await?,
+            Effect::BookFinished => finish_bookkeeping(ctx, key, &w.finished, &w.jobs).await?,
             Effect::PruneJobs => pass.prune(&w.jobs, &job_policy).await?,
             Effect::RemoveFinalizer => pass.remove_finalizer().await?,
             Effect::AnnounceRelease => {

@@ -201,7 +201,9 @@ where
                     let g = self.generation;
                     patch_status(&api, self.key, before, status, conds.clone(), g, active).await?;
                 }
-                HoldEffect::BookFinished => finish_bookkeeping(self.ctx, self.key, finished).await?,
+                HoldEffect::BookFinished => {
+                    finish_bookkeeping(self.ctx, self.key, finished, &[]).await?;
+                }
             }
         }
         Ok(Action::requeue(
@@ -410,14 +412,23 @@ pub fn abandon_requested<K: kube::ResourceExt>(tc: &K) -> bool {
 }
 
 /// Marks the finished Jobs `captf.io/bookkept` (after the status patch recorded them), deletes
-/// their per-run Secrets and releases their leases.
+/// their per-run Secrets and releases their leases; and does the last two for a bookkept Job
+/// among `jobs` whose per-run Secret is still there.
 pub async fn finish_bookkeeping(
     ctx: &Context,
     key: &ObjectKey,
     finished: &[Finished],
+    jobs: &[jobs::ObservedJob],
 ) -> Result<()> {
+    if !finished.is_empty() {
+        crate::failpoint::reached("after-status-patch");
+    }
     for f in finished {
         bookkeeping::finish(&ctx.client, key, f).await?;
+    }
+    let present = |name: &str| ctx.caches.secrets.contains(key.namespace(), name);
+    for job in bookkeeping::leftovers(jobs, present) {
+        bookkeeping::clear_after(&ctx.client, key, job).await?;
     }
     Ok(())
 }

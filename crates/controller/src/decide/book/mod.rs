@@ -134,6 +134,17 @@ pub struct Booked {
 }
 
 impl Booked {
+    /// Without the effects that count: the Job was counted by a pass whose status patch
+    /// recorded it before the pass stopped.
+    pub fn uncounted(&mut self) {
+        self.effects.retain(|e| {
+            !matches!(
+                e,
+                BookEffect::CountApproval(_) | BookEffect::CountRestore(_)
+            )
+        });
+    }
+
     fn set(&mut self, type_: &'static str, status: Status, reason: &'static str, message: String) {
         self.conditions.push(Set {
             type_,

@@ -793,3 +793,21 @@ fn a_manual_plan_is_shown_applied_superseded_or_failed() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn a_job_booked_again_after_its_status_patch_is_not_counted_again() -> anyhow::Result<()> {
+    let restore = row("a restore booked again", {
+        let f = finished(Operation::Restore, true, false);
+        let f = annotated(f, annotations::STATE_LINEAGE, "L1");
+        annotated(f, annotations::RESTORE_SERIAL, "5")
+    });
+    let mut again = booked(&restore)?;
+    let first = lines(&again);
+    again.uncounted();
+    let want: Vec<String> = first
+        .into_iter()
+        .filter(|l| l != "restores succeeded")
+        .collect();
+    assert_eq!(lines(&again), want);
+    Ok(())
+}

@@ -154,7 +154,9 @@ where
                     let taken =
                         leases::take_run_lease(client, key, &launch.cluster_name, holder).await?;
                     self.lease_look_alike(&key.run_lease(), &taken).await;
-                    if !taken.held() {
+                    if taken.held() {
+                        crate::failpoint::reached("after-run-lease");
+                    } else {
                         let message = "another Job of this object holds its run lease";
                         let reason = reasons::WAITING_FOR_RUN_LEASE;
                         self.waits(op, reason, message, "run_lease", conds).await;
@@ -442,7 +444,12 @@ where
         let (main_tf, tfvars) = (&inputs.main_tf, &inputs.tfvars);
         let per_run = per_run_secret(ns, &job_name, launch.owner_ref, main_tf, tfvars);
         futures::try_join!(
-            set_block_move(&api, self.object, true),
+            async {
+                set_block_move(&api, self.object, true).await?;
+                // The other inputs are being written meanwhile: some may be, some not.
+                crate::failpoint::reached("after-block-move");
+                Ok(())
+            },
             async {
                 if spec.op == Operation::Apply {
                     secrets::write_durable_inputs(

@@ -164,25 +164,38 @@ pub async fn finish(client: &kube::Client, key: &ObjectKey, finished: &Finished)
     )
     .await
     .during(|| format!("marking Job {ns}/{} bookkept", finished.name))?;
+    crate::failpoint::reached("after-bookkept-marker");
+    clear_after(client, key, &finished.name).await
+}
+
+/// Deletes the per-run Secret of the bookkept Job `job` and releases its leases.
+pub async fn clear_after(client: &kube::Client, key: &ObjectKey, job: &str) -> Result<()> {
+    let ns = key.namespace();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     match secrets
-        .delete(
-            &names::per_run_secret(&finished.name),
-            &DeleteParams::default(),
-        )
+        .delete(&names::per_run_secret(job), &DeleteParams::default())
         .await
     {
         Ok(_) => {}
         Err(kube::Error::Api(e)) if e.code == 404 => {}
         Err(e) => {
             return Err(crate::Error::Kube {
-                action: format!("deleting the per-run Secret of {}", finished.name),
+                action: format!("deleting the per-run Secret of {job}"),
                 source: e,
             });
         }
     }
-    release_run_lease(client, key, &finished.name).await;
+    release_run_lease(client, key, job).await;
     Ok(())
+}
+
+/// The bookkept Jobs whose per-run Secret is still there (`present`): a pass stopped between
+/// the marker and the clean-up after it.
+pub fn leftovers(jobs: &[ObservedJob], present: impl Fn(&str) -> bool) -> Vec<&str> {
+    jobs.iter()
+        .filter(|j| j.bookkept() && present(&names::per_run_secret(&j.name)))
+        .map(|j| j.name.as_str())
+        .collect()
 }
 
 /// Releases the leases the finished Job `holder` took: the object's run lease and, for a
@@ -321,6 +334,35 @@ mod tests {
         let mut f = Finished::for_test(op, succeeded, false);
         f.result = Some(ResultDocument::new(op.as_str(), "img", &[]));
         f
+    }
+
+    #[test]
+    fn a_bookkept_jobs_leftover_per_run_secret_is_cleared() {
+        let job = |name: &str, phase: Phase, bookkept: bool| {
+            let mut annotations = BTreeMap::new();
+            if bookkept {
+                annotations.insert(annotations::BOOKKEPT.to_owned(), "true".to_owned());
+            }
+            ObservedJob {
+                job: Job::default(),
+                name: name.to_owned(),
+                op: Operation::Apply,
+                attempt: 1,
+                phase,
+                finished_at: None,
+                created_at: None,
+                annotations,
+            }
+        };
+        let jobs = [
+            job("booked-left", Phase::Succeeded, true),
+            job("booked-clean", Phase::Succeeded, true),
+            job("finished-not-booked", Phase::Failed, false),
+            job("running", Phase::Active, false),
+        ];
+        let present = |name: &str| name != names::per_run_secret("booked-clean");
+        assert_eq!(leftovers(&jobs, present), ["booked-left"]);
+        assert!(leftovers(&jobs, |_| false).is_empty());
     }
 
     /// The series `count` leaves, as the scrape shows them.

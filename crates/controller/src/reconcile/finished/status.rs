@@ -41,8 +41,13 @@ where
         owner_ref: &OwnerReference,
         source: Source<'_>,
     ) -> Result<()> {
+        // A pass that stopped after its status patch recorded this Job, before marking it
+        // bookkept, counted it already: book it again, count it once.
+        let counted = workspace.last_run.as_ref().is_some_and(|r| r.job == f.name);
         workspace.last_run = Some(f.last_run());
-        bookkeeping::count(&self.ctx.metrics, self.kind, self.key, f);
+        if !counted {
+            bookkeeping::count(&self.ctx.metrics, self.kind, self.key, f);
+        }
         let pull_seen = conds
             .get(types::APPLY_JOB_SUCCEEDED)
             .filter(|c| c.reason == reasons::IMAGE_PULL_FAILED)
@@ -61,7 +66,10 @@ where
             approve_destructive: approve_destructive.map(String::as_str),
             pull_seen: pull_seen.as_deref(),
         };
-        let booked = decide::book::book(f, &before);
+        let mut booked = decide::book::book(f, &before);
+        if counted {
+            booked.uncounted();
+        }
         self.booked(booked, conds, workspace, owner_ref).await
     }
 
