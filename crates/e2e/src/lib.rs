@@ -459,6 +459,21 @@ impl Manager {
         Ok(kib * 1024)
     }
 
+    /// SIGSTOP (`true`) or SIGCONT (`false`): the process stalls as in a long pause or a frozen
+    /// node, and resumes where it stood.
+    pub fn stall(&self, stalled: bool) -> anyhow::Result<()> {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let pid = i32::try_from(self.child.id()).context("pid")?;
+        let signal = if stalled {
+            Signal::SIGSTOP
+        } else {
+            Signal::SIGCONT
+        };
+        kill(Pid::from_raw(pid), signal).context("signal")?;
+        Ok(())
+    }
+
     /// Sends SIGTERM (what the kubelet sends a stopping pod) and waits up to `within` for the
     /// process to exit; its exit status.
     pub async fn terminate(

@@ -198,6 +198,65 @@ async fn the_standby_takes_over_a_running_apply_without_starting_a_second_job() 
     assert!(took <= LEASE + TAKEOVER_MARGIN, "takeover took {took:?}");
 }
 
+/// SIGSTOP past its Lease, as in a long pause: the standby takes over the running apply; the
+/// stalled leader, resumed with passes half-way and a change queued, writes nothing (its
+/// fence is closed: no read has confirmed its Lease since) and exits once it sees the Lease
+/// lost. One Job, recorded once, by the new leader.
+#[tokio::test]
+async fn a_stalled_leader_writes_nothing_once_its_lease_is_gone() {
+    let mut election = election("stalled", &[]).await;
+    let name = "stalled";
+    let job = election.running_apply(name, 30).await;
+
+    election.leading.stall(true).expect("SIGSTOP");
+    let stopped = Instant::now();
+    election
+        .standby_leads(LEASE + TAKEOVER_MARGIN, stopped)
+        .await;
+    // A change for the stalled leader to find when it wakes up.
+    let clusters = election.clusters();
+    clusters
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                &serde_json::json!({"metadata": {"annotations": {"example.com/poke": "1"}}}),
+            ),
+        )
+        .await
+        .expect("poke");
+    election.leading.stall(false).expect("SIGCONT");
+    wait_for("the stale leader to exit", TIMEOUT, || {
+        let running = election.leading.running();
+        async move { Ok((!running).then_some(())) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", election.leading.whole_log()));
+    let log = election.leading.whole_log();
+    assert!(log.contains("lost leadership"), "{log}");
+
+    election.finished_by_the_standby(name, &job).await;
+    let jobs: Api<Job> = Api::namespaced(election.client.clone(), &election.ns);
+    let all: Vec<String> = jobs
+        .list(&ListParams::default())
+        .await
+        .expect("Jobs")
+        .items
+        .into_iter()
+        .filter_map(|j| j.metadata.name)
+        .collect();
+    assert_eq!(all, vec![job.clone()], "no second Job was started");
+    let metrics = Manager::get(&election.standby.metrics).expect("metrics");
+    assert_eq!(
+        sample(
+            &metrics,
+            "captf_jobs_total{kind=\"TerraformCluster\",op=\"apply\",result=\"succeeded\"}"
+        ),
+        Some(1.0),
+        "bookkept once:\n{metrics}"
+    );
+}
+
 /// SIGTERM, as in a rolling update: the leader lets its running passes end, releases the Lease
 /// and exits 0, and the standby takes over at its next look at the Lease rather than when the
 /// Lease would have run out (two minutes here), then finishes the running apply.

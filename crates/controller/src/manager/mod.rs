@@ -5,6 +5,7 @@
 
 pub mod diagnostics;
 pub mod election;
+pub mod fence;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -38,8 +39,20 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
              every providerID the manager writes; set both from the downward API (config/manager does)"
         );
     }
-    let client = client(&args).await?;
+    let config = config(args.kubeconfig.as_deref()).await?;
+    let client =
+        Client::try_from(config.clone()).map_err(|e| Error::Startup(format!("client: {e}")))?;
     ensure_crds(&client).await?;
+    // With leader election, the controllers write through the leader's fence; the election,
+    // the webhooks and the metrics server's reviews do not.
+    let fence = args.leader_elect.then(fence::Fence::default);
+    let controllers_client = match &fence {
+        Some(fence) => kube::client::ClientBuilder::try_from(config)
+            .map_err(|e| Error::Startup(format!("client: {e}")))?
+            .with_layer(&fence::FenceLayer(fence.clone()))
+            .build(),
+        None => client.clone(),
+    };
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
     let webhook_ready = Arc::new(AtomicBool::new(false));
@@ -80,7 +93,7 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
         }
     };
     let start = Start {
-        client: client.clone(),
+        client: controllers_client,
         args: args.clone(),
         metrics: metrics.clone(),
         caches,
@@ -90,12 +103,14 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
     let controllers = async {
         ready.store(true, Ordering::Relaxed);
         if args.leader_elect {
+            let fence = fence.clone().unwrap_or_default();
             lead(
                 &client,
                 &args,
                 pod_namespace.as_deref(),
                 start,
                 stop.clone(),
+                fence,
             )
             .await
         } else {
@@ -115,13 +130,16 @@ pub async fn run(args: ManagerArgs) -> Result<(), Error> {
     result
 }
 
-async fn client(args: &ManagerArgs) -> Result<Client, Error> {
-    connect(args.kubeconfig.as_deref()).await
-}
-
 /// A client from `--kubeconfig`, else $KUBECONFIG, `~/.kube/config` or the in-cluster config.
 pub async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Client, Error> {
-    let config = match kubeconfig {
+    let config = config(kubeconfig).await?;
+    Client::try_from(config).map_err(|e| Error::Startup(format!("client: {e}")))
+}
+
+/// The configuration from `--kubeconfig`, else $KUBECONFIG, `~/.kube/config` or the in-cluster
+/// config.
+async fn config(kubeconfig: Option<&std::path::Path>) -> Result<kube::Config, Error> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| Error::Startup(format!("--kubeconfig: {e}")))?;
@@ -132,8 +150,7 @@ pub async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Client, Err
         None => kube::Config::infer()
             .await
             .map_err(|e| Error::Startup(format!("no Kubernetes configuration: {e}")))?,
-    };
-    Client::try_from(config).map_err(|e| Error::Startup(format!("client: {e}")))
+    })
 }
 
 /// Refuses to start without the CRDs, with an install hint.
@@ -155,6 +172,7 @@ async fn lead(
     namespace: Option<&str>,
     start: Start,
     stop: Stop,
+    fence: fence::Fence,
 ) -> Result<(), Error> {
     // Without POD_NAMESPACE: the namespace the client was configured with, which in a pod is
     // the ServiceAccount's (its token's namespace file), as controller-runtime does. The
@@ -169,6 +187,22 @@ async fn lead(
     let Some(mut leadership) = election.campaign(stop.clone()).await else {
         return Ok(());
     };
+    // The controllers write only while a read of the Lease confirms this replica holds it:
+    // once before they start, then every retry period.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), namespace);
+    let lease = args.leader_elect_lease_name.clone();
+    let (asked, wall) = (std::time::Instant::now(), std::time::SystemTime::now());
+    if let Ok(Some(held)) = leases.get_opt(&lease).await {
+        fence.confirm(&held, identity, asked, wall);
+    }
+    let confirming = tokio::spawn(fence.keep(
+        leases,
+        lease,
+        identity.to_owned(),
+        args.leader_elect_retry_period,
+    ));
+    let _confirming = AbortOnDrop(confirming);
     tracing::info!(%identity, "became leader; starting controllers");
     let mut controllers = tokio::spawn(run_controllers(start, stop.clone()));
     let stopped = loop {
@@ -209,6 +243,15 @@ async fn lead(
     }
     hand_over(leadership, identity).await;
     Ok(())
+}
+
+/// Aborts a task when dropped: the Lease confirmations end with the leadership they confirm.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 async fn hand_over(leadership: election::Leadership, identity: &str) {
