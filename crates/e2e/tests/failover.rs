@@ -1,7 +1,12 @@
-//! Two managers with leader election: only the leader reconciles, both answer probes, and when
-//! the leader dies during an apply the other takes over, finds the running Job by its name,
-//! starts no second one and records the result once. A leader stopped by SIGTERM instead hands
-//! the Lease over, and the standby leads at once rather than when the Lease runs out.
+//! Faults of the manager and of the control plane under a running apply. Two managers with
+//! leader election: only the leader reconciles, both answer probes, and when the leader dies
+//! during an apply the other takes over, finds the running Job by its name, starts no second
+//! one and records the result once. A leader stopped by SIGTERM instead hands the Lease over,
+//! and the standby leads at once rather than when the Lease runs out; one stalled past its
+//! Lease writes nothing once it wakes. kube-apiserver and etcd restarted while an apply runs.
+//!
+//! The tests take turns ([`one_at_a_time`]): a restart of the API server is felt by everything
+//! that talks to it, leader elections included.
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +24,12 @@ use kube::api::{Api, ListParams};
 /// the candidates' retry period and the time to start the controllers.
 const LEASE: Duration = Duration::from_secs(15);
 const TAKEOVER_MARGIN: Duration = Duration::from_secs(15);
+
+/// One test of this binary at a time: they share the control plane that two of them restart.
+async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    TURN.lock().await
+}
 
 async fn holder(leases: &Api<Lease>, name: &str) -> Option<String> {
     leases
@@ -150,6 +161,7 @@ impl Election {
 
 #[tokio::test]
 async fn the_standby_takes_over_a_running_apply_without_starting_a_second_job() {
+    let _turn = one_at_a_time().await;
     let mut election = election("failover", &[]).await;
     // Both serve probes, leader or not.
     for manager in [&election.leading, &election.standby] {
@@ -204,6 +216,7 @@ async fn the_standby_takes_over_a_running_apply_without_starting_a_second_job() 
 /// lost. One Job, recorded once, by the new leader.
 #[tokio::test]
 async fn a_stalled_leader_writes_nothing_once_its_lease_is_gone() {
+    let _turn = one_at_a_time().await;
     let mut election = election("stalled", &[]).await;
     let name = "stalled";
     let job = election.running_apply(name, 30).await;
@@ -262,6 +275,7 @@ async fn a_stalled_leader_writes_nothing_once_its_lease_is_gone() {
 /// Lease would have run out (two minutes here), then finishes the running apply.
 #[tokio::test]
 async fn a_stopped_leader_hands_the_lease_over_at_once() {
+    let _turn = one_at_a_time().await;
     let mut election = election(
         "handover",
         &[
@@ -288,4 +302,82 @@ async fn a_stopped_leader_hands_the_lease_over_at_once() {
     let took = election.standby_leads(handover, stopped).await;
     assert!(took < handover, "handover took {took:?}");
     election.finished_by_the_standby(name, &job).await;
+}
+
+/// Restarts `component` while an apply runs under one manager: the Job goes on, the manager
+/// reconnects and books it once, nothing else starts.
+async fn restarted_mid_apply(component: &str) {
+    let _turn = one_at_a_time().await;
+    let (env, client, ns) = namespace_with_identity(&format!("restart-{component}")).await;
+    let kubeconfig = manager_kubeconfig(&env, &client).await.expect("RBAC");
+    let scope = format!("--namespace={ns}");
+    let manager = Manager::start(&env, &kubeconfig, &ns, &[&scope]).expect("manager");
+    let name = "restarted";
+    create_cluster(
+        &client,
+        &ns,
+        name,
+        "captf.local/modules/noop-cluster:e2e",
+        "  variables: {sleep_seconds: 20}",
+    )
+    .await;
+    let clusters: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let running = wait_until(&clusters, name, "the apply Job", &manager, |t| {
+        t.status
+            .as_ref()
+            .is_some_and(|s| s.workspace.active_job.is_some())
+    })
+    .await;
+    let job = running
+        .status
+        .and_then(|s| s.workspace.active_job)
+        .expect("active Job")
+        .name;
+    env.restart(component)
+        .await
+        .unwrap_or_else(|e| panic!("{component}: {e:#}"));
+    let client = env.client().await.expect("client");
+    let clusters: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let done = wait_until(&clusters, name, "Ready after the restart", &manager, |t| {
+        has(t, "Ready", "True", "Ready")
+    })
+    .await;
+    assert!(has(&done, "StateReadable", "True", "StateRead"));
+    assert_eq!(
+        done.status
+            .as_ref()
+            .and_then(|s| s.workspace.last_run.as_ref())
+            .map(|r| r.job.as_str()),
+        Some(job.as_str()),
+        "the running Job's result recorded"
+    );
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    let all: Vec<String> = jobs
+        .list(&ListParams::default())
+        .await
+        .expect("Jobs")
+        .items
+        .into_iter()
+        .filter_map(|j| j.metadata.name)
+        .collect();
+    assert_eq!(all, vec![job], "no second Job was started");
+    let metrics = Manager::get(&manager.metrics).expect("metrics");
+    assert_eq!(
+        sample(
+            &metrics,
+            "captf_jobs_total{kind=\"TerraformCluster\",op=\"apply\",result=\"succeeded\"}"
+        ),
+        Some(1.0),
+        "bookkept once:\n{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn the_api_server_restarted_mid_apply() {
+    restarted_mid_apply("kube-apiserver").await;
+}
+
+#[tokio::test]
+async fn etcd_restarted_mid_apply() {
+    restarted_mid_apply("etcd").await;
 }

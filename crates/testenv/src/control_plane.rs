@@ -54,6 +54,7 @@ pub struct ControlPlane {
     pub pki: Pki,
     pub server: String,
     pub apiserver_port: u16,
+    etcd_port: u16,
     processes: Group,
 }
 
@@ -76,9 +77,11 @@ impl ControlPlane {
             pki,
             server: String::new(),
             apiserver_port: 0,
+            etcd_port: 0,
             processes: Group::new(&layout.logs()),
         };
         let etcd_port = process::free_port()?;
+        plane.etcd_port = etcd_port;
         let peer_port = process::free_port()?;
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         plane.spawn(
@@ -204,6 +207,21 @@ impl ControlPlane {
 
     fn spawn(&mut self, name: &str, program: &Path, args: Vec<String>) -> anyhow::Result<()> {
         self.processes.spawn(name, program, &args)
+    }
+
+    /// Restarts `etcd` or `kube-apiserver` and waits until it is healthy again.
+    pub async fn restart(&mut self, name: &str) -> anyhow::Result<()> {
+        let client = crate::client_from_kubeconfig(&self.layout.kubeconfig()).await?;
+        self.processes.restart(name)?;
+        let port = self.etcd_port;
+        self.processes
+            .wait("etcd", Duration::from_secs(60), || etcd_healthy(port))
+            .await?;
+        self.processes
+            .wait_async("kube-apiserver", Duration::from_secs(120), || {
+                readyz(&client)
+            })
+            .await
     }
 
     /// Pids of every process (for `captf-testenv down` after a supervisor crash).

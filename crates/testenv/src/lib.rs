@@ -126,6 +126,30 @@ impl TestEnv {
         })
     }
 
+    /// Restarts a component of the control plane (`etcd` or `kube-apiserver`: stopped, then
+    /// started again with the same flags and data) and returns once it is healthy again.
+    pub async fn restart(&self, component: &str) -> anyhow::Result<()> {
+        let done = self.dir.join(supervisor::RESTART_DONE);
+        let _ = std::fs::remove_file(&done);
+        std::fs::write(self.dir.join(supervisor::RESTART_REQUEST), component)?;
+        let pid = i32::try_from(self.state.supervisor_pid)?;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGUSR1,
+        )?;
+        let outcome = wait_for(
+            &format!("{component} restarted"),
+            Duration::from_secs(180),
+            || {
+                let done = done.clone();
+                async move { Ok(std::fs::read_to_string(&done).ok()) }
+            },
+        )
+        .await?;
+        anyhow::ensure!(outcome == format!("restarted {component}"), "{outcome}");
+        Ok(())
+    }
+
     /// The admin kubeconfig.
     pub fn kubeconfig(&self) -> &Path {
         &self.state.kubeconfig

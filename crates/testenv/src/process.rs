@@ -15,6 +15,9 @@ use nix::unistd::Pid;
 pub struct Managed {
     pub name: String,
     pub child: Child,
+    /// What started it, to start it again ([`Group::restart`]).
+    program: std::path::PathBuf,
+    args: Vec<String>,
 }
 
 /// Starts `program args` in a new process group, appending stdout and stderr to `log`.
@@ -35,6 +38,8 @@ pub fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> anyhow:
     Ok(Managed {
         name: name.to_owned(),
         child,
+        program: program.to_owned(),
+        args: args.to_vec(),
     })
 }
 
@@ -103,6 +108,22 @@ impl Group {
         self.processes
             .iter_mut()
             .find_map(|m| m.exited().map(|status| (m.name.clone(), status)))
+    }
+
+    /// Stops `name` (SIGTERM, then SIGKILL after 10 s) and starts it again as it was started,
+    /// its output appended to the same log: a component's restart, for fault tests.
+    pub fn restart(&mut self, name: &str) -> anyhow::Result<()> {
+        let index = self
+            .processes
+            .iter()
+            .position(|m| m.name == name)
+            .with_context(|| format!("no process {name}"))?;
+        let old = &mut self.processes[index];
+        old.stop(Duration::from_secs(10));
+        let (program, args) = (old.program.clone(), old.args.clone());
+        let log = self.logs.join(format!("{name}.log"));
+        self.processes[index] = spawn(name, &program, &args, &log)?;
+        Ok(())
     }
 
     /// Takes the newest process off the group (to stop it).

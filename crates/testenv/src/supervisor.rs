@@ -13,6 +13,11 @@ use crate::node::{ControlPlaneAccess, Network, Node, NodeLayout, NodeTools};
 use crate::process;
 use crate::tools::{self, Tools};
 
+/// The file naming the component a fault test wants restarted (then SIGUSR1).
+pub const RESTART_REQUEST: &str = "restart";
+/// The file the supervisor writes once it restarted it: `restarted <name>` or `failed ...`.
+pub const RESTART_DONE: &str = "restarted";
+
 /// What a running supervisor wrote to `state.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct State {
@@ -88,11 +93,29 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
     tracing::info!(server = %state.server, kubeconfig = %state.kubeconfig.display(), "control plane ready");
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    // A fault test asks for a component's restart: the name in `restart`, then SIGUSR1.
+    let mut restart =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())?;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     let outcome = loop {
         tokio::select! {
             _ = term.recv() => break Ok(()),
             _ = tokio::signal::ctrl_c() => break Ok(()),
+            _ = restart.recv() => {
+                let name = std::fs::read_to_string(layout.root.join(RESTART_REQUEST)).unwrap_or_default();
+                let name = name.trim();
+                tracing::info!(component = name, "restarting on request");
+                let outcome = match plane.restart(name).await {
+                    Ok(()) => format!("restarted {name}"),
+                    Err(e) => format!("failed {name}: {e:#}"),
+                };
+                let mut state = state.clone();
+                state.processes = plane.pids().into_iter().chain(node.pids()).collect();
+                let tmp = layout.root.join("state.json.tmp");
+                std::fs::write(&tmp, serde_json::to_vec_pretty(&state)?)?;
+                std::fs::rename(&tmp, layout.state_file())?;
+                std::fs::write(layout.root.join(RESTART_DONE), outcome)?;
+            }
             _ = tick.tick() => {
                 if let Some(pid) = options.watch_pid
                     && !process::alive(pid)

@@ -5,6 +5,7 @@
 //! sweep, a second control plane) keep a binary, and so an environment, of their own.
 
 mod approvals;
+mod backstop;
 mod cluster_changes;
 mod cluster_deletion;
 mod cluster_lifecycle;
@@ -22,6 +23,7 @@ mod pod_security;
 mod pools;
 mod restore;
 mod runner_accounts;
+mod runner_faults;
 mod state_identity;
 mod stopping_pods;
 mod templates;
