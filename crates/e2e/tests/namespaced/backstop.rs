@@ -36,7 +36,7 @@ async fn a_job_past_its_lease_backstop_still_holds_its_object() {
         &ns,
         name,
         IMAGE,
-        "  variables: {sleep_seconds: 45, extra_exports: {token: one}}",
+        "  variables: {sleep_seconds: 25, extra_exports: {token: one}}",
     )
     .await;
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);

@@ -65,7 +65,7 @@ async fn mid_apply(scene: &Scene, name: &str) -> (String, i64) {
     merge_patch(
         &api,
         name,
-        serde_json::json!({"spec": {"variables": {"sleep_seconds": 30, "extra_exports": {"token": "two"}}}}),
+        serde_json::json!({"spec": {"variables": {"sleep_seconds": 15, "extra_exports": {"token": "two"}}}}),
     )
     .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
