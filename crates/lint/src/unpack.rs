@@ -184,13 +184,28 @@ pub fn oci_layout(layout: &Path, platform: &str, explicit: bool) -> Result<Unpac
     }
     // Folder modes last, deepest first: a read-only folder would refuse what goes into it.
     modes.sort_by_key(|(path, _)| std::cmp::Reverse(path.components().count()));
+    let root = unpacked.root.path().to_owned();
     for (path, mode) in modes {
-        // A later layer may have made the folder a link: its mode is not the link's target's.
-        if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+        // A later layer may have made the folder, or a folder above it, a link: its mode is
+        // not the mode of what the link points at.
+        if real_folder(&root, &path) {
             let _ = set_mode(&path, mode);
         }
     }
     Ok(unpacked)
+}
+
+/// Whether `path` is a folder under `root` that is reached without a link: it and every
+/// folder between the root and it are real folders.
+fn real_folder(root: &Path, path: &Path) -> bool {
+    let Ok(relative) = path.strip_prefix(root) else {
+        return false;
+    };
+    let mut at = root.to_path_buf();
+    relative.components().all(|c| {
+        at.push(c);
+        fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir())
+    })
 }
 
 fn is_index(descriptor: &Value) -> bool {
@@ -419,6 +434,15 @@ fn apply_layer(
                 continue;
             }
             if let Some(hidden) = name.strip_prefix(WHITEOUT) {
+                // `.wh.`, `.wh..` and `.wh...` name no file: joined to the folder they would
+                // hide the folder itself or its parent, which for the root is the temporary
+                // folder it sits in.
+                if matches!(hidden, "" | "." | "..") {
+                    return Err(format!(
+                        "{}: a whiteout that names no file",
+                        relative.display()
+                    ));
+                }
                 remove(&parent.join(hidden));
                 continue;
             }

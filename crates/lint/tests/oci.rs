@@ -429,3 +429,28 @@ fn a_folder_entry_over_a_link_never_changes_what_the_link_points_at() {
     let x = fs::symlink_metadata(unpacked.root().join("x")).expect("x");
     assert!(x.is_dir(), "the folder entry replaced the link");
 }
+
+#[test]
+fn a_folder_below_a_later_link_never_changes_what_the_link_points_at() {
+    // Found by the `tar_unpack` fuzz target (docs/fuzzing.md): folder modes are set after the
+    // last layer, when a folder above the one a mode was recorded for may have become a link.
+    use std::os::unix::fs::PermissionsExt;
+    let outside = tempfile::tempdir().expect("outside");
+    let inner = outside.path().join("d");
+    fs::create_dir(&inner).expect("dir");
+    fs::set_permissions(&inner, fs::Permissions::from_mode(0o700)).expect("mode");
+    let target = outside.path().to_str().expect("UTF-8").to_owned();
+    let layout = Layout::new();
+    let lower = layout.layer(&[Entry::Dir("y"), Entry::Dir("y/d")]);
+    let upper = layout.layer(&[Entry::Link("y", &target)]);
+    let manifest = layout.image(("linux", "amd64"), json!({}), &[lower, upper]);
+    layout.index(&[manifest]);
+    let unpacked = oci_layout(layout.dir.path(), "linux/amd64", false).expect("unpacked");
+    let mode = fs::metadata(&inner).expect("outside").permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o700, "{} keeps its mode", inner.display());
+    let y = fs::symlink_metadata(unpacked.root().join("y")).expect("y");
+    assert!(
+        y.file_type().is_symlink(),
+        "the upper layer's link replaced the folder"
+    );
+}
