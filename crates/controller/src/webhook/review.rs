@@ -10,6 +10,7 @@ use captf_api::{
     TerraformCluster, TerraformClusterIdentity, TerraformClusterTemplate, TerraformMachine,
     TerraformMachinePool, TerraformMachinePoolTemplate, TerraformMachineTemplate,
 };
+use captf_contract::varschema::Schema;
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -77,19 +78,9 @@ pub async fn review(
     endpoint: Endpoint,
     body: &[u8],
 ) -> AdmissionReview<DynamicObject> {
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
-        Ok(review) => review,
-        Err(e) => {
-            return AdmissionResponse::invalid(format!("the body is not an AdmissionReview: {e}"))
-                .into_review();
-        }
-    };
-    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
+    let request = match read(body) {
         Ok(request) => request,
-        Err(_) => {
-            return AdmissionResponse::invalid("the AdmissionReview carries no request")
-                .into_review();
-        }
+        Err(why) => return AdmissionResponse::invalid(why).into_review(),
     };
     let outcome = decide(webhook, endpoint, &request).await;
     tracing::debug!(
@@ -102,6 +93,15 @@ pub async fn review(
         "admission"
     );
     respond(&request, endpoint, outcome).into_review()
+}
+
+/// The request of an AdmissionReview body, or why the body is none.
+fn read(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, String> {
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)
+        .map_err(|e| format!("the body is not an AdmissionReview: {e}"))?;
+    review
+        .try_into()
+        .map_err(|_| "the AdmissionReview carries no request".to_owned())
 }
 
 async fn decide(
@@ -121,62 +121,80 @@ async fn write(
     endpoint: Endpoint,
     request: &AdmissionRequest<DynamicObject>,
 ) -> Outcome {
+    match judge(&webhook.manager, endpoint, request) {
+        Err(outcome) => outcome,
+        // The schema is read only once every other rule holds: a malformed image reference
+        // or variable name is reported by those first.
+        Ok(Judged::Workload(violations, Some(subject))) if violations.is_empty() => {
+            Outcome::of(variables_schema(webhook, endpoint, request, subject).await)
+        }
+        Ok(Judged::Workload(violations, _)) => Outcome::of(violations),
+        Ok(Judged::Identity(verdict)) => identity_write(webhook, request, verdict).await,
+    }
+}
+
+/// What the rules decide about a create or an update by themselves, before the API server or
+/// a registry is asked anything.
+enum Judged {
+    /// A workload or template: its violations, and the workspace whose inline variables its
+    /// image's variables schema must still check.
+    Workload(Violations, Option<Subject>),
+    /// An identity: its violations, and the Secret its author must be allowed to read.
+    Identity(rules::IdentityVerdict),
+}
+
+/// Decodes the request's objects as the endpoint's kind, once, and runs its rules.
+fn judge(
+    manager: &ManagerUser,
+    endpoint: Endpoint,
+    request: &AdmissionRequest<DynamicObject>,
+) -> Result<Judged, Outcome> {
     const SPEC: &str = "spec";
     const TEMPLATE: &str = "spec.template.spec";
     // Each kind's object is decoded once; its rules and the workspace whose variables need
     // the image's schema both come from that one decoding.
-    let judged = match endpoint {
+    match endpoint {
         Endpoint::Cluster => admit(request, |c| {
             let at = subject(&c, SPEC, |o: &TerraformCluster| &o.spec.workspace);
-            (rules::cluster(&c), at)
+            Judged::Workload(rules::cluster(&c), at)
         }),
         Endpoint::ClusterTemplate => admit(request, |c| {
             let at = subject(&c, TEMPLATE, |o: &TerraformClusterTemplate| {
                 &o.spec.template.spec.workspace
             });
-            (rules::cluster_template(&c), at)
+            Judged::Workload(rules::cluster_template(&c), at)
         }),
         Endpoint::Machine => admit(request, |c| {
             let at = subject(&c, SPEC, |o: &TerraformMachine| &o.spec.workspace);
-            (rules::machine(&c, &webhook.manager), at)
+            Judged::Workload(rules::machine(&c, manager), at)
         }),
         Endpoint::MachineTemplate => admit(request, |c| {
             let at = subject(&c, TEMPLATE, |o: &TerraformMachineTemplate| {
                 &o.spec.template.spec.workspace
             });
-            (rules::machine_template(&c), at)
+            Judged::Workload(rules::machine_template(&c), at)
         }),
         Endpoint::MachinePool => admit(request, |c| {
             let at = subject(&c, SPEC, |o: &TerraformMachinePool| &o.spec.workspace);
-            (rules::machine_pool(&c), at)
+            Judged::Workload(rules::machine_pool(&c), at)
         }),
         Endpoint::MachinePoolTemplate => admit(request, |c| {
             let at = subject(&c, TEMPLATE, |o: &TerraformMachinePoolTemplate| {
                 &o.spec.template.spec.workspace
             });
-            (rules::machine_pool_template(&c), at)
+            Judged::Workload(rules::machine_pool_template(&c), at)
         }),
-        Endpoint::Identity => return identity_write(webhook, request).await,
-    };
-    let (mut violations, subject) = match judged {
-        Ok(judged) => judged,
-        Err(outcome) => return outcome,
-    };
-    // The schema is read only once every other rule holds: a malformed image reference or
-    // variable name is reported by those first.
-    if let (true, Some(subject)) = (violations.is_empty(), subject) {
-        violations = variables_schema(webhook, endpoint, request, subject).await;
+        Endpoint::Identity => admit(request, |c: Change<'_, TerraformClusterIdentity>| {
+            Judged::Identity(rules::identity(&c))
+        }),
     }
-    Outcome::of(violations)
 }
 
-async fn identity_write(webhook: &Webhook, request: &AdmissionRequest<DynamicObject>) -> Outcome {
-    let verdict = match admit(request, |c: Change<'_, TerraformClusterIdentity>| {
-        rules::identity(&c)
-    }) {
-        Ok(verdict) => verdict,
-        Err(outcome) => return outcome,
-    };
+async fn identity_write(
+    webhook: &Webhook,
+    request: &AdmissionRequest<DynamicObject>,
+    verdict: rules::IdentityVerdict,
+) -> Outcome {
     let mut violations = verdict.violations;
     if let Some(secret) = &verdict.check_read {
         match may_read(&webhook.client, &request.user_info, secret).await {
@@ -445,6 +463,64 @@ fn respond(
     response
 }
 
+/// Answers one AdmissionReview body as [`review`] does, without the API server or a registry:
+/// the same decoding, rules and answer, with what only they could say taken as given. The
+/// author may read the identity's Secret, no Machine owns a deleted TerraformMachine, no object
+/// uses a deleted identity, and the module image's variables schema is `schema` (none refuses
+/// nothing). The `admission` fuzz target uses it (`fuzz/`, docs/fuzzing.md).
+pub fn review_offline(
+    manager: &ManagerUser,
+    schema: Option<&Schema>,
+    endpoint: Endpoint,
+    body: &[u8],
+) -> AdmissionReview<DynamicObject> {
+    let request = match read(body) {
+        Ok(request) => request,
+        Err(why) => return AdmissionResponse::invalid(why).into_review(),
+    };
+    let outcome = match request.operation {
+        Operation::Create | Operation::Update => match judge(manager, endpoint, &request) {
+            Err(outcome) => outcome,
+            Ok(Judged::Workload(mut violations, Some(subject))) if violations.is_empty() => {
+                if let Some(schema) = schema {
+                    rules::variables_schema::variables_fit(
+                        &mut violations,
+                        subject.path,
+                        &subject.workspace,
+                        schema,
+                    );
+                }
+                Outcome::of(violations)
+            }
+            Ok(Judged::Workload(violations, _)) => Outcome::of(violations),
+            Ok(Judged::Identity(verdict)) => Outcome::of(verdict.violations),
+        },
+        Operation::Delete => {
+            let checked = match endpoint {
+                Endpoint::Machine => {
+                    match decode::<TerraformMachine>(request.old_object.as_ref()) {
+                        Ok(Some(machine)) => guards::machine_delete(&machine, false, &[]),
+                        _ => Ok(()),
+                    }
+                }
+                Endpoint::Identity => {
+                    match decode::<TerraformClusterIdentity>(request.old_object.as_ref()) {
+                        Ok(Some(identity)) => guards::identity_delete(&identity, &[]),
+                        _ => Ok(()),
+                    }
+                }
+                _ => Ok(()),
+            };
+            match checked {
+                Ok(()) => Outcome::Allowed,
+                Err(refusal) => Outcome::Forbidden(refusal),
+            }
+        }
+        Operation::Connect => Outcome::Allowed,
+    };
+    respond(&request, endpoint, outcome).into_review()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -568,6 +644,47 @@ mod tests {
         .await;
         let response = wrong.response.expect("response");
         assert_eq!((response.allowed, response.result.code), (false, 400));
+    }
+
+    #[tokio::test]
+    async fn the_offline_review_answers_as_the_review_does() {
+        // Every request here is decided by the rules alone; the fuzz target's function must
+        // answer each exactly as the webhook does.
+        let webhook = offline();
+        let bodies = [
+            body(
+                "CREATE",
+                machine("ghcr.io/x/m:v1", None),
+                serde_json::Value::Null,
+            ),
+            body(
+                "UPDATE",
+                machine("ghcr.io/x/m:v2", Some("noop://m")),
+                machine("ghcr.io/x/m:v1", None),
+            ),
+            body(
+                "CREATE",
+                json!({"spec": {"source": "not an object"}}),
+                serde_json::Value::Null,
+            ),
+            body(
+                "CREATE",
+                machine("UPPER/Case", None),
+                serde_json::Value::Null,
+            ),
+            b"{not json".to_vec(),
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
+        ];
+        for body in bodies {
+            let online = review(&webhook, Endpoint::Machine, &body).await;
+            let offline = review_offline(&webhook.manager, None, Endpoint::Machine, &body);
+            assert_eq!(
+                serde_json::to_value(&offline).expect("offline"),
+                serde_json::to_value(&online).expect("online"),
+                "{}",
+                String::from_utf8_lossy(&body)
+            );
+        }
     }
 
     #[tokio::test]
