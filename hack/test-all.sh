@@ -25,6 +25,8 @@ export TF_CLI_CONFIG_FILE="$empty_rc"
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
+# The fuzz targets are a workspace of their own (fuzz/, docs/fuzzing.md).
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 
 # Every test binary, and with them the binaries the end-to-end tests run (captf,
 # captf-testenv): cargo builds a package's binaries for its integration tests.
@@ -39,7 +41,13 @@ clippy_log="$(mktemp)"
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/clippy" \
 	cargo clippy --workspace --all-targets --locked -- -D warnings >"$clippy_log" 2>&1 &
 clippy_pid=$!
-trap 'static_build_stop; kill "$clippy_pid" 2>/dev/null || true; rm -f "$empty_rc" "$clippy_log"' EXIT
+# The fuzz targets beside them too (docs/fuzzing.md): built on nightly in a target directory of
+# their own under ~/.cache/captf, then FUZZ_SECONDS (15) each on a copy of the checked-in corpus.
+step "hack/fuzz.sh, in the background"
+fuzz_log="$(mktemp)"
+FUZZ_REPORT="${CARGO_TARGET_DIR:-$PWD/target}/fuzz-report.md" bash hack/fuzz.sh >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+trap 'static_build_stop; kill "$clippy_pid" "$fuzz_pid" 2>/dev/null || true; rm -f "$empty_rc" "$clippy_log" "$fuzz_log"' EXIT
 step "cargo test"
 # The end-to-end tests start real control planes and Jobs; two at a time suit two cores.
 tests=0
@@ -51,5 +59,12 @@ if ! wait "$clippy_pid"; then
 	exit 1
 fi
 tail -n 1 "$clippy_log"
+step "waiting for hack/fuzz.sh"
+if ! wait "$fuzz_pid"; then
+	cat "$fuzz_log" >&2
+	echo "hack/fuzz.sh failed" >&2
+	exit 1
+fi
+grep ' crashes$' "$fuzz_log" || true
 [ "$tests" -eq 0 ] || exit "$tests"
 step "done"
