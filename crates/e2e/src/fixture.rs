@@ -179,6 +179,28 @@ where
     .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()))
 }
 
+/// Waits until the cluster `name` has an active Job (its apply, for a new cluster); the
+/// cluster as it then reads and the Job's name.
+pub async fn active_job(
+    api: &Api<TerraformCluster>,
+    name: &str,
+    manager: &Manager,
+) -> (TerraformCluster, String) {
+    let running = wait_until(api, name, "an active Job", manager, |t| {
+        t.status
+            .as_ref()
+            .is_some_and(|s| s.workspace.active_job.is_some())
+    })
+    .await;
+    let job = running
+        .status
+        .as_ref()
+        .and_then(|s| s.workspace.active_job.as_ref())
+        .map(|j| j.name.clone())
+        .expect("active Job");
+    (running, job)
+}
+
 /// Waits until a Job whose name contains `part` (e.g. `-destroy-`) exists in `ns`; panics
 /// with the manager's log. Look for a Job before its owner goes: it is collected with it.
 pub async fn wait_for_job(client: &kube::Client, ns: &str, part: &str, manager: &Manager) {

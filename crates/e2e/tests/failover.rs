@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 
 use captf_api::TerraformCluster;
 use captf_e2e::fixture::{
-    TIMEOUT, create_cluster, has, namespace_with_identity, sample, wait_until,
+    TIMEOUT, active_job, create_cluster, has, job_names, namespace_with_identity, sample,
+    wait_until,
 };
 use captf_e2e::{Manager, manager_kubeconfig};
 use captf_testenv::wait_for;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 
 /// The election's lease duration (the manager's default) and what a takeover may add to it:
 /// the candidates' retry period and the time to start the controllers.
@@ -103,23 +103,7 @@ impl Election {
             &format!("  variables: {{sleep_seconds: {seconds}}}"),
         )
         .await;
-        let running = wait_until(
-            &self.clusters(),
-            name,
-            "the leader's apply Job",
-            &self.leading,
-            |t| {
-                t.status
-                    .as_ref()
-                    .is_some_and(|s| s.workspace.active_job.is_some())
-            },
-        )
-        .await;
-        running
-            .status
-            .and_then(|s| s.workspace.active_job)
-            .expect("active Job")
-            .name
+        active_job(&self.clusters(), name, &self.leading).await.1
     }
 
     fn clusters(&self) -> Api<TerraformCluster> {
@@ -159,6 +143,25 @@ impl Election {
     }
 }
 
+/// `job` is the only Job in `ns`, and the manager serving `metrics` counted one successful
+/// apply.
+async fn the_only_job_counted_once(client: &kube::Client, ns: &str, job: &str, metrics: &str) {
+    assert_eq!(
+        job_names(client, ns).await,
+        vec![job.to_owned()],
+        "no second Job was started"
+    );
+    let metrics = Manager::get(metrics).expect("metrics");
+    assert_eq!(
+        sample(
+            &metrics,
+            "captf_jobs_total{kind=\"TerraformCluster\",op=\"apply\",result=\"succeeded\"}"
+        ),
+        Some(1.0),
+        "bookkept once:\n{metrics}"
+    );
+}
+
 #[tokio::test]
 async fn the_standby_takes_over_a_running_apply_without_starting_a_second_job() {
     let _turn = one_at_a_time().await;
@@ -188,25 +191,13 @@ async fn the_standby_takes_over_a_running_apply_without_starting_a_second_job() 
         .standby_leads(LEASE + TAKEOVER_MARGIN, Instant::now())
         .await;
     election.finished_by_the_standby(name, &job).await;
-    let jobs: Api<Job> = Api::namespaced(election.client.clone(), &election.ns);
-    let all: Vec<String> = jobs
-        .list(&ListParams::default())
-        .await
-        .expect("Jobs")
-        .items
-        .into_iter()
-        .filter_map(|j| j.metadata.name)
-        .collect();
-    assert_eq!(all, vec![job.clone()], "no second Job was started");
-    let metrics = Manager::get(&election.standby.metrics).expect("metrics");
-    assert_eq!(
-        sample(
-            &metrics,
-            "captf_jobs_total{kind=\"TerraformCluster\",op=\"apply\",result=\"succeeded\"}"
-        ),
-        Some(1.0),
-        "bookkept once:\n{metrics}"
-    );
+    the_only_job_counted_once(
+        &election.client,
+        &election.ns,
+        &job,
+        &election.standby.metrics,
+    )
+    .await;
     assert!(took <= LEASE + TAKEOVER_MARGIN, "takeover took {took:?}");
 }
 
@@ -249,25 +240,13 @@ async fn a_stalled_leader_writes_nothing_once_its_lease_is_gone() {
     assert!(log.contains("lost leadership"), "{log}");
 
     election.finished_by_the_standby(name, &job).await;
-    let jobs: Api<Job> = Api::namespaced(election.client.clone(), &election.ns);
-    let all: Vec<String> = jobs
-        .list(&ListParams::default())
-        .await
-        .expect("Jobs")
-        .items
-        .into_iter()
-        .filter_map(|j| j.metadata.name)
-        .collect();
-    assert_eq!(all, vec![job.clone()], "no second Job was started");
-    let metrics = Manager::get(&election.standby.metrics).expect("metrics");
-    assert_eq!(
-        sample(
-            &metrics,
-            "captf_jobs_total{kind=\"TerraformCluster\",op=\"apply\",result=\"succeeded\"}"
-        ),
-        Some(1.0),
-        "bookkept once:\n{metrics}"
-    );
+    the_only_job_counted_once(
+        &election.client,
+        &election.ns,
+        &job,
+        &election.standby.metrics,
+    )
+    .await;
 }
 
 /// SIGTERM, as in a rolling update: the leader lets its running passes end, releases the Lease
@@ -322,17 +301,7 @@ async fn restarted_mid_apply(component: &str) {
     )
     .await;
     let clusters: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
-    let running = wait_until(&clusters, name, "the apply Job", &manager, |t| {
-        t.status
-            .as_ref()
-            .is_some_and(|s| s.workspace.active_job.is_some())
-    })
-    .await;
-    let job = running
-        .status
-        .and_then(|s| s.workspace.active_job)
-        .expect("active Job")
-        .name;
+    let (_, job) = active_job(&clusters, name, &manager).await;
     env.restart(component)
         .await
         .unwrap_or_else(|e| panic!("{component}: {e:#}"));
@@ -351,25 +320,7 @@ async fn restarted_mid_apply(component: &str) {
         Some(job.as_str()),
         "the running Job's result recorded"
     );
-    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
-    let all: Vec<String> = jobs
-        .list(&ListParams::default())
-        .await
-        .expect("Jobs")
-        .items
-        .into_iter()
-        .filter_map(|j| j.metadata.name)
-        .collect();
-    assert_eq!(all, vec![job], "no second Job was started");
-    let metrics = Manager::get(&manager.metrics).expect("metrics");
-    assert_eq!(
-        sample(
-            &metrics,
-            "captf_jobs_total{kind=\"TerraformCluster\",op=\"apply\",result=\"succeeded\"}"
-        ),
-        Some(1.0),
-        "bookkept once:\n{metrics}"
-    );
+    the_only_job_counted_once(&client, &ns, &job, &manager.metrics).await;
 }
 
 #[tokio::test]

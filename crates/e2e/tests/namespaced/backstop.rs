@@ -40,17 +40,7 @@ async fn a_job_past_its_lease_backstop_still_holds_its_object() {
     )
     .await;
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
-    let running_now = wait_until(&api, name, "the apply Job", &manager, |t| {
-        t.status
-            .as_ref()
-            .is_some_and(|s| s.workspace.active_job.is_some())
-    })
-    .await;
-    let first = running_now
-        .status
-        .and_then(|s| s.workspace.active_job)
-        .expect("active Job")
-        .name;
+    let (_, first) = active_job(&api, name, &manager).await;
 
     // The run lease, as if its Job had run two days: past any backstop.
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);

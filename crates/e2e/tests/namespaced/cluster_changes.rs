@@ -329,14 +329,8 @@ async fn a_job_deleted_mid_apply_is_noticed_and_the_apply_runs_again() {
     )
     .await;
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
-    let running = wait_until(&api, name, "an active apply Job", &manager, |t| {
-        t.status
-            .as_ref()
-            .is_some_and(|s| s.workspace.active_job.is_some())
-    })
-    .await;
+    let (running, lost) = active_job(&api, name, &manager).await;
     let status = running.status.clone().expect("status");
-    let lost = status.workspace.active_job.clone().expect("active").name;
     let suffix = status
         .workspace
         .state_secret_suffix
