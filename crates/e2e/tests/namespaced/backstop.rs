@@ -8,6 +8,7 @@ use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 
 const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
@@ -53,7 +54,8 @@ async fn a_job_past_its_lease_backstop_still_holds_its_object() {
         .patch(
             &lease,
             &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": {"acquireTime": long_ago.to_string()}})),
+            // MicroTime: the API server takes exactly six fractional digits.
+            &Patch::Merge(&serde_json::json!({"spec": {"acquireTime": MicroTime(long_ago)}})),
         )
         .await
         .expect("the lease moved back");
