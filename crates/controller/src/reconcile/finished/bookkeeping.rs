@@ -339,20 +339,7 @@ mod tests {
     #[test]
     fn a_bookkept_jobs_leftover_per_run_secret_is_cleared() {
         let job = |name: &str, phase: Phase, bookkept: bool| {
-            let mut annotations = BTreeMap::new();
-            if bookkept {
-                annotations.insert(annotations::BOOKKEPT.to_owned(), "true".to_owned());
-            }
-            ObservedJob {
-                job: Job::default(),
-                name: name.to_owned(),
-                op: Operation::Apply,
-                attempt: 1,
-                phase,
-                finished_at: None,
-                created_at: None,
-                annotations,
-            }
+            crate::reconcile::observe::jobs::tests::job(name, Operation::Apply, phase, bookkept)
         };
         let jobs = [
             job("booked-left", Phase::Succeeded, true),

@@ -343,10 +343,11 @@ pub fn prune_plan(jobs: &[ObservedJob], successful_limit: u32, failed_limit: u32
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn job(name: &str, op: Operation, phase: Phase, bookkept: bool) -> ObservedJob {
+    /// An observed Job of the object, bookkept or not.
+    pub(crate) fn job(name: &str, op: Operation, phase: Phase, bookkept: bool) -> ObservedJob {
         let mut annotations = BTreeMap::new();
         if bookkept {
             annotations.insert(annotations::BOOKKEPT.to_owned(), "true".to_owned());
