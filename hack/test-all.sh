@@ -65,6 +65,6 @@ if ! wait "$fuzz_pid"; then
 	echo "hack/fuzz.sh failed" >&2
 	exit 1
 fi
-grep ' crashes$' "$fuzz_log" || true
+grep -E ' crashes$|built in|done in' "$fuzz_log" || true
 [ "$tests" -eq 0 ] || exit "$tests"
 step "done"
