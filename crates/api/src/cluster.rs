@@ -33,6 +33,7 @@ pub enum ApplyPolicy {
     version = "v1alpha1",
     kind = "TerraformCluster",
     plural = "terraformclusters",
+    shortname = "tfc",
     namespaced,
     status = "TerraformClusterStatus",
     category = "cluster-api",

@@ -15,6 +15,7 @@ use crate::schema;
     version = "v1alpha1",
     kind = "TerraformClusterIdentity",
     plural = "terraformclusteridentities",
+    shortname = "tfci",
     status = "TerraformClusterIdentityStatus",
     category = "cluster-api",
     derive = "PartialEq",

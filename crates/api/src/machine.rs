@@ -16,6 +16,7 @@ use crate::schema;
     version = "v1alpha1",
     kind = "TerraformMachine",
     plural = "terraformmachines",
+    shortname = "tfm",
     namespaced,
     status = "TerraformMachineStatus",
     category = "cluster-api",

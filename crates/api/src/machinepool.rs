@@ -16,6 +16,7 @@ use crate::schema;
     version = "v1alpha1",
     kind = "TerraformMachinePool",
     plural = "terraformmachinepools",
+    shortname = "tfmp",
     namespaced,
     status = "TerraformMachinePoolStatus",
     category = "cluster-api",
@@ -33,6 +34,11 @@ use crate::schema;
         json_path = ".metadata.ownerReferences[?(@.kind==\"MachinePool\")].name"
     ),
     printcolumn(name = "Replicas", type_ = "integer", json_path = ".status.replicas"),
+    printcolumn(
+        name = "Provisioned",
+        type_ = "boolean",
+        json_path = ".status.initialization.provisioned"
+    ),
     printcolumn(
         name = "Ready",
         type_ = "string",

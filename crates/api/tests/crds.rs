@@ -118,7 +118,14 @@ fn printer_columns_follow_the_spec() {
     );
     assert_eq!(
         names("TerraformMachinePool"),
-        ["Cluster", "MachinePool", "Replicas", "Ready", "Age"]
+        [
+            "Cluster",
+            "MachinePool",
+            "Replicas",
+            "Provisioned",
+            "Ready",
+            "Age"
+        ]
     );
     assert_eq!(
         names("TerraformClusterIdentity"),
@@ -137,6 +144,31 @@ fn printer_columns_follow_the_spec() {
         .find(|c| c.0 == "Image")
         .expect("Image column");
     assert_eq!(image.2, 1, "Image is a wide column");
+}
+
+#[test]
+fn every_kind_has_its_short_name() {
+    let short: std::collections::BTreeMap<String, Vec<String>> = crds::all()
+        .into_iter()
+        .map(|c| {
+            (
+                c.spec.names.kind,
+                c.spec.names.short_names.unwrap_or_default(),
+            )
+        })
+        .collect();
+    for (kind, name) in [
+        ("TerraformCluster", "tfc"),
+        ("TerraformClusterIdentity", "tfci"),
+        ("TerraformClusterTemplate", "tfct"),
+        ("TerraformMachine", "tfm"),
+        ("TerraformMachineTemplate", "tfmt"),
+        ("TerraformMachinePool", "tfmp"),
+        ("TerraformMachinePoolTemplate", "tfmpt"),
+    ] {
+        assert_eq!(short[kind], [name], "{kind}");
+    }
+    assert_eq!(short.len(), 7, "every kind is listed: {short:?}");
 }
 
 #[test]
