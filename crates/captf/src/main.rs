@@ -260,7 +260,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Manager(args) => {
             drop(stdout);
-            init_logging(&args.logging_format, &args.log_level);
+            init_logging(&args.logging_format, &args.log_filter());
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(captf_controller::manager::run(*args))?;
         }

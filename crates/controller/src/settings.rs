@@ -115,9 +115,33 @@ pub struct ManagerArgs {
     /// `text` or `json`.
     #[arg(long, default_value = "json", help_heading = "Logging")]
     pub logging_format: String,
-    /// Log filter (`RUST_LOG` syntax), e.g. `info` or `captf_controller=debug,info`.
-    #[arg(long, default_value = "info", help_heading = "Logging")]
-    pub log_level: String,
+    /// Log filter (`RUST_LOG` syntax), e.g. `info` or `captf_controller=debug,info`; wins over
+    /// `--v`. Default: from `--v`, else `info`.
+    #[arg(long, help_heading = "Logging")]
+    pub log_level: Option<String>,
+    /// Verbosity as Kubernetes components take it (the Cluster API operator and clusterctl
+    /// pass it to every provider): 0 to 2 log at `info`, 3 and 4 at `debug`, 5 and more at
+    /// `trace`.
+    #[arg(
+        short = 'v',
+        long = "v",
+        value_name = "LEVEL",
+        help_heading = "Logging"
+    )]
+    pub verbosity: Option<u8>,
+    /// `Name=true|false,...` as Kubernetes components take it. CAPTF has no feature gates: well-formed
+    /// gates are accepted and logged as ignored, so a provider-wide setting does not stop it.
+    #[arg(long, value_name = "GATES", help_heading = "Logging")]
+    pub feature_gates: Option<String>,
+    /// Accepted for the flags every Cluster API provider takes; CAPTF serves no Go profiler, so
+    /// a non-empty address is logged as ignored (`host:port` or `:port`).
+    #[arg(
+        long,
+        default_value = "",
+        value_name = "ADDRESS",
+        help_heading = "Diagnostics"
+    )]
+    pub profiler_address: String,
 }
 
 impl ManagerArgs {
@@ -176,6 +200,22 @@ impl ManagerArgs {
             problems.push(format!(
                 "--logging-format {:?}: use text or json",
                 self.logging_format
+            ));
+        }
+        if let Some(gates) = &self.feature_gates
+            && let Err(e) = feature_gates(gates)
+        {
+            problems.push(format!("--feature-gates {gates:?}: {e}"));
+        }
+        if !self.profiler_address.is_empty()
+            && !self
+                .profiler_address
+                .rsplit_once(':')
+                .is_some_and(|(_, port)| port.parse::<u16>().is_ok())
+        {
+            problems.push(format!(
+                "--profiler-address {:?}: use host:port or :port",
+                self.profiler_address
             ));
         }
         if let Err(e) = crate::tls::protocol_versions(&self.tls_min_version) {
@@ -241,6 +281,37 @@ pub struct WebhookServer {
 }
 
 impl ManagerArgs {
+    /// The log filter: `--log-level`, else the level `--v` stands for, else `info`.
+    pub fn log_filter(&self) -> String {
+        match (&self.log_level, self.verbosity) {
+            (Some(filter), _) => filter.clone(),
+            (None, Some(0..=2) | None) => "info".to_owned(),
+            (None, Some(3..=4)) => "debug".to_owned(),
+            (None, Some(_)) => "trace".to_owned(),
+        }
+    }
+
+    /// What start-up should say it ignores: the feature gates given and the profiler address.
+    pub fn ignored(&self) -> Vec<String> {
+        let mut ignored = Vec::new();
+        if let Some(Ok(gates)) = self.feature_gates.as_deref().map(feature_gates)
+            && !gates.is_empty()
+        {
+            let names: Vec<String> = gates.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            ignored.push(format!(
+                "--feature-gates {}: CAPTF has no feature gates",
+                names.join(",")
+            ));
+        }
+        if !self.profiler_address.is_empty() {
+            ignored.push(format!(
+                "--profiler-address {}: CAPTF serves no Go profiler (its metrics are on --diagnostics-address)",
+                self.profiler_address
+            ));
+        }
+        ignored
+    }
+
     /// The flags a reconcile pass reads.
     pub fn pass(&self) -> PassSettings {
         PassSettings {
@@ -265,6 +336,32 @@ impl ManagerArgs {
             tls_min_version: self.tls_min_version.clone(),
         }
     }
+}
+
+/// The gates of a `--feature-gates` value (`Name=true,Other=false`; empty entries skipped),
+/// or what is wrong with it.
+pub fn feature_gates(value: &str) -> Result<Vec<(String, bool)>, String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| {
+            let (name, on) = entry
+                .split_once('=')
+                .ok_or_else(|| format!("{entry:?} is not Name=true or Name=false"))?;
+            let name = name.trim();
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric()) {
+                return Err(format!(
+                    "{name:?} is not a feature gate name (letters and digits)"
+                ));
+            }
+            let on = on
+                .trim()
+                .parse::<bool>()
+                .map_err(|_| format!("{entry:?}: the value must be true or false"))?;
+            Ok((name.to_owned(), on))
+        })
+        .collect()
 }
 
 /// The bind address of a Go-style `:port` or `host:port` flag.
@@ -353,6 +450,65 @@ mod tests {
                 "tls.crt",
                 "tls.key"
             )
+        );
+    }
+
+    #[test]
+    fn the_flags_every_provider_gets_are_accepted() {
+        let a = parse(&[
+            "--v=4",
+            "--feature-gates=MachinePool=true,ClusterTopology=false",
+            "--profiler-address=localhost:6060",
+        ]);
+        assert_eq!(a.validate(), Ok(()));
+        assert_eq!(a.log_filter(), "debug");
+        let ignored = a.ignored();
+        assert_eq!(ignored.len(), 2, "{ignored:?}");
+        assert!(ignored[0].contains("MachinePool=true,ClusterTopology=false"));
+        assert!(ignored[1].contains("localhost:6060"));
+        assert!(parse(&[]).ignored().is_empty());
+    }
+
+    #[test]
+    fn verbosity_maps_to_a_level_and_log_level_wins() {
+        for (flags, filter) in [
+            (&[][..], "info"),
+            (&["-v", "0"], "info"),
+            (&["--v=2"], "info"),
+            (&["--v=3"], "debug"),
+            (&["-v", "5"], "trace"),
+            (&["--v=9", "--log-level=warn"], "warn"),
+            (
+                &["--log-level=captf_controller=debug,info"],
+                "captf_controller=debug,info",
+            ),
+        ] {
+            assert_eq!(parse(flags).log_filter(), filter, "{flags:?}");
+        }
+    }
+
+    #[test]
+    fn feature_gates_are_read_strictly() {
+        assert_eq!(feature_gates(""), Ok(vec![]));
+        assert_eq!(
+            feature_gates("A=true, B=false,"),
+            Ok(vec![("A".to_owned(), true), ("B".to_owned(), false)])
+        );
+        for (bad, says) in [
+            ("MachinePool", "is not Name=true"),
+            ("MachinePool=yes", "must be true or false"),
+            ("=true", "is not a feature gate name"),
+            ("Machine-Pool=true", "is not a feature gate name"),
+        ] {
+            let e = feature_gates(bad).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        let e = parse(&["--feature-gates=X", "--profiler-address=nowhere"])
+            .validate()
+            .expect_err("invalid");
+        assert!(
+            e.contains("--feature-gates \"X\"") && e.contains("--profiler-address"),
+            "{e}"
         );
     }
 

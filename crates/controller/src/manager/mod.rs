@@ -27,6 +27,9 @@ use crate::settings::ManagerArgs;
 /// Runs the manager until SIGTERM/SIGINT.
 pub async fn run(args: ManagerArgs) -> Result<(), Error> {
     args.validate().map_err(Error::Startup)?;
+    for ignored in args.ignored() {
+        tracing::warn!("ignored: {ignored}");
+    }
     let pod_namespace = std::env::var("POD_NAMESPACE")
         .ok()
         .filter(|s| !s.is_empty());
