@@ -120,3 +120,13 @@ variable "extra_exports" {
   type        = any
   default     = {}
 }
+
+variable "state_padding" {
+  description = "Adds terraform_data.padding[0] holding this many 128 KiB strings of hex digests (stored twice, as input and output): about 0.14 MiB of compressed state each, so 8 or more make Terraform split the state into 1 MiB chunks. 0 adds nothing."
+  type        = number
+  default     = 0
+  validation {
+    condition     = var.state_padding >= 0 && var.state_padding <= 256 && floor(var.state_padding) == var.state_padding
+    error_message = "state_padding must be a whole number from 0 to 256."
+  }
+}

@@ -1,19 +1,26 @@
 //! Faults inside a running apply, on the real node: the runner's pod deleted (the kubelet sends
-//! SIGTERM, the runner interrupts the engine), and the engine killed outright (SIGKILL: it
-//! saves nothing and leaves its state lock). Each ends with the object Ready on the new
+//! SIGTERM, the runner interrupts the engine), the engine killed outright (SIGKILL: it saves
+//! nothing and leaves its state lock), and the engine killed between two chunks of a state it
+//! is writing (Terraform splits states over 1 MiB). Each ends with the object Ready on the new
 //! inputs, its state readable and newer than before, no two apply Jobs running at once, and
 //! every apply Job counted once.
 
 use captf_api::TerraformCluster;
 use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
+/// Terraform's backend splits a state over 1 MiB into chunks; OpenTofu's never does.
+const TERRAFORM_IMAGE: &str = "captf.local/modules/noop-cluster:e2e-terraform";
 
-/// Pids of the node's processes in pod `uid` whose program is `program`.
+/// Pids of the node's processes in pod `uid` with `program` as a word of their command line
+/// (the program itself, or the script an interpreter runs: Terraform's `/captf/runtime` is a
+/// Python script).
 fn pod_processes(uid: &str, program: &str) -> Vec<i32> {
     let systemd_uid = uid.replace('-', "_");
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -24,8 +31,8 @@ fn pod_processes(uid: &str, program: &str) -> Vec<i32> {
         .filter(|pid| {
             let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let first = cmdline.split(|b| *b == 0).next().unwrap_or_default();
-            (cgroup.contains(uid) || cgroup.contains(&systemd_uid)) && first == program.as_bytes()
+            (cgroup.contains(uid) || cgroup.contains(&systemd_uid))
+                && cmdline.split(|b| *b == 0).any(|w| w == program.as_bytes())
         })
         .collect()
 }
@@ -182,4 +189,238 @@ async fn the_engine_killed_mid_apply_leaves_a_state_the_next_attempt_reads() {
         );
     }
     recovered(&scene, name, before).await;
+}
+
+/// An admission webhook that never answers, for the Secrets one state's chunks are created as:
+/// the apiserver holds each such create (up to the webhook's 30 s timeout) on a connection the
+/// test can see arrive, so the engine is caught between two chunk writes, every time.
+struct HeldCreates {
+    name: String,
+    listener: std::net::TcpListener,
+    held: Vec<std::net::TcpStream>,
+}
+
+impl HeldCreates {
+    async fn start(client: &kube::Client, ns: &str, suffix: &str) -> HeldCreates {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+        listener.set_nonblocking(true).expect("non-blocking");
+        let port = listener.local_addr().expect("address").port();
+        // Never used: the TLS handshake never gets an answer. The apiserver only parses it.
+        let ca = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()])
+            .expect("certificate")
+            .cert
+            .pem();
+        let name = format!("captf-e2e-held-{ns}");
+        let config: ValidatingWebhookConfiguration = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": "held.e2e.captf.io",
+                "clientConfig": {
+                    "url": format!("https://127.0.0.1:{port}/held"),
+                    "caBundle": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ca),
+                },
+                "rules": [{
+                    "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                    "resources": ["secrets"], "scope": "Namespaced",
+                }],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                "objectSelector": {"matchLabels": {"tfstate": "true", "tfstateSecretSuffix": suffix}},
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 30,
+            }],
+        }))
+        .expect("webhook configuration");
+        Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .create(&PostParams::default(), &config)
+            .await
+            .expect("webhook configuration created");
+        HeldCreates {
+            name,
+            listener,
+            held: Vec::new(),
+        }
+    }
+
+    /// Whether the apiserver has called the webhook: a create is being held.
+    fn holding(&mut self) -> bool {
+        while let Ok((stream, _)) = self.listener.accept() {
+            self.held.push(stream);
+        }
+        !self.held.is_empty()
+    }
+
+    async fn stop(self, client: &kube::Client) {
+        Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .delete(&self.name, &DeleteParams::default())
+            .await
+            .expect("webhook configuration deleted");
+    }
+}
+
+/// The compressed size of every chunk of a state, in chunk order, and whether the set reads
+/// as whole gzip.
+async fn state_chunks(client: &kube::Client, ns: &str, suffix: &str) -> Vec<(String, usize)> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let mut chunks: Vec<(String, usize)> = secrets
+        .list(&ListParams::default().labels(&format!("tfstate=true,tfstateSecretSuffix={suffix}")))
+        .await
+        .expect("state Secrets")
+        .items
+        .into_iter()
+        .map(|s| {
+            let size = s
+                .data
+                .as_ref()
+                .and_then(|d| d.get("tfstate"))
+                .map_or(0, |b| b.0.len());
+            (s.metadata.name.unwrap_or_default(), size)
+        })
+        .collect();
+    chunks.sort_by_key(|(n, _)| (n.len(), n.clone()));
+    chunks
+}
+
+#[tokio::test]
+async fn the_engine_killed_between_two_chunks_leaves_a_corrupt_state_a_restore_mends() {
+    let scene = scene("torn-state", &[]).await;
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = &scene;
+    let name = "torn";
+    create_cluster(
+        client,
+        ns,
+        name,
+        TERRAFORM_IMAGE,
+        "  variables: {extra_exports: {token: one}}",
+    )
+    .await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
+    let first = wait_until(&api, name, "Ready, its state backed up", manager, |t| {
+        ready(t)
+            && t.status.as_ref().is_some_and(|s| {
+                s.workspace.observed_state_serial.is_some_and(|serial| {
+                    s.workspace
+                        .state_backups
+                        .iter()
+                        .flatten()
+                        .any(|b| b.serial == serial)
+                })
+            })
+    })
+    .await;
+    let before = serial(&first);
+    let suffix = first
+        .status
+        .as_ref()
+        .and_then(|s| s.workspace.state_secret_suffix.clone())
+        .expect("state suffix");
+    assert_eq!(
+        state_chunks(client, ns, &suffix).await.len(),
+        1,
+        "one chunk"
+    );
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let apply_jobs = || async {
+        jobs.list(&ListParams::default().labels(&format!("{}=apply", captf_api::labels::OP)))
+            .await
+            .expect("Jobs")
+            .items
+            .len()
+    };
+    let applies = apply_jobs().await;
+
+    // The next state needs two chunks: Terraform rewrites the base Secret with the first
+    // 1 MiB of the new gzip stream, then creates `-part-1`, which is held until the engine
+    // is dead.
+    let mut held = HeldCreates::start(client, ns, &suffix).await;
+    merge_patch(
+        &api,
+        name,
+        serde_json::json!({"spec": {"variables": {"state_padding": 12, "extra_exports": {"token": "two"}}}}),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    wait_for("the engine writing its second chunk", TIMEOUT, || {
+        let ready = held.holding();
+        async move { Ok(ready.then_some(())) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let mut killed = 0;
+    for pod in pods
+        .list(&ListParams::default().labels(&format!("{}=apply", captf_api::labels::OP)))
+        .await
+        .expect("pods")
+        .items
+    {
+        let uid = pod.metadata.uid.expect("uid");
+        for pid in pod_processes(&uid, "/captf/runtime") {
+            killed += 1;
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+    assert!(killed > 0, "no engine process in the apply's pod");
+    held.stop(client).await;
+
+    // Torn: the base holds the head of a stream whose tail was never written. The held create
+    // is refused once its webhook is gone; should the apiserver have let it through, the
+    // chunk exists without data (Terraform writes data in an update after the create).
+    let torn = state_chunks(client, ns, &suffix).await;
+    let unwritten = match torn.as_slice() {
+        [_] => "truncated",
+        [_, (_, 0)] => "`tfstate`",
+        _ => panic!("the second chunk was never written: {torn:?}"),
+    };
+    let held_object = wait_until(&api, name, "held on a torn state", manager, |t| {
+        has(t, "StateReadable", "False", "StateCorrupt")
+            || has(t, "StateReadable", "False", "StateInconsistent")
+    })
+    .await;
+    let message = condition(&held_object, "StateReadable")
+        .expect("condition")
+        .2;
+    assert!(
+        message.contains(unwritten),
+        "the message says why ({unwritten}): {message}"
+    );
+    assert_eq!(
+        apply_jobs().await,
+        applies + 1,
+        "no Job runs on a torn state"
+    );
+    let backups = held_object
+        .status
+        .as_ref()
+        .and_then(|s| s.workspace.state_backups.clone())
+        .unwrap_or_default();
+    assert!(
+        backups.iter().any(|b| b.serial == before),
+        "the last good serial's backup is kept: {backups:?}"
+    );
+    assert!(
+        backups.iter().all(|b| b.serial <= before),
+        "no backup of the torn state: {backups:?}"
+    );
+
+    // The documented way out: restore the last good serial; the change then applies again,
+    // now whole, in two chunks.
+    annotate(
+        &api,
+        name,
+        "captf.io/restore-state",
+        Some(&before.to_string()),
+    )
+    .await;
+    recovered(&scene, name, before).await;
+    let chunks = state_chunks(client, ns, &suffix).await;
+    assert_eq!(chunks.len(), 2, "a state in two chunks: {chunks:?}");
 }
