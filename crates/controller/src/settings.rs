@@ -208,10 +208,10 @@ impl ManagerArgs {
             problems.push(format!("--feature-gates {gates:?}: {e}"));
         }
         if !self.profiler_address.is_empty()
-            && !self
+            && self
                 .profiler_address
                 .rsplit_once(':')
-                .is_some_and(|(_, port)| port.parse::<u16>().is_ok())
+                .is_none_or(|(_, port)| port.parse::<u16>().is_err())
         {
             problems.push(format!(
                 "--profiler-address {:?}: use host:port or :port",
