@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 mod lint_image;
+mod plugin;
 
 /// CAPTF, a Cluster API infrastructure provider that runs Terraform or OpenTofu modules in
 /// Kubernetes Jobs.
@@ -54,6 +55,9 @@ enum Command {
     /// The in-Job runner: `copy DST`, `run --op=…`, `version` (see `captf runner --help`).
     #[command(disable_help_flag = true)]
     Runner(captf_runner::Invocation),
+    /// The kubectl plugin's commands (`kubectl captf status`, `approve`, ...).
+    #[command(flatten)]
+    Plugin(plugin::PluginCommand),
 }
 
 /// How `captf lint module` and `captf lint image` check and report.
@@ -357,6 +361,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     eprintln!("captf lint: {e}");
                     std::process::exit(e.exit_code());
                 }
+            }
+        }
+        Command::Plugin(command) => {
+            drop(stdout);
+            let runtime = tokio::runtime::Runtime::new()?;
+            let mut out = std::io::stdout().lock();
+            let mut input = std::io::stdin().lock();
+            if let Err(failure) = runtime.block_on(plugin::run(command, &mut out, &mut input)) {
+                let _ = out.flush();
+                eprintln!("captf: {}", failure.message);
+                std::process::exit(i32::from(failure.code));
             }
         }
         Command::Dr { what, kubeconfig } => {

@@ -19,6 +19,7 @@ mod look_alikes;
 mod machines;
 mod metrics_auth;
 mod owners;
+mod plugin;
 mod pod_security;
 mod pools;
 mod restore;

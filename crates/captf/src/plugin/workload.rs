@@ -1,0 +1,171 @@
+//! The three workload kinds as one view, and the `KIND/NAME` a user types.
+
+use captf_api::names::WorkloadKind;
+use captf_api::{
+    Condition, PlanStatus, TerraformCluster, TerraformMachine, TerraformMachinePool,
+    WorkspaceStatus,
+};
+
+/// What the plugin reads of a TerraformCluster, TerraformMachine or TerraformMachinePool.
+#[derive(Debug, Clone, Default)]
+pub struct Workload {
+    pub kind: Option<WorkloadKind>,
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub resource_version: String,
+    pub deleting: bool,
+    pub conditions: Vec<Condition>,
+    pub workspace: WorkspaceStatus,
+    /// TerraformCluster only: the plan waiting for approval (`applyPolicy: Manual`).
+    pub plan: Option<PlanStatus>,
+}
+
+impl Workload {
+    pub fn kind(&self) -> WorkloadKind {
+        self.kind.unwrap_or(WorkloadKind::Cluster)
+    }
+
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// `TerraformCluster/name`, as messages name it.
+    pub fn reference(&self) -> String {
+        format!("{}/{}", self.kind().kind(), self.name)
+    }
+}
+
+/// The metadata every kind shares.
+struct Meta {
+    name: String,
+    namespace: String,
+    uid: String,
+    resource_version: String,
+    deleting: bool,
+}
+
+fn meta(object: kube::api::ObjectMeta) -> Meta {
+    Meta {
+        name: object.name.unwrap_or_default(),
+        namespace: object.namespace.unwrap_or_default(),
+        uid: object.uid.unwrap_or_default(),
+        resource_version: object.resource_version.unwrap_or_default(),
+        deleting: object.deletion_timestamp.is_some(),
+    }
+}
+
+impl From<TerraformCluster> for Workload {
+    fn from(o: TerraformCluster) -> Self {
+        let m = meta(o.metadata);
+        let status = o.status.unwrap_or_default();
+        Workload {
+            kind: Some(WorkloadKind::Cluster),
+            name: m.name,
+            namespace: m.namespace,
+            uid: m.uid,
+            resource_version: m.resource_version,
+            deleting: m.deleting,
+            conditions: status.conditions.unwrap_or_default(),
+            workspace: status.workspace,
+            plan: status.plan,
+        }
+    }
+}
+
+impl From<TerraformMachine> for Workload {
+    fn from(o: TerraformMachine) -> Self {
+        let m = meta(o.metadata);
+        let status = o.status.unwrap_or_default();
+        Workload {
+            kind: Some(WorkloadKind::Machine),
+            name: m.name,
+            namespace: m.namespace,
+            uid: m.uid,
+            resource_version: m.resource_version,
+            deleting: m.deleting,
+            conditions: status.conditions.unwrap_or_default(),
+            workspace: status.workspace,
+            plan: None,
+        }
+    }
+}
+
+impl From<TerraformMachinePool> for Workload {
+    fn from(o: TerraformMachinePool) -> Self {
+        let m = meta(o.metadata);
+        let status = o.status.unwrap_or_default();
+        Workload {
+            kind: Some(WorkloadKind::MachinePool),
+            name: m.name,
+            namespace: m.namespace,
+            uid: m.uid,
+            resource_version: m.resource_version,
+            deleting: m.deleting,
+            conditions: status.conditions.unwrap_or_default(),
+            workspace: status.workspace,
+            plan: None,
+        }
+    }
+}
+
+/// A `KIND/NAME` argument: the kind by short name (`tfc`, `tfm`, `tfmp`), singular, plural or
+/// Kind, any case, with or without `.infrastructure.cluster.x-k8s.io`.
+pub fn parse_reference(arg: &str) -> Result<(WorkloadKind, String), String> {
+    let (kind, name) = arg.split_once('/').ok_or_else(|| {
+        format!(
+            "{arg:?} is not KIND/NAME: name the object as tfc/<name>, tfm/<name> or tfmp/<name>"
+        )
+    })?;
+    let kind_lower = kind.to_ascii_lowercase();
+    let kind_lower = kind_lower
+        .strip_suffix(".infrastructure.cluster.x-k8s.io")
+        .unwrap_or(&kind_lower);
+    let kind = match kind_lower {
+        "tfc" | "terraformcluster" | "terraformclusters" => WorkloadKind::Cluster,
+        "tfm" | "terraformmachine" | "terraformmachines" => WorkloadKind::Machine,
+        "tfmp" | "terraformmachinepool" | "terraformmachinepools" => WorkloadKind::MachinePool,
+        _ => {
+            return Err(format!(
+                "{kind:?} is not a kind with a state: use tfc (TerraformCluster), tfm (TerraformMachine) or tfmp (TerraformMachinePool)"
+            ));
+        }
+    };
+    if !captf_api::names::is_dns_subdomain(name) {
+        return Err(format!("{name:?} is not an object name"));
+    }
+    Ok((kind, name.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_take_every_spelling_of_a_kind() {
+        for (arg, kind) in [
+            ("tfc/a", WorkloadKind::Cluster),
+            ("TerraformCluster/a", WorkloadKind::Cluster),
+            (
+                "terraformclusters.infrastructure.cluster.x-k8s.io/a",
+                WorkloadKind::Cluster,
+            ),
+            ("tfm/a", WorkloadKind::Machine),
+            ("terraformmachine/a", WorkloadKind::Machine),
+            ("TFMP/a", WorkloadKind::MachinePool),
+            ("terraformmachinepools/a", WorkloadKind::MachinePool),
+        ] {
+            assert_eq!(parse_reference(arg), Ok((kind, "a".to_owned())), "{arg}");
+        }
+        for (arg, says) in [
+            ("a", "is not KIND/NAME"),
+            ("tfct/a", "is not a kind with a state"),
+            ("cluster/a", "is not a kind with a state"),
+            ("tfc/A_b", "is not an object name"),
+            ("tfc/", "is not an object name"),
+        ] {
+            let e = parse_reference(arg).expect_err(arg);
+            assert!(e.contains(says), "{arg}: {e}");
+        }
+    }
+}
