@@ -15,7 +15,7 @@ use captf_api::annotations::{
 use captf_api::names::{ObjectKey, WorkloadKind};
 use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 
 use status::LeaseView;
@@ -124,6 +124,16 @@ pub enum PluginCommand {
         #[command(flatten)]
         connection: Connection,
     },
+    /// The logs of the object's Job pods (container `source`, where the runner and the engine
+    /// run): the newest pod's, or every pod's, oldest first, with --all.
+    Logs {
+        object: String,
+        /// Every Job pod of the object the cluster still keeps, not only the newest.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        connection: Connection,
+    },
     /// Release a held deletion without a destroy (`captf.io/abandon-infrastructure`, set to
     /// the object's UID, read here): says what is left running first.
     Abandon {
@@ -211,7 +221,8 @@ impl PluginCommand {
             | PluginCommand::State { connection, .. }
             | PluginCommand::Backups { connection, .. }
             | PluginCommand::Restore { connection, .. }
-            | PluginCommand::Abandon { connection, .. } => connection,
+            | PluginCommand::Abandon { connection, .. }
+            | PluginCommand::Logs { connection, .. } => connection,
         }
     }
 }
@@ -330,6 +341,44 @@ pub async fn run(
                     "Restore of serial {serial} requested; follow it with `kubectl captf status {object}`.\n"
                 ),
             )
+        }
+        PluginCommand::Logs { object, all, .. } => {
+            let w = ctx.get(&object).await?;
+            let pods = ctx.job_pods(&w).await?;
+            if pods.is_empty() {
+                return Err(Failure::new(
+                    exit::NOT_FOUND,
+                    format!(
+                        "{} has no Job pods left (the history keeps three Jobs of each result; a deleted Job takes its pod)",
+                        w.reference()
+                    ),
+                ));
+            }
+            let shown = if all {
+                &pods[..]
+            } else {
+                &pods[pods.len() - 1..]
+            };
+            let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
+            for pod in shown {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                let params = kube::api::LogParams {
+                    container: Some("source".to_owned()),
+                    ..Default::default()
+                };
+                let log = match api.logs(&name, &params).await {
+                    Ok(log) => log,
+                    Err(kube::Error::Api(e)) if e.code == 400 => {
+                        format!("(no log yet: {})\n", e.message)
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                write(out, &format!("==> pod {name} <==\n{log}"))?;
+                if !log.ends_with('\n') {
+                    write(out, "\n")?;
+                }
+            }
+            Ok(())
         }
         PluginCommand::Abandon { object, yes, .. } => {
             let w = ctx.get(&object).await?;
@@ -768,6 +817,32 @@ impl Ctx {
             }
         }
         Ok(views)
+    }
+
+    /// The pods of the object's Jobs, oldest first.
+    async fn job_pods(&self, w: &Workload) -> Result<Vec<Pod>> {
+        let selector = format!(
+            "{}={},{}={}",
+            captf_api::labels::OWNER_KIND,
+            w.kind().kind(),
+            captf_api::labels::OWNER_NAME,
+            captf_api::names::label_value(&w.name)
+        );
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        let mut pods = api
+            .list(&ListParams::default().labels(&selector))
+            .await?
+            .items;
+        pods.sort_by(|a, b| {
+            let key = |p: &Pod| {
+                (
+                    p.metadata.creation_timestamp.clone().map(|t| t.0),
+                    p.metadata.name.clone(),
+                )
+            };
+            key(a).cmp(&key(b))
+        });
+        Ok(pods)
     }
 
     /// The state's chunk Secrets, as the manager reads them (by name, chunk after chunk).

@@ -243,6 +243,25 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
         .expect("serial");
     assert!(serial > first_serial);
 
+    // The newest Job pod's log is the approved apply's: the runner's steps and the engine.
+    let logs = ok(&scene, &["logs", &object]);
+    assert!(
+        logs.starts_with("==> pod captf-c-plugged-apply-") && logs.contains("Apply complete"),
+        "{logs}"
+    );
+    let every = ok(&scene, &["logs", &object, "--all"]);
+    assert!(
+        every.matches("==> pod ").count() >= 3,
+        "the first apply, the plan, the approved apply: {every}"
+    );
+    fails(
+        &scene,
+        &["logs", "tfm/none"],
+        "",
+        3,
+        "TerraformMachine/none not found",
+    );
+
     // The state, decoded by the manager's reader, and pulled raw (only the user can read it).
     let state = json(&ok(&scene, &["state", "show", &object, "-o", "json"]));
     assert_eq!(state["serial"], serial);
