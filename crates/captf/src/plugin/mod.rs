@@ -756,34 +756,28 @@ impl Ctx {
     }
 
     async fn list(&self) -> Result<Vec<Workload>> {
-        let lp = ListParams::default();
-        let mut all: Vec<Workload> = Vec::new();
-        let ns = &self.namespace;
-        all.extend(
-            Api::<TerraformCluster>::namespaced(self.client.clone(), ns)
-                .list(&lp)
-                .await?
-                .items
-                .into_iter()
-                .map(Workload::from),
-        );
-        all.extend(
-            Api::<TerraformMachine>::namespaced(self.client.clone(), ns)
-                .list(&lp)
-                .await?
-                .items
-                .into_iter()
-                .map(Workload::from),
-        );
-        all.extend(
-            Api::<TerraformMachinePool>::namespaced(self.client.clone(), ns)
-                .list(&lp)
-                .await?
-                .items
-                .into_iter()
-                .map(Workload::from),
-        );
+        let mut all = self.list_of::<TerraformCluster>().await?;
+        all.extend(self.list_of::<TerraformMachine>().await?);
+        all.extend(self.list_of::<TerraformMachinePool>().await?);
         Ok(all)
+    }
+
+    async fn list_of<K>(&self) -> Result<Vec<Workload>>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Into<Workload>,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), &self.namespace);
+        Ok(api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .map(Into::into)
+            .collect())
     }
 
     fn key(&self, w: &Workload) -> Result<ObjectKey> {
@@ -856,14 +850,9 @@ impl Ctx {
             let Some(secret) = api.get_opt(&name).await? else {
                 break;
             };
-            chunks.push(captf_state::Chunk {
-                name,
-                data: secret
-                    .data
-                    .and_then(|mut d| d.remove("tfstate"))
-                    .map(|b| b.0),
-                annotations: secret.metadata.annotations.unwrap_or_default(),
-            });
+            chunks.push(captf_controller::reconcile::observe::state::chunk(
+                name, secret,
+            ));
         }
         if chunks.is_empty() {
             return Err(Failure::new(

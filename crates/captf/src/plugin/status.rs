@@ -2,34 +2,12 @@
 //! backups, leases and pending approvals. Built from what was read, by pure functions.
 
 use captf_api::annotations::{APPROVE_DESTRUCTIVE_PLAN, APPROVE_PLAN};
-use captf_api::conditions::types;
+use captf_api::conditions::{NEGATIVE_POLARITY, READY_INPUTS_BEFORE_PROVISIONED, types};
 use captf_api::{ActiveJob, LastRun, StateBackup};
 use serde::Serialize;
 
 use super::advice;
 use super::workload::Workload;
-
-/// Conditions that hold an object back unless True: those `Ready` summarises
-/// (docs/reference/conditions.md) and the cluster's endpoint.
-const HOLD_UNLESS_TRUE: &[&str] = &[
-    types::DEPENDENCIES_READY,
-    types::IDENTITY_ALLOWED,
-    types::CREDENTIALS_MIRRORED,
-    types::RUNNER_RBAC_READY,
-    types::APPLY_JOB_SUCCEEDED,
-    types::STATE_READABLE,
-    types::OUTPUTS_VALID,
-    types::INFRASTRUCTURE_HEALTHY,
-    types::ENDPOINT_AVAILABLE,
-];
-
-/// Conditions that hold an object back when True.
-const HOLD_WHEN_TRUE: &[&str] = &[
-    types::DELETING,
-    types::DRIFT_DETECTED,
-    types::DELETION_BLOCKED,
-    types::PAUSED,
-];
 
 /// Conditions that hold an object back when False only: Unknown is their resting state (no
 /// drift check or restore ran yet).
@@ -106,10 +84,17 @@ pub struct Report {
 }
 
 /// Whether a condition holds the object back.
+/// Those that must be True are the ones `Ready` summarises before the object is provisioned,
+/// and the cluster's endpoint; those that must not be are the negative ones, and `Paused`.
 pub fn holds(type_: &str, status: &str) -> bool {
-    (HOLD_UNLESS_TRUE.contains(&type_) && status != "True")
-        || (HOLD_WHEN_TRUE.contains(&type_) && status == "True")
-        || (HOLD_WHEN_FALSE.contains(&type_) && status == "False")
+    if NEGATIVE_POLARITY.contains(&type_) || type_ == types::PAUSED {
+        status == "True"
+    } else if READY_INPUTS_BEFORE_PROVISIONED.contains(&type_) || type_ == types::ENDPOINT_AVAILABLE
+    {
+        status != "True"
+    } else {
+        HOLD_WHEN_FALSE.contains(&type_) && status == "False"
+    }
 }
 
 /// The conditions that hold `w` back, each with the table's advice.

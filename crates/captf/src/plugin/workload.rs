@@ -55,58 +55,34 @@ fn meta(object: kube::api::ObjectMeta) -> Meta {
     }
 }
 
-impl From<TerraformCluster> for Workload {
-    fn from(o: TerraformCluster) -> Self {
-        let m = meta(o.metadata);
-        let status = o.status.unwrap_or_default();
-        Workload {
-            kind: Some(WorkloadKind::Cluster),
-            name: m.name,
-            namespace: m.namespace,
-            uid: m.uid,
-            resource_version: m.resource_version,
-            deleting: m.deleting,
-            conditions: status.conditions.unwrap_or_default(),
-            workspace: status.workspace,
-            plan: status.plan,
+/// `From<kind>`: the three kinds share their status layout; only a cluster has a plan.
+macro_rules! workload_from {
+    ($($kind:ty => $workload_kind:expr, $plan:expr;)*) => {$(
+        impl From<$kind> for Workload {
+            fn from(o: $kind) -> Self {
+                let m = meta(o.metadata);
+                let status = o.status.unwrap_or_default();
+                let plan = $plan(&status);
+                Workload {
+                    kind: Some($workload_kind),
+                    name: m.name,
+                    namespace: m.namespace,
+                    uid: m.uid,
+                    resource_version: m.resource_version,
+                    deleting: m.deleting,
+                    conditions: status.conditions.unwrap_or_default(),
+                    workspace: status.workspace,
+                    plan,
+                }
+            }
         }
-    }
+    )*};
 }
 
-impl From<TerraformMachine> for Workload {
-    fn from(o: TerraformMachine) -> Self {
-        let m = meta(o.metadata);
-        let status = o.status.unwrap_or_default();
-        Workload {
-            kind: Some(WorkloadKind::Machine),
-            name: m.name,
-            namespace: m.namespace,
-            uid: m.uid,
-            resource_version: m.resource_version,
-            deleting: m.deleting,
-            conditions: status.conditions.unwrap_or_default(),
-            workspace: status.workspace,
-            plan: None,
-        }
-    }
-}
-
-impl From<TerraformMachinePool> for Workload {
-    fn from(o: TerraformMachinePool) -> Self {
-        let m = meta(o.metadata);
-        let status = o.status.unwrap_or_default();
-        Workload {
-            kind: Some(WorkloadKind::MachinePool),
-            name: m.name,
-            namespace: m.namespace,
-            uid: m.uid,
-            resource_version: m.resource_version,
-            deleting: m.deleting,
-            conditions: status.conditions.unwrap_or_default(),
-            workspace: status.workspace,
-            plan: None,
-        }
-    }
+workload_from! {
+    TerraformCluster => WorkloadKind::Cluster, |s: &captf_api::TerraformClusterStatus| s.plan.clone();
+    TerraformMachine => WorkloadKind::Machine, |_: &captf_api::TerraformMachineStatus| None;
+    TerraformMachinePool => WorkloadKind::MachinePool, |_: &captf_api::TerraformMachinePoolStatus| None;
 }
 
 /// A `KIND/NAME` argument: the kind by short name (`tfc`, `tfm`, `tfmp`), singular, plural or

@@ -110,14 +110,7 @@ pub async fn read_gated(
             let why = "was listed but is gone: the state changed while it was read";
             return Ok(StateRead::Unreadable(StateError::inconsistent(name, why)));
         };
-        chunks.push(Chunk {
-            name,
-            data: secret
-                .data
-                .and_then(|mut d| d.remove("tfstate"))
-                .map(|b| b.0),
-            annotations: secret.metadata.annotations.unwrap_or_default(),
-        });
+        chunks.push(chunk(name, secret));
     }
     let decoded = tokio::task::spawn_blocking(move || {
         let decoded = captf_state::decode(&base, &chunks, limits);
@@ -179,6 +172,18 @@ impl DurableInputs {
 }
 
 /// Reads the durable inputs Secret live.
+/// One state Secret as the state reader takes it: its `tfstate` data and annotations.
+pub fn chunk(name: String, secret: k8s_openapi::api::core::v1::Secret) -> Chunk {
+    Chunk {
+        name,
+        data: secret
+            .data
+            .and_then(|mut d| d.remove("tfstate"))
+            .map(|b| b.0),
+        annotations: secret.metadata.annotations.unwrap_or_default(),
+    }
+}
+
 pub async fn durable_inputs(client: &kube::Client, key: &ObjectKey) -> Result<DurableInputs> {
     let api: Api<Secret> = Api::namespaced(client.clone(), key.namespace());
     let name = key.durable_inputs_secret();
