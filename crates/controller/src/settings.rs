@@ -291,16 +291,24 @@ impl ManagerArgs {
         }
     }
 
-    /// What start-up should say it ignores: the feature gates given and the profiler address.
+    /// What start-up should say it ignores: the feature gates given beyond the logging gates
+    /// of Kubernetes components, and the profiler address.
     pub fn ignored(&self) -> Vec<String> {
         let mut ignored = Vec::new();
-        if let Some(Ok(gates)) = self.feature_gates.as_deref().map(feature_gates)
-            && !gates.is_empty()
-        {
-            let names: Vec<String> = gates.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        let unknown: Vec<String> = self
+            .feature_gates
+            .as_deref()
+            .map(feature_gates)
+            .and_then(Result::ok)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(name, _)| !LOGGING_GATES.contains(&name.as_str()))
+            .map(|(name, on)| format!("{name}={on}"))
+            .collect();
+        if !unknown.is_empty() {
             ignored.push(format!(
                 "--feature-gates {}: CAPTF has no feature gates",
-                names.join(",")
+                unknown.join(",")
             ));
         }
         if !self.profiler_address.is_empty() {
@@ -337,6 +345,16 @@ impl ManagerArgs {
         }
     }
 }
+
+/// The feature gates of Kubernetes' logging library (spec/operations.md §4.6): what a
+/// component-base manager registers, accepted without a warning.
+pub const LOGGING_GATES: &[&str] = &[
+    "AllAlpha",
+    "AllBeta",
+    "ContextualLogging",
+    "LoggingAlphaOptions",
+    "LoggingBetaOptions",
+];
 
 /// The gates of a `--feature-gates` value (`Name=true,Other=false`; empty entries skipped),
 /// or what is wrong with it.
@@ -467,6 +485,12 @@ mod tests {
         assert!(ignored[0].contains("MachinePool=true,ClusterTopology=false"));
         assert!(ignored[1].contains("localhost:6060"));
         assert!(parse(&[]).ignored().is_empty());
+        assert!(
+            parse(&["--feature-gates=AllAlpha=false,ContextualLogging=true"])
+                .ignored()
+                .is_empty(),
+            "the logging gates are known"
+        );
     }
 
     #[test]

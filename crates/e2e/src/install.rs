@@ -5,9 +5,9 @@
 //!
 //! The local repository holds what a release publishes: for the core provider, `kustomize
 //! build core/config/default` of the pinned Cluster API module with the release's image and
-//! pull policy; for CAPTF, `kustomize build config/default` with the image set to the manager
-//! image pushed into the node's registry, pinned by digest (docs/installation.md, "Building
-//! the manifest"). clusterctl pulls the core image from `captf.local` through its `images:`
+//! pull policy; for CAPTF, `kustomize build config/clusterctl` (config/default with its
+//! clusterctl variables) with the image set to the manager image pushed into the node's
+//! registry, pinned by digest (docs/installation.md, "Building the manifest"). clusterctl pulls the core image from `captf.local` through its `images:`
 //! setting, as an air-gapped user mirrors it.
 
 use std::path::{Path, PathBuf};
@@ -222,7 +222,8 @@ patches:
     )?;
     std::fs::copy(cache.join("metadata.yaml"), core.join("metadata.yaml"))?;
 
-    // CAPTF as docs/installation.md builds it: config/default with the image set.
+    // CAPTF as docs/installation.md builds it for clusterctl: config/clusterctl (config/default
+    // and the flags as clusterctl variables) with the image set.
     std::fs::create_dir_all(build.join("captf"))?;
     write(
         &build.join("captf/kustomization.yaml"),
@@ -236,7 +237,7 @@ images:
     newName: {}
     digest: {}
 "#,
-            relative_to(&build.join("captf"), &workspace().join("config/default"))?,
+            relative_to(&build.join("captf"), &workspace().join("config/clusterctl"))?,
             manager_image
                 .split_once('@')
                 .map_or(manager_image, |(repository, _)| repository),
@@ -275,6 +276,9 @@ images:
 cert-manager:
   version: "{cert_manager}"
   externallyProvisioned: "true"
+# A clusterctl variable of CAPTF's components (docs/installation.md), as a user sets one; the
+# others keep their defaults.
+CAPTF_FEATURE_GATES: "MachinePool=true"
 # The core manager's image from the node's registry, where {core_image} is pushed.
 images:
   cluster-api:

@@ -75,6 +75,19 @@ async fn clusterctl_init_runs_the_manager_deployment_from_the_project_image() {
         container.image.as_deref(),
         Some(installed.images.runner.as_str())
     );
+    // The flags clusterctl filled in: the variable the repository's clusterctl.yaml sets, and
+    // the defaults of those it does not.
+    let args = container.args.clone().unwrap_or_default();
+    for flag in [
+        "--feature-gates=MachinePool=true",
+        "--v=2",
+        "--state-backups=5",
+        "--max-active-jobs=200",
+        "--drift-default-interval=30m",
+    ] {
+        assert!(args.iter().any(|a| a == flag), "{flag} in {args:?}");
+    }
+    assert!(!args.iter().any(|a| a.contains("${")), "{args:?}");
     let env_var = |name: &str| {
         container
             .env

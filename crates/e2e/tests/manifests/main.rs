@@ -1,5 +1,6 @@
 //! The install manifests under config/, built by the real kustomize: config/default (what
-//! clusterctl installs) and the optional components. Every object is server-side dry-run
+//! kustomize users apply; config/clusterctl adds only clusterctl variables to it, and is
+//! installed by the install suite) and the optional components. Every object is server-side dry-run
 //! against the real API server with strict field validation, after the CRDs they need (ours,
 //! cert-manager's and the Prometheus Operator's, from hack/build-tools.sh `manifest-crds`) are
 //! installed for real. Every metric an alert names is one a running manager serves, and the
