@@ -164,11 +164,22 @@ async fn up(dir: &Path) -> anyhow::Result<()> {
     )?;
 
     let bin = captf_testenv::tools::bin_dir();
+    // The kubectl plugin (docs/reference/cli.md): the manager image's own binary, as
+    // `kubectl-captf` in a folder of the demo's.
+    let plugins = env.dir.join("plugins");
+    std::fs::create_dir_all(&plugins)?;
+    let plugin = plugins.join("kubectl-captf");
+    let _ = std::fs::remove_file(&plugin);
+    std::os::unix::fs::symlink(captf_testenv::images::require_captf_static()?, &plugin)?;
     println!("Look further:");
     println!(
-        "  export KUBECONFIG={} PATH={}:$PATH",
+        "  export KUBECONFIG={} PATH={}:{}:$PATH",
         env.kubeconfig().display(),
+        plugins.display(),
         bin.display()
+    );
+    println!(
+        "  kubectl captf status tfc/demo                                  # what holds it, its Jobs, state, backups, leases"
     );
     println!(
         "  kubectl get terraformcluster demo -o yaml                      # status, conditions, lastRun"
