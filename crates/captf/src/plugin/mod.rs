@@ -412,7 +412,10 @@ pub async fn run(
                 .await?;
             write(
                 out,
-                &format!("{} abandoned; left running: {left}.\n", w.reference()),
+                &format!(
+                    "{} abandon requested (the manager releases it once no destroy can run); left running: {left}.\n",
+                    w.reference()
+                ),
             )
         }
         PluginCommand::State {
@@ -453,15 +456,17 @@ pub async fn run(
     }
 }
 
-/// Writes `bytes` to a new file only the user can read.
+/// Writes `bytes` to a file only the user can read: a file that was there is made so before
+/// anything is written into it.
 fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
         .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     f.write_all(bytes)
 }
 

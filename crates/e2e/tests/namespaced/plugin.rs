@@ -280,6 +280,10 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
         "{state}"
     );
     let pulled = tempfile::tempdir().expect("dir").keep().join("state.json");
+    // A file already there, readable by all, is replaced and made the user's only.
+    std::fs::write(&pulled, "an older, longer file than the state is").expect("old file");
+    std::fs::set_permissions(&pulled, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .expect("0644");
     ok(
         &scene,
         &[
