@@ -14,6 +14,15 @@ pub const RESTORE_STATE: &str = "captf.io/restore-state";
 pub const ADOPT_STATE: &str = "captf.io/adopt-state";
 /// Release a held deletion without a destroy; the value must be the object's `metadata.uid`.
 pub const ABANDON_INFRASTRUCTURE: &str = "captf.io/abandon-infrastructure";
+/// Start the next attempt of a failed Job now, skipping the rest of its backoff once; any
+/// value (a token: setting a new one asks again). Used up by the next Job that starts.
+pub const RETRY: &str = "captf.io/retry";
+/// Plan again now: a new plan under `applyPolicy: Manual`, the blocked apply run again (its
+/// guard plans afresh), else a drift check; any value, used up like [`RETRY`].
+pub const REPLAN: &str = "captf.io/replan";
+/// The longest `captf.io/retry` or `captf.io/replan` token honoured (a label value's limit):
+/// the token is copied onto the Job that answers it.
+pub const MAX_REQUEST_TOKEN: usize = 63;
 /// CAPI pause annotation.
 pub const PAUSED: &str = "cluster.x-k8s.io/paused";
 /// CAPI: the cluster is managed by another system; CAPTF leaves it alone.
@@ -129,6 +138,10 @@ pub const APPROVED_DESTRUCTIVE_PLAN: &str = "captf.io/approved-destructive-plan"
 pub const AFTER_FAILED_APPLY: &str = "captf.io/after-failed-apply";
 /// The vanished apply Job this apply follows.
 pub const AFTER_INTERRUPTED_APPLY: &str = "captf.io/after-interrupted-apply";
+/// The `captf.io/retry` token the Job answered (it is used up when the Job is booked).
+pub const RETRY_TOKEN: &str = "captf.io/retry-token";
+/// The `captf.io/replan` token the Job answered.
+pub const REPLAN_TOKEN: &str = "captf.io/replan-token";
 /// Restore Job: the serial pushed.
 pub const RESTORE_SERIAL: &str = "captf.io/restore-serial";
 /// Pool apply: the approval hash of an exports-change guarded apply.

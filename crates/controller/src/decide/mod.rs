@@ -40,7 +40,7 @@ pub use preamble::{Admit, Dependencies, Entry, Hold, JobRun, Preamble, admit, ho
 pub use reason::Reason;
 pub use snapshot::{
     ApplyAttempt, ApplyOutcome, Approvals, BlockedApply, Deletion, Destroyed, ExportsGuard,
-    History, Lifecycle, Observed, OpHistory, PendingPlan, Policy, Snapshot, StateView,
+    History, Lifecycle, Observed, OpHistory, PendingPlan, Policy, Requests, Snapshot, StateView,
 };
 
 use crate::schedule::{self, jitter, pending_refresh_delay, retry_delay};
@@ -77,6 +77,8 @@ pub struct Start {
     pub remediation: bool,
     /// The image the Job runs.
     pub image: ModuleImage,
+    /// The retry and replan tokens the Job answers: every Job started uses up what is pending.
+    pub answers: Requests,
 }
 
 impl Start {
@@ -87,6 +89,7 @@ impl Start {
             allow_destructive: None,
             remediation: false,
             image: ModuleImage::Spec,
+            answers: Requests::default(),
         }
     }
 }
@@ -193,6 +196,7 @@ pub fn decide(s: &Snapshot, now: Timestamp) -> Decision {
     }
     if let Action::Start(start) = &mut d.action {
         start.image = image(s, start.op);
+        start.answers = s.requests.clone();
     }
     d
 }
@@ -361,6 +365,9 @@ fn gate_apply(s: &Snapshot, now: Timestamp, reason: Reason) -> Option<Decision> 
                     },
                 )
             }
+            Some(_) if s.requests.replan.is_some() => {
+                start(Start::op(Operation::Plan), Reason::ReplanRequested)
+            }
             Some(_) => wait(Reason::PlanAwaitingApproval, schedule::APPROVAL_REQUEUE),
         });
     }
@@ -391,6 +398,15 @@ fn gate_apply(s: &Snapshot, now: Timestamp, reason: Reason) -> Option<Decision> 
                 };
                 return Some(start(approved, Reason::DestructiveApproved));
             }
+            // Planned again without an approval: the guard blocks it again if it still
+            // deletes, under a new plan hash.
+            if s.requests.replan.is_some() {
+                let again = Start {
+                    remediation,
+                    ..Start::op(Operation::Apply)
+                };
+                return Some(start(again, Reason::ReplanRequested));
+            }
             if remediation {
                 return None;
             }
@@ -411,10 +427,13 @@ fn gate_apply(s: &Snapshot, now: Timestamp, reason: Reason) -> Option<Decision> 
     ))
 }
 
-/// Starts `what` unless its op failed recently; then waits out the rest of the retry delay.
+/// Starts `what` unless its op failed recently; then waits out the rest of the retry delay,
+/// unless the operator asked for a retry now.
 fn backoff(s: &Snapshot, now: Timestamp, what: Start, reason: Reason) -> Decision {
     match retry_at(s, what.op) {
-        Some(at) if at > now => wait(reason.backoff(), until(now, at)),
+        Some(at) if at > now && s.requests.retry.is_none() => {
+            wait(reason.backoff(), until(now, at))
+        }
         _ => start(what, reason),
     }
 }
@@ -489,13 +508,18 @@ fn scheduled(s: &Snapshot, now: Timestamp) -> Decision {
         ));
     }
 
-    // A failed op waits out its own backoff; other checks go on.
+    // A failed op waits out its own backoff (unless a retry was asked for); other checks go on.
+    let backoff = |op| retry_at(s, op).filter(|_| s.requests.retry.is_none());
     let candidates: Vec<_> = candidates
         .into_iter()
-        .map(|(op, reason, due)| (op, reason, retry_at(s, op).map_or(due, |r| r.max(due))))
+        .map(|(op, reason, due)| (op, reason, backoff(op).map_or(due, |r| r.max(due))))
         .collect();
     if let Some((op, reason, _)) = candidates.iter().find(|(_, _, due)| *due <= now) {
         return start(Start::op(*op), *reason);
+    }
+    // Nothing to plan but the world: a drift check is the plan of a settled object.
+    if s.requests.replan.is_some() {
+        return start(Start::op(Operation::Drift), Reason::ReplanRequested);
     }
     let soonest = candidates.iter().map(|(_, _, due)| *due).min();
     Decision {

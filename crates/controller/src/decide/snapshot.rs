@@ -35,6 +35,20 @@ pub struct Snapshot {
     pub pinned_image: Option<String>,
     /// Pools: what their guard of the cluster's exports says about an apply.
     pub exports_guard: Option<ExportsGuard>,
+    /// `captf.io/retry` and `captf.io/replan` tokens no Job answered yet.
+    pub requests: Requests,
+}
+
+/// The operator's requests for the next attempt now, by token: set on the object, answered by
+/// the next Job that starts (it carries the token), used up when that Job is booked. A token
+/// a Job already carries is not pending, so a request is honoured once however often the
+/// object is reconciled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Requests {
+    /// `captf.io/retry`: a failed op's backoff is skipped.
+    pub retry: Option<String>,
+    /// `captf.io/replan`: a pending or blocked plan is made again, else drift is checked.
+    pub replan: Option<String>,
 }
 
 impl Snapshot {

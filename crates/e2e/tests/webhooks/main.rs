@@ -194,6 +194,13 @@ async fn the_api_server_asks_the_standby_and_every_bad_input_is_named() {
         assert!(message.contains(part), "{part:?} not in {message}");
     }
 
+    let mut long_retry = cluster("long-retry", json!({}));
+    long_retry["metadata"]["annotations"] = json!({"captf.io/retry": "x".repeat(64)});
+    assert_refused(
+        create(&clusters, long_retry).await,
+        422,
+        &["metadata.annotations[\"captf.io/retry\"]", "at most 63"],
+    );
     assert_refused(
         create(
             &clusters,

@@ -206,10 +206,29 @@ pub fn book(f: &Finished, before: &Before) -> Booked {
         (Operation::Drift | Operation::Refresh, ok) => refreshed(f, ok, &mut booked),
         (Operation::Restore, ok) => restored(f, ok, &mut booked),
     }
+    answered(f, &mut booked);
     if let Some(note) = finished_event(f, &booked) {
         booked.effects.push(BookEffect::Announce(note));
     }
     booked
+}
+
+/// A Job that answered `captf.io/retry` or `captf.io/replan` uses the request up, whatever it
+/// ended in: the operator asked for one attempt now, and its outcome is on the conditions.
+fn answered(f: &Finished, booked: &mut Booked) {
+    let answers = [
+        (annotations::RETRY, annotations::RETRY_TOKEN),
+        (annotations::REPLAN, annotations::REPLAN_TOKEN),
+    ];
+    for (asked, answer) in answers {
+        if let Some(token) = f.annotations.get(answer) {
+            booked.effects.push(BookEffect::Consume {
+                annotation: asked,
+                value: token.clone(),
+                announce: None,
+            });
+        }
+    }
 }
 
 /// Apply Jobs that disappeared while they ran (deleted by hand or by a namespace clean-up)

@@ -397,6 +397,36 @@ fn every_outcome_is_recorded_as_its_row_says() -> anyhow::Result<()> {
             ],
         ),
         (
+            row("a failed apply that answered a retry uses it up", {
+                annotated(
+                    finished(Apply, false, false),
+                    annotations::RETRY_TOKEN,
+                    "t1",
+                )
+            }),
+            vec![
+                "ApplyJobSucceeded=False ApplyFailed",
+                "consume captf.io/retry=t1",
+                "warn JobFailed",
+            ],
+        ),
+        (
+            row("a drift check that answered a replan uses it up", {
+                annotated(
+                    finished(Drift, true, false),
+                    annotations::REPLAN_TOKEN,
+                    "t2",
+                )
+            }),
+            vec![
+                "DriftJobSucceeded=True DriftChecked",
+                "DriftDetected=False NoDrift",
+                "refreshed drift=true",
+                "consume captf.io/replan=t2",
+                "event JobSucceeded",
+            ],
+        ),
+        (
             row(
                 "blocked by the destructive guard",
                 blocked(finished(Apply, false, false)),

@@ -20,6 +20,7 @@ mod health;
 mod images;
 mod launch;
 mod pools;
+mod requests;
 mod running;
 
 const UID: &str = "3f7c1c3e-0000-4000-8000-000000000001";
@@ -74,6 +75,7 @@ fn base(kind: WorkloadKind) -> Snapshot {
         },
         pinned_image: None,
         exports_guard: None,
+        requests: Requests::default(),
     }
 }
 
@@ -196,6 +198,7 @@ fn all_rows() -> Rows {
         guards::rows(),
         health::rows(),
         pools::rows(),
+        requests::rows(),
     ]
     .into_iter()
     .flatten()

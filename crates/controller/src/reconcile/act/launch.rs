@@ -414,6 +414,15 @@ where
             spec.annotations
                 .insert(annotations::INPUTS_HASH.into(), f.inputs_hash.to_owned());
         }
+        let answers = [
+            (annotations::RETRY_TOKEN, &start.answers.retry),
+            (annotations::REPLAN_TOKEN, &start.answers.replan),
+        ];
+        for (key, token) in answers {
+            if let Some(token) = token {
+                spec.annotations.insert(key.into(), token.clone());
+            }
+        }
         if let Some(lost) = f
             .starting
             .interrupted

@@ -7,7 +7,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
 use crate::decide::{
-    Approvals, Deletion, Destroyed, Lifecycle, Observed, Policy, Snapshot, StateView,
+    Approvals, Deletion, Destroyed, Lifecycle, Observed, Policy, Requests, Snapshot, StateView,
 };
 use crate::error::Result;
 use crate::reconcile::act::backups::{self, BackupSet};
@@ -195,6 +195,119 @@ where
             observed,
             pinned_image: seen.durable.pinned_image(),
             exports_guard: None,
+            requests: requests(self.object.annotations(), seen.jobs),
+        }
+    }
+}
+
+/// The `captf.io/retry` and `captf.io/replan` tokens on the object that no Job carries yet.
+/// An empty value asks for nothing (a tool that clears by setting ""); a token over
+/// [`annotations::MAX_REQUEST_TOKEN`] bytes, which the webhook refuses, is not honoured.
+pub fn requests(
+    object: &std::collections::BTreeMap<String, String>,
+    jobs: &[ObservedJob],
+) -> Requests {
+    let pending = |asked: &str, answered: &str| {
+        object
+            .get(asked)
+            .filter(|token| {
+                !token.trim().is_empty() && token.len() <= annotations::MAX_REQUEST_TOKEN
+            })
+            .filter(|token| {
+                !jobs
+                    .iter()
+                    .any(|j| j.annotations.get(answered) == Some(*token))
+            })
+            .cloned()
+    };
+    Requests {
+        retry: pending(annotations::RETRY, annotations::RETRY_TOKEN),
+        replan: pending(annotations::REPLAN, annotations::REPLAN_TOKEN),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use captf_api::{Operation, annotations};
+
+    use super::requests;
+    use crate::decide::Requests;
+    use crate::reconcile::observe::jobs::{ObservedJob, Phase};
+
+    fn job(annotations: &[(&str, &str)]) -> ObservedJob {
+        ObservedJob {
+            job: Default::default(),
+            name: "j".into(),
+            op: Operation::Apply,
+            attempt: 1,
+            phase: Phase::Active,
+            finished_at: None,
+            created_at: None,
+            annotations: annotations
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_token_is_pending_until_a_job_carries_it() {
+        let object = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let long = "x".repeat(annotations::MAX_REQUEST_TOKEN + 1);
+        let rows: Vec<(&str, BTreeMap<String, String>, Vec<ObservedJob>, Requests)> = vec![
+            ("nothing asked", object(&[]), vec![], Requests::default()),
+            (
+                "both asked, no Job yet",
+                object(&[(annotations::RETRY, "a"), (annotations::REPLAN, "b")]),
+                vec![job(&[])],
+                Requests {
+                    retry: Some("a".into()),
+                    replan: Some("b".into()),
+                },
+            ),
+            (
+                "a Job answered the retry",
+                object(&[(annotations::RETRY, "a"), (annotations::REPLAN, "b")]),
+                vec![job(&[]), job(&[(annotations::RETRY_TOKEN, "a")])],
+                Requests {
+                    retry: None,
+                    replan: Some("b".into()),
+                },
+            ),
+            (
+                "a Job answered an older token: the new one is pending",
+                object(&[(annotations::RETRY, "c")]),
+                vec![job(&[(annotations::RETRY_TOKEN, "a")])],
+                Requests {
+                    retry: Some("c".into()),
+                    replan: None,
+                },
+            ),
+            (
+                "the retry token does not answer a replan",
+                object(&[(annotations::REPLAN, "a")]),
+                vec![job(&[(annotations::RETRY_TOKEN, "a")])],
+                Requests {
+                    retry: None,
+                    replan: Some("a".into()),
+                },
+            ),
+            (
+                "empty and oversized tokens ask nothing",
+                object(&[(annotations::RETRY, " "), (annotations::REPLAN, &long)]),
+                vec![],
+                Requests::default(),
+            ),
+        ];
+        for (name, object, jobs, want) in rows {
+            assert_eq!(requests(&object, &jobs), want, "{name}");
         }
     }
 }

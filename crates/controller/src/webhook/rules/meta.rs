@@ -60,6 +60,28 @@ pub fn annotations(v: &mut Violations, path: &str, annotations: &BTreeMap<String
     }
 }
 
+/// The tokens of `captf.io/retry` and `captf.io/replan`: each is copied onto the Job that
+/// answers it, so it is bounded like a label value.
+pub fn requests(v: &mut Violations, annotations: &BTreeMap<String, String>) {
+    for key in [
+        captf_api::annotations::RETRY,
+        captf_api::annotations::REPLAN,
+    ] {
+        if let Some(token) = annotations.get(key)
+            && token.len() > captf_api::annotations::MAX_REQUEST_TOKEN
+        {
+            v.invalid(
+                format!("metadata.annotations[{key:?}]"),
+                format!(
+                    "{} bytes, at most {}: any short new value asks again (kubectl captf sets the time)",
+                    token.len(),
+                    captf_api::annotations::MAX_REQUEST_TOKEN
+                ),
+            );
+        }
+    }
+}
+
 /// A label selector the API server can evaluate.
 pub fn label_selector(v: &mut Violations, path: &str, selector: &LabelSelector) {
     if let Some(match_labels) = &selector.match_labels {

@@ -793,3 +793,45 @@ fn qualified_names() {
         assert_eq!(is_qualified_name(key), ok, "{key:?}");
     }
 }
+
+#[test]
+fn retry_and_replan_tokens_are_bounded() {
+    let annotated = |key: &str, value: String| {
+        let mut c = a_cluster();
+        c.metadata.annotations = Some([(key.to_owned(), value)].into());
+        c
+    };
+    let cases = [
+        (
+            captf_api::annotations::RETRY,
+            "2026-12-07T06:00:00.123456789Z".to_owned(),
+            false,
+        ),
+        (captf_api::annotations::REPLAN, "x".repeat(63), false),
+        (captf_api::annotations::RETRY, "x".repeat(64), true),
+        (captf_api::annotations::REPLAN, "x".repeat(4096), true),
+    ];
+    for (key, value, refused) in cases {
+        let len = value.len();
+        let c = annotated(key, value);
+        let v = cluster(&create(&c));
+        assert_eq!(!v.is_empty(), refused, "{key} of {len} bytes: {v:?}");
+        if refused {
+            assert_eq!(fields(&v), [format!("metadata.annotations[{key:?}]")]);
+            let message = v.message("TerraformCluster", "c");
+            assert!(message.contains("at most 63"), "{message}");
+        }
+        let mut m = a_machine();
+        m.metadata.annotations = c.metadata.annotations.clone();
+        let manager = ManagerUser::new(None, None);
+        assert_eq!(
+            !machine(&create(&m), &manager).is_empty(),
+            refused,
+            "machine"
+        );
+        let mut p = TerraformMachinePool::new("p", Default::default());
+        p.spec.workspace.source.image = IMAGE.into();
+        p.metadata.annotations = c.metadata.annotations.clone();
+        assert_eq!(!machine_pool(&create(&p)).is_empty(), refused, "pool");
+    }
+}

@@ -4,7 +4,10 @@ use captf_api::cluster::TerraformClusterSpec;
 use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
 use captf_contract::Role;
 
+use kube::ResourceExt;
+
 use super::jobs::job_policy;
+use super::meta::requests;
 use super::workspace::workspace;
 use super::{Change, ManagerUser};
 use crate::webhook::violations::Violations;
@@ -19,6 +22,7 @@ pub enum IdentityRef {
 
 pub fn cluster(c: &Change<'_, TerraformCluster>) -> Violations {
     let mut v = Violations::default();
+    requests(&mut v, c.new.annotations());
     cluster_spec(
         &mut v,
         "spec",
@@ -89,6 +93,7 @@ pub fn cluster_spec(
 
 pub fn machine(c: &Change<'_, TerraformMachine>, manager: &ManagerUser) -> Violations {
     let mut v = Violations::default();
+    requests(&mut v, c.new.annotations());
     machine_spec(&mut v, "spec", c);
     if let Some(old) = c.old {
         provider_id(
@@ -159,6 +164,7 @@ fn provider_id(
 
 pub fn machine_pool(c: &Change<'_, TerraformMachinePool>) -> Violations {
     let mut v = Violations::default();
+    requests(&mut v, c.new.annotations());
     workspace(
         &mut v,
         "spec",
