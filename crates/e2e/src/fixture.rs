@@ -274,6 +274,28 @@ pub async fn job_names(client: &kube::Client, ns: &str) -> Vec<String> {
         .collect()
 }
 
+/// The Jobs of operation `op` of the TerraformCluster `name`, oldest first.
+pub async fn jobs_of(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    op: &str,
+) -> Vec<k8s_openapi::api::batch::v1::Job> {
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), ns);
+    let mut list = jobs
+        .list(&kube::api::ListParams::default().labels(&format!(
+            "{}=TerraformCluster,{}={name},{}={op}",
+            captf_api::labels::OWNER_KIND,
+            captf_api::labels::OWNER_NAME,
+            captf_api::labels::OP
+        )))
+        .await
+        .expect("list Jobs")
+        .items;
+    list.sort_by_key(|j| j.metadata.creation_timestamp.clone().map(|t| t.0));
+    list
+}
+
 /// Sets (or with `None` removes) one annotation of a TerraformCluster.
 pub async fn annotate(api: &Api<TerraformCluster>, name: &str, key: &str, value: Option<&str>) {
     merge_patch(

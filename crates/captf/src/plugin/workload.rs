@@ -34,6 +34,16 @@ impl Workload {
     pub fn reference(&self) -> String {
         format!("{}/{}", self.kind().kind(), self.name)
     }
+
+    /// `tfc/name`: the argument a command takes, as messages suggest it.
+    pub fn arg(&self) -> String {
+        let short = match self.kind() {
+            WorkloadKind::Cluster => "tfc",
+            WorkloadKind::Machine => "tfm",
+            WorkloadKind::MachinePool => "tfmp",
+        };
+        format!("{short}/{}", self.name)
+    }
 }
 
 /// The metadata every kind shares.

@@ -23,22 +23,6 @@ async fn set_variables(api: &Api<TerraformCluster>, name: &str, variables: serde
     .expect("patch variables");
 }
 
-async fn jobs_of(client: &kube::Client, ns: &str, name: &str, op: &str) -> Vec<Job> {
-    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let mut list = jobs
-        .list(&ListParams::default().labels(&format!(
-            "{}=TerraformCluster,{}={name},{}={op}",
-            captf_api::labels::OWNER_KIND,
-            captf_api::labels::OWNER_NAME,
-            captf_api::labels::OP
-        )))
-        .await
-        .expect("list Jobs")
-        .items;
-    list.sort_by_key(|j| j.metadata.creation_timestamp.clone().map(|t| t.0));
-    list
-}
-
 fn created(job: &Job) -> Timestamp {
     job.metadata.creation_timestamp.clone().expect("created").0
 }

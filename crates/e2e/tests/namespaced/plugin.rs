@@ -10,6 +10,25 @@ use captf_e2e::fixture::*;
 use kube::api::{Api, DeleteParams};
 
 const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
+const RETRY: &str = captf_api::annotations::RETRY;
+const RETRY_TOKEN: &str = captf_api::annotations::RETRY_TOKEN;
+const REPLAN: &str = captf_api::annotations::REPLAN;
+const REPLAN_TOKEN: &str = captf_api::annotations::REPLAN_TOKEN;
+
+/// One annotation of the TerraformCluster `name`, as it reads now.
+async fn annotation(api: &Api<TerraformCluster>, name: &str, key: &str) -> Option<String> {
+    let object = api.get(name).await.expect("cluster");
+    object.metadata.annotations?.get(key).cloned()
+}
+
+/// The value of `key` on a Job.
+fn carried<'j>(job: &'j k8s_openapi::api::batch::v1::Job, key: &str) -> Option<&'j str> {
+    job.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
 
 /// What one command did.
 struct Ran {
@@ -164,7 +183,7 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
         |t| has(t, "ApplyJobSucceeded", "Unknown", "PlanAwaitingApproval"),
     )
     .await;
-    let hash = waiting
+    let mut hash = waiting
         .status
         .as_ref()
         .and_then(|s| s.plan.as_ref())
@@ -215,6 +234,39 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
             .unwrap_or_default()
             .contains_key("captf.io/approve-plan")
     );
+
+    // Planned again on request: one plan Job answers the token, which its booking uses up; the
+    // plan it made waits for approval as the first did.
+    let plans = jobs_of(&scene.client, &scene.ns, name, "plan").await.len();
+    let said = ok(&scene, &["replan", &object]);
+    assert!(
+        said.contains(&format!("plan {hash}")) && said.contains("made again"),
+        "{said}"
+    );
+    let token = annotation(&api, name, REPLAN).await.expect("replan token");
+    let answered = wait_until(
+        &api,
+        name,
+        "the replan answered, used up, and its plan awaiting approval",
+        &scene.manager,
+        |t| {
+            !t.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(REPLAN))
+                && has(t, "ApplyJobSucceeded", "Unknown", "PlanAwaitingApproval")
+        },
+    )
+    .await;
+    let replans = jobs_of(&scene.client, &scene.ns, name, "plan").await;
+    assert_eq!(replans.len(), plans + 1, "one plan Job more");
+    assert_eq!(carried(&replans[plans], REPLAN_TOKEN), Some(token.as_str()));
+    hash = answered
+        .status
+        .as_ref()
+        .and_then(|s| s.plan.as_ref())
+        .map(|p| p.plan_hash.clone())
+        .expect("the new plan");
 
     // Approved after the question: the plan applies.
     let ran = captf(&scene, &["approve", &object], "y\n");
@@ -394,4 +446,78 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", scene.manager.log()));
+}
+
+#[tokio::test]
+async fn retry_starts_a_failed_apply_again_without_its_backoff() {
+    let scene = scene("plugin-retry", &[]).await;
+    let name = "retried";
+    let object = format!("tfc/{name}");
+    // A plan that fails (no change the destructive guard would hold), one failure kept: the
+    // backoff after it is 10 minutes, far past every wait below.
+    create_cluster(
+        &scene.client,
+        &scene.ns,
+        name,
+        IMAGE,
+        "  variables: {fail_plan: true}\n  jobs: {failedJobsHistoryLimit: 1}",
+    )
+    .await;
+    let api: Api<TerraformCluster> = Api::namespaced(scene.client.clone(), &scene.ns);
+    wait_until(&api, name, "the apply to fail", &scene.manager, |t| {
+        has(t, "ApplyJobSucceeded", "False", "ApplyFailed")
+    })
+    .await;
+    let failed = jobs_of(&scene.client, &scene.ns, name, "apply").await;
+    assert_eq!(failed.len(), 1, "one failed apply, then the backoff");
+    assert_eq!(carried(&failed[0], RETRY_TOKEN), None);
+
+    let said = ok(&scene, &["retry", &object]);
+    assert!(
+        said.contains("retry requested")
+            && said.contains(failed[0].metadata.name.as_deref().unwrap_or("?")),
+        "{said}"
+    );
+    let token = annotation(&api, name, RETRY).await.expect("retry token");
+    // The next apply starts now, not in 10 minutes, and answers the token; once it is booked
+    // the request is used up (it failed again: the object waits out a backoff again).
+    let retried = captf_testenv::wait_for("an apply answering the retry", TIMEOUT, || async {
+        let applies = jobs_of(&scene.client, &scene.ns, name, "apply").await;
+        Ok(applies
+            .into_iter()
+            .find(|j| carried(j, RETRY_TOKEN) == Some(token.as_str())))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", scene.manager.log()));
+    assert_ne!(retried.metadata.name, failed[0].metadata.name);
+    wait_until(&api, name, "the retry used up", &scene.manager, |t| {
+        !t.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(RETRY))
+            && t.status
+                .as_ref()
+                .and_then(|s| s.workspace.last_run.as_ref())
+                .is_some_and(|r| {
+                    Some(&r.job) == retried.metadata.name.as_ref() && r.error.is_some()
+                })
+    })
+    .await;
+
+    // Fixed inputs and a retry: Ready. Then nothing failed, so a retry is refused.
+    merge_patch(
+        &api,
+        name,
+        serde_json::json!({"spec": {"variables": {"fail_plan": false}}}),
+    )
+    .await;
+    ok(&scene, &["retry", &object]);
+    wait_until(&api, name, "the fixed apply", &scene.manager, ready).await;
+    fails(
+        &scene,
+        &["retry", &object],
+        "",
+        4,
+        "did not fail: no retry waits",
+    );
 }
