@@ -1,6 +1,7 @@
-//! The real Cluster API core controllers (`capi-manager`, built by `hack/build-tools.sh capi`)
-//! as a process watching one test namespace, with their webhooks served over TLS on loopback
-//! and registered with the control plane for that namespace only (hack/capi.md).
+//! The real Cluster API controllers built by `hack/build-tools.sh capi`: the core
+//! (`capi-manager`) and the kubeadm bootstrap provider (`capi-kubeadm-bootstrap-manager`), each as
+//! a process watching one test namespace, with its webhooks served over TLS on loopback and
+//! registered with the control plane for that namespace only (hack/capi.md).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -13,7 +14,40 @@ use kube::core::{ApiResource, GroupVersionKind};
 
 use crate::{Manager, apply_yaml};
 
-/// A `capi-manager` whose webhooks serve one namespace. Dropping it removes its webhook configurations first:
+/// Which of the Cluster API managers to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Controllers {
+    /// Clusters, Machines, MachineDeployments, MachinePools, topology.
+    Core,
+    /// KubeadmConfig: the bootstrap data of each Machine (kubeadm init or join).
+    KubeadmBootstrap,
+}
+
+impl Controllers {
+    fn binary(self) -> &'static str {
+        match self {
+            Controllers::Core => "capi-manager",
+            Controllers::KubeadmBootstrap => "capi-kubeadm-bootstrap-manager",
+        }
+    }
+
+    fn webhooks(self) -> &'static str {
+        match self {
+            Controllers::Core => "core-webhooks.yaml",
+            Controllers::KubeadmBootstrap => "kubeadm-bootstrap-webhooks.yaml",
+        }
+    }
+
+    /// CRDs the test control plane does not install with the core ones.
+    fn crds(self) -> Option<&'static str> {
+        match self {
+            Controllers::Core => None,
+            Controllers::KubeadmBootstrap => Some("kubeadm-bootstrap-crds"),
+        }
+    }
+}
+
+/// A Cluster API manager whose webhooks serve one namespace. Dropping it removes its webhook configurations first:
 /// they fail closed, so with the manager gone every write of a CAPI object would be refused.
 pub struct CapiManager {
     child: Child,
@@ -35,16 +69,38 @@ impl CapiManager {
         ns: &str,
         flags: &[&str],
     ) -> anyhow::Result<Self> {
+        Self::run(Controllers::Core, env, client, ns, flags).await
+    }
+
+    /// The kubeadm bootstrap provider for `ns`, its CRDs installed first.
+    pub async fn kubeadm_bootstrap(
+        env: &TestEnv,
+        client: &kube::Client,
+        ns: &str,
+    ) -> anyhow::Result<Self> {
+        Self::run(Controllers::KubeadmBootstrap, env, client, ns, &[]).await
+    }
+
+    async fn run(
+        which: Controllers,
+        env: &TestEnv,
+        client: &kube::Client,
+        ns: &str,
+        flags: &[&str],
+    ) -> anyhow::Result<Self> {
         let cache = captf_testenv::tools::cache_dir();
-        let binary = cache.join("bin/capi-manager");
-        let manifests = cache.join("capi-manager/core-webhooks.yaml");
+        let binary = cache.join("bin").join(which.binary());
+        let manifests = cache.join("capi-manager").join(which.webhooks());
         anyhow::ensure!(
             binary.exists() && manifests.exists(),
             "{} or {} is missing: run bash hack/build-tools.sh capi",
             binary.display(),
             manifests.display()
         );
-        let dir = env.dir.join(format!("capi-{ns}"));
+        if let Some(crds) = which.crds() {
+            install_crds(client, &cache.join("capi-manager").join(crds)).await?;
+        }
+        let dir = env.dir.join(format!("{}-{ns}", which.binary()));
         std::fs::create_dir_all(&dir)?;
         let certified = rcgen::generate_simple_self_signed(vec![
             "127.0.0.1".to_owned(),
@@ -56,7 +112,7 @@ impl CapiManager {
 
         let health = captf_testenv::process::free_port()?;
         let webhook = captf_testenv::process::free_port()?;
-        let log = dir.join("capi-manager.log");
+        let log = dir.join(format!("{}.log", which.binary()));
         let out = std::fs::File::create(&log)?;
         let child = Command::new(&binary)
             .arg(format!("--kubeconfig={}", env.kubeconfig().display()))
@@ -70,7 +126,7 @@ impl CapiManager {
             .stdout(out.try_clone()?)
             .stderr(out)
             .spawn()
-            .context("starting capi-manager")?;
+            .with_context(|| format!("starting {}", which.binary()))?;
         let mut manager = CapiManager {
             child,
             log,
@@ -78,7 +134,8 @@ impl CapiManager {
             webhooks: Vec::new(),
         };
         let ready = format!("http://127.0.0.1:{health}/readyz");
-        captf_testenv::wait_for("capi-manager ready", Duration::from_secs(60), || async {
+        let what = format!("{} ready", which.binary());
+        captf_testenv::wait_for(&what, Duration::from_secs(60), || async {
             Ok(Manager::get(&ready).ok().filter(|b| b.trim() == "ok"))
         })
         .await
@@ -92,7 +149,8 @@ impl CapiManager {
                 continue;
             }
             let name = format!(
-                "capi-{ns}-{}",
+                "{}-{ns}-{}",
+                which.binary(),
                 config["metadata"]["name"].as_str().unwrap_or("webhooks")
             );
             config["metadata"] = serde_json::json!({"name": name});
@@ -150,4 +208,30 @@ impl Drop for CapiManager {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Applies the CRDs in `dir` and waits until the API server serves each.
+async fn install_crds(client: &kube::Client, dir: &std::path::Path) -> anyhow::Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for entry in std::fs::read_dir(dir)? {
+        let text = std::fs::read_to_string(entry?.path())?;
+        apply_yaml(client, &text).await?;
+        let crd: CustomResourceDefinition = serde_yaml::from_str(&text)?;
+        let name = crd.metadata.name.unwrap_or_default();
+        captf_testenv::wait_for(
+            &format!("CRD {name} established"),
+            Duration::from_secs(60),
+            || async {
+                let crd = crds.get(&name).await?;
+                let established = crd.status.and_then(|s| s.conditions).is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+                Ok(established.then_some(()))
+            },
+        )
+        .await?;
+    }
+    Ok(())
 }

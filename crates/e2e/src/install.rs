@@ -255,6 +255,13 @@ images:
         workspace().join("metadata.yaml"),
         captf.join("metadata.yaml"),
     )?;
+    // The release carries the templates/ flavors, as `clusterctl generate cluster` finds them.
+    for entry in std::fs::read_dir(workspace().join("templates"))? {
+        let path = entry?.path();
+        if let Some(file) = path.file_name() {
+            std::fs::copy(&path, captf.join(file))?;
+        }
+    }
 
     let core_image = RELEASED_IMAGES
         .iter()

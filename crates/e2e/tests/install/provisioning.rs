@@ -58,6 +58,28 @@ async fn clusterctl_init_runs_the_manager_deployment_from_the_project_image() {
             .any(|(ns, name, _)| ns == "capi-system" && name == "cluster-api"),
         "{inventory:?}"
     );
+    // The release's cluster template, as a user lists what it asks for.
+    let variables = captf_e2e::install::clusterctl(
+        env,
+        installed,
+        &[
+            "generate",
+            "cluster",
+            "demo",
+            "--infrastructure",
+            &format!("terraform:{VERSION}"),
+            "--list-variables",
+        ],
+    )
+    .expect("clusterctl generate cluster --list-variables");
+    for variable in [
+        "CAPTF_CLUSTER_MODULE_IMAGE",
+        "CAPTF_IDENTITY",
+        "CAPTF_MACHINE_MODULE_IMAGE",
+        "KUBERNETES_VERSION",
+    ] {
+        assert!(variables.contains(variable), "{variable}: {variables}");
+    }
 
     // The Deployment runs its two replicas from the pinned image, which is also the runner's.
     let deployment = Api::<Deployment>::namespaced(client.clone(), NAMESPACE)

@@ -1,0 +1,213 @@
+//! `templates/cluster-template.yaml` as a Cluster API user takes it: the real `clusterctl
+//! generate cluster --from` fills its variables, the YAML is applied, and the real core and
+//! kubeadm bootstrap controllers run beside CAPTF in the test namespace.
+//!
+//! What a real node would need no fake for, happens: the TerraformCluster is provisioned, the
+//! kubeadm provider writes the control-plane Machine's init data, and CAPTF provisions that
+//! Machine from its TerraformMachineTemplate. The workers and the pool join a control plane
+//! that must answer first (kubeadm waits for a Node of the control-plane Machine, which only a
+//! booted machine registers), so their bootstrap data never comes: CAPTF says
+//! `WaitingForBootstrapData` and starts nothing for them. Deleting the Cluster then destroys
+//! what was provisioned.
+
+use std::process::Command;
+
+use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
+use captf_e2e::capi::CapiManager;
+use captf_e2e::fixture::*;
+use captf_testenv::wait_for;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::core::{ApiResource, GroupVersionKind};
+
+const MACHINE_IMAGE: &str = "captf.local/modules/noop-machine:e2e";
+const POOL_IMAGE: &str = "captf.local/modules/noop-machinepool:e2e";
+const CONTROL_PLANE: &str = "cluster.x-k8s.io/control-plane";
+/// Applies and destroys run one after the other through the test node.
+const LONG: std::time::Duration = std::time::Duration::from_secs(420);
+
+fn capi(group: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1beta2", kind), plural)
+}
+
+/// `clusterctl generate cluster <name> --from templates/cluster-template.yaml`, with the
+/// variables a user exports, in a clusterctl home of its own.
+fn generate(env: &captf_testenv::TestEnv, ns: &str, name: &str) -> String {
+    let home = tempfile::tempdir().expect("clusterctl home");
+    let template = captf_e2e::workspace().join("templates/cluster-template.yaml");
+    let out = Command::new(captf_testenv::tools::cache_dir().join("bin/clusterctl"))
+        .args(["generate", "cluster", name, "--from"])
+        .arg(&template)
+        .args(["--kubernetes-version", "v1.34.4"])
+        .args(["--control-plane-machine-count", "1"])
+        .args(["--worker-machine-count", "1"])
+        .args(["--target-namespace", ns])
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig())
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("CAPTF_CLUSTER_MODULE_IMAGE", CLUSTER_IMAGE)
+        .env("CAPTF_MACHINE_MODULE_IMAGE", MACHINE_IMAGE)
+        .env("CAPTF_MACHINE_POOL_MODULE_IMAGE", POOL_IMAGE)
+        .env("CAPTF_IDENTITY", format!("noop-{ns}"))
+        .output()
+        .expect("clusterctl runs");
+    assert!(
+        out.status.success(),
+        "clusterctl generate cluster: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("YAML")
+}
+
+#[tokio::test]
+async fn the_cluster_template_generates_and_provisions_under_cluster_api() {
+    let Scene {
+        env,
+        client,
+        ns,
+        manager,
+    } = scene("template", &[]).await;
+    let core = CapiManager::start(&env, &client, &ns)
+        .await
+        .expect("capi-manager");
+    let kubeadm = CapiManager::kubeadm_bootstrap(&env, &client, &ns)
+        .await
+        .expect("capi-kubeadm-bootstrap-manager");
+    let logs = || {
+        format!(
+            "manager log:\n{}\ncapi-manager log:\n{}\nkubeadm bootstrap log:\n{}",
+            manager.log(),
+            core.log(),
+            kubeadm.log()
+        )
+    };
+    let name = "tmpl";
+    // Every variable filled: no ${...} is left for the API server to reject.
+    let yaml = generate(&env, &ns, name);
+    assert!(!yaml.contains("${"), "{yaml}");
+    captf_e2e::apply_yaml(&client, &yaml)
+        .await
+        .unwrap_or_else(|e| panic!("apply the generated cluster: {e:#}\n{}", logs()));
+
+    // The cluster's infrastructure, from the TerraformCluster the template names.
+    let clusters: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &capi("cluster.x-k8s.io", "Cluster", "clusters"),
+    );
+    wait_for("the Cluster's infrastructure provisioned", LONG, || async {
+        let c = clusters.get(name).await?;
+        let provisioned = c.data["status"]["initialization"]["infrastructureProvisioned"] == true;
+        let endpoint = c.data["spec"]["controlPlaneEndpoint"]["host"].is_string();
+        Ok((provisioned && endpoint).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    assert!(ready(&tcs.get(name).await.expect("TerraformCluster")));
+
+    // The control-plane Machine: kubeadm init data from the real bootstrap provider, then its
+    // TerraformMachine, cloned from the control-plane template, provisioned by CAPTF.
+    let machines: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &capi("cluster.x-k8s.io", "Machine", "machines"),
+    );
+    let control_plane = wait_for("the control-plane Machine provisioned", LONG, || async {
+        let list = machines
+            .list(&ListParams::default().labels(CONTROL_PLANE))
+            .await?
+            .items;
+        Ok(list.into_iter().find(|m| {
+            m.data["spec"]["bootstrap"]["dataSecretName"].is_string()
+                && m.data["spec"]["providerID"].is_string()
+                && m.data["status"]["initialization"]["infrastructureProvisioned"] == true
+        }))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    let cp_name = control_plane.name_any();
+    let tms: Api<TerraformMachine> = Api::namespaced(client.clone(), &ns);
+    let tm = tms
+        .get(&cp_name)
+        .await
+        .expect("the control plane's TerraformMachine");
+    assert!(ready(&tm), "{cp_name}: {:?}", tm.status);
+    assert_eq!(
+        tm.annotations()
+            .get("cluster.x-k8s.io/cloned-from-name")
+            .map(String::as_str),
+        Some(format!("{name}-control-plane").as_str())
+    );
+    assert_eq!(
+        tm.spec.provider_id.as_deref(),
+        control_plane.data["spec"]["providerID"].as_str()
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    let data = secrets
+        .get(
+            control_plane.data["spec"]["bootstrap"]["dataSecretName"]
+                .as_str()
+                .expect("data secret"),
+        )
+        .await
+        .expect("bootstrap data");
+    let value = data
+        .data
+        .as_ref()
+        .and_then(|d| d.get("value"))
+        .expect("value");
+    assert!(
+        String::from_utf8_lossy(&value.0).contains("kubeadm init"),
+        "the first control-plane Machine runs kubeadm init"
+    );
+
+    // The worker and the pool wait for kubeadm join data, which needs the control plane's Node:
+    // CAPTF says so and starts nothing for them.
+    let worker = wait_for("the worker's TerraformMachine waiting", LONG, || async {
+        let list = tms.list(&ListParams::default()).await?.items;
+        Ok(list.into_iter().find(|t| {
+            t.name_any() != cp_name
+                && has(t, "DependenciesReady", "Unknown", "WaitingForBootstrapData")
+        }))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    assert_eq!(
+        worker
+            .annotations()
+            .get("cluster.x-k8s.io/cloned-from-name")
+            .map(String::as_str),
+        Some(format!("{name}-md-0").as_str())
+    );
+    let pools: Api<TerraformMachinePool> = Api::namespaced(client.clone(), &ns);
+    let pool = pools
+        .get(&format!("{name}-mp-0"))
+        .await
+        .expect("the TerraformMachinePool");
+    assert_eq!(pool.spec.workspace.source.image, POOL_IMAGE);
+    let jobs = job_names(&client, &ns).await;
+    assert!(
+        !jobs
+            .iter()
+            .any(|j| j.contains(&worker.name_any()) || j.contains("-mp-0")),
+        "nothing runs for what has no bootstrap data: {jobs:?}"
+    );
+
+    // Deleting the Cluster takes everything with it; CAPTF destroys what it provisioned.
+    clusters
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete the Cluster");
+    wait_for(
+        "every TerraformCluster and TerraformMachine gone",
+        LONG,
+        || async {
+            let left = tcs.list(&ListParams::default()).await?.items.len()
+                + tms.list(&ListParams::default()).await?.items.len();
+            Ok((left == 0).then_some(()))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+}
