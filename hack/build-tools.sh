@@ -6,7 +6,7 @@
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{kube-scheduler,kubelet,kube-proxy,pause}  (the test node;
 #       containerd, runc and the CNI plugins are Debian packages: hack/node-packages.sh)
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-crds/*.yaml  (CAPI core CRDs)
-#   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{capi-manager,capi-kubeadm-bootstrap-manager,clusterctl}
+#   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/{capi-manager,capi-kubeadm-{bootstrap,control-plane}-manager,clusterctl}
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/capi-manager/  (their webhook manifests, kubeadm CRDs, the
 #       module's metadata.yaml and core/config as core-config/ for `kustomize build`)
 #   ${CAPTF_CACHE:-$HOME/.cache/captf}/bin/cert-manager-{controller,webhook,cainjector}
@@ -18,7 +18,8 @@
 #
 # Usage: hack/build-tools.sh [--force] [COMPONENT...]
 #   COMPONENT: etcd kube kubectl kubelet tofu terraform capi-crds capi cert-manager registry
-#              crane kustomize promtool manifest-crds provider-time (default: all of them)
+#              crane kustomize promtool manifest-crds provider-time provider-kubectl
+#              (default: all of them)
 #   --force    rebuild even if up to date
 #
 # Versions come from hack/versions.env; the Go builds use the committed wrapper
@@ -45,8 +46,8 @@ TMPROOT="$CAPTF_CACHE/tmp"
 GO_PARALLEL="${CAPTF_GO_PARALLEL:-2}" # go build -p: the machines have 2 cores
 
 # Bump a component's revision when its build recipe below changes.
-declare -A RECIPE=([etcd]=1 [kube]=1 [kubectl]=1 [kubelet]=2 [tofu]=1 [terraform]=1 [capi-crds]=1 [capi]=2 [cert-manager]=1
-	[registry]=1 [crane]=1 [kustomize]=1 [promtool]=1 [manifest-crds]=1 [provider-time]=1)
+declare -A RECIPE=([etcd]=1 [kube]=1 [kubectl]=1 [kubelet]=2 [tofu]=1 [terraform]=1 [capi-crds]=1 [capi]=3 [cert-manager]=1
+	[registry]=1 [crane]=1 [kustomize]=1 [promtool]=1 [manifest-crds]=1 [provider-time]=1 [provider-kubectl]=1)
 declare -A OUTPUTS=(
 	[etcd]="bin/etcd"
 	[kube]="bin/kube-apiserver bin/kube-controller-manager"
@@ -55,7 +56,7 @@ declare -A OUTPUTS=(
 	[tofu]="bin/tofu"
 	[terraform]="bin/terraform"
 	[capi-crds]="capi-crds"
-	[capi]="bin/capi-manager bin/capi-kubeadm-bootstrap-manager bin/clusterctl capi-manager"
+	[capi]="bin/capi-manager bin/capi-kubeadm-bootstrap-manager bin/capi-kubeadm-control-plane-manager bin/clusterctl capi-manager"
 	[cert-manager]="bin/cert-manager-controller bin/cert-manager-webhook bin/cert-manager-cainjector"
 	[registry]="bin/registry"
 	[crane]="bin/crane"
@@ -63,9 +64,10 @@ declare -A OUTPUTS=(
 	[promtool]="bin/promtool"
 	[manifest-crds]="manifest-crds/cert-manager manifest-crds/prometheus-operator"
 	[provider-time]="providers/registry.terraform.io/hashicorp/time providers/registry.opentofu.org/hashicorp/time"
+	[provider-kubectl]="providers/registry.terraform.io/gavinbunney/kubectl providers/registry.opentofu.org/gavinbunney/kubectl"
 )
 ALL=(etcd kube kubectl kubelet tofu terraform capi-crds capi cert-manager registry crane kustomize promtool manifest-crds
-	provider-time)
+	provider-time provider-kubectl)
 # capi (the real Cluster API controllers, ~9 min cold) runs in the e2e suite
 # (crates/e2e/tests/capi.rs).
 # cert-manager (its controller, webhook and cainjector, ~2 min cold) and
@@ -73,7 +75,7 @@ ALL=(etcd kube kubectl kubelet tofu terraform capi-crds capi cert-manager regist
 # kustomize, promtool and manifest-crds serve the install-manifest tests
 # (crates/e2e/tests/manifests/) and those installs.
 DEFAULT=(etcd kube kubectl kubelet tofu terraform capi-crds capi cert-manager registry crane kustomize promtool manifest-crds
-	provider-time)
+	provider-time provider-kubectl)
 
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -85,7 +87,7 @@ for a in "$@"; do
 	--force) FORCE=1 ;;
 	-h | --help) sed -n '2,32p' "$0"; exit 0 ;;
 	etcd | kube | kubectl | kubelet | tofu | terraform | capi-crds | capi | cert-manager | registry | crane | kustomize | promtool | \
-		manifest-crds | provider-time)
+		manifest-crds | provider-time | provider-kubectl)
 		COMPONENTS+=("$a") ;;
 	*) die "unknown argument: $a (components: ${ALL[*]})" ;;
 	esac
@@ -157,6 +159,7 @@ stamp_key() { # COMPONENT
 		promtool) echo "$PROMETHEUS_VERSION $GO_VERSION"; cat "$HACK/go/promtool/go.mod" "$HACK/go/promtool/go.sum" ;;
 		manifest-crds) echo "$CERT_MANAGER_VERSION $PROMETHEUS_OPERATOR_VERSION" ;;
 		provider-time) echo "$PROVIDER_TIME_VERSION $GO_VERSION"; cat "$HACK/go/provider-time/go.mod" "$HACK/go/provider-time/go.sum" ;;
+		provider-kubectl) echo "$PROVIDER_KUBECTL_VERSION $GO_VERSION"; cat "$HACK/go/provider-kubectl/go.mod" "$HACK/go/provider-kubectl/go.sum" ;;
 		esac
 	} | sha256sum | cut -d' ' -f1
 }
@@ -363,7 +366,8 @@ EOF
 # nested module sigs.k8s.io/cluster-api/api comes from its own tag, see
 # go/capi/go.mod): core/ (Cluster, ClusterClass, MachineDeployment, MachineSet,
 # Machine, MachinePool, MachineHealthCheck, ClusterResourceSet controllers) and
-# bootstrap/kubeadm/ (KubeadmConfig), and the clusterctl CLI (cmd/clusterctl).
+# bootstrap/kubeadm/ (KubeadmConfig), controlplane/kubeadm/ (KubeadmControlPlane, for the
+# ClusterClass of templates/), and the clusterctl CLI (cmd/clusterctl).
 # Same -X set as CAPI's hack/scripts/release/version.sh; gitCommit is not in
 # the module zip and stays empty, buildDate is the tag's commit time. The
 # managers have no --version: the check reads the "Version: ..." line they log
@@ -375,28 +379,32 @@ EOF
 # scales: "unexpected deployment strategy type"). So capi-manager/ also holds
 # the upstream webhook configurations (point each clientConfig at
 # https://127.0.0.1:<webhook-port><path> with a caBundle before applying) and
-# the KubeadmConfig(Template) CRDs with the contract labels that their
-# kustomization adds (CAPI refuses references to CRDs without them).
+# the KubeadmConfig(Template) and KubeadmControlPlane(Template) CRDs with the
+# contract labels that their kustomization adds (CAPI refuses references to CRDs
+# without them).
 # For clusterctl's local repository it also holds the module's metadata.yaml
 # and its core/config tree as core-config/: `kustomize build` of an overlay of
 # core-config/default gives the core provider's components.yaml (the release
 # runs `kustomize build core/config/default`).
 build_capi() {
 	check_wrapper capi sigs.k8s.io/cluster-api "$CLUSTER_API_VERSION"
-	local out got dir f n v="$CLUSTER_API_VERSION" major minor date ldflags pkg=sigs.k8s.io/cluster-api/version
+	local out got dir f to n v="$CLUSTER_API_VERSION" major minor date ldflags pkg=sigs.k8s.io/cluster-api/version
 	[[ "$v" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]] || die "CLUSTER_API_VERSION must be vX.Y.Z"
 	major="${BASH_REMATCH[1]}" minor="${BASH_REMATCH[2]}"
 	date="$(mod_time sigs.k8s.io/cluster-api "$v")" || die "no commit time for sigs.k8s.io/cluster-api@$v"
 	ldflags="-s -w -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
 	ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
 	out="$(mktemp -d "$TMPROOT/capi.XXXXXX")"
-	log "capi: go build core + bootstrap/kubeadm managers, clusterctl from sigs.k8s.io/cluster-api@$v (-p $GO_PARALLEL)"
+	log "capi: go build core + kubeadm bootstrap and control plane managers, clusterctl from sigs.k8s.io/cluster-api@$v (-p $GO_PARALLEL)"
 	(cd "$HACK/go/capi" && timed "capi: go build" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
 		-ldflags "$ldflags" -o "$out/" sigs.k8s.io/cluster-api/core sigs.k8s.io/cluster-api/bootstrap/kubeadm \
 		sigs.k8s.io/cluster-api/cmd/clusterctl)
+	# Its main package is named kubeadm too: built to a name of its own.
+	(cd "$HACK/go/capi" && timed "capi: go build control plane" go build -mod=readonly -p "$GO_PARALLEL" -trimpath \
+		-ldflags "$ldflags" -o "$out/capi-kubeadm-control-plane-manager" sigs.k8s.io/cluster-api/controlplane/kubeadm)
 	mv "$out/core" "$out/capi-manager"
 	mv "$out/kubeadm" "$out/capi-kubeadm-bootstrap-manager"
-	for n in capi-manager capi-kubeadm-bootstrap-manager; do
+	for n in capi-manager capi-kubeadm-bootstrap-manager capi-kubeadm-control-plane-manager; do
 		# Empty kubeconfig: the manager logs its version, then exits 1 (no network).
 		got="$(KUBECONFIG=/dev/null "$out/$n" --kubeconfig=/dev/null 2>&1 | grep -F '"Version: ' || true)"
 		[[ "$got" == *"\"Version: $v (git commit: )\""* ]] || die "capi: $n did not log version $v: ${got:-no Version line}"
@@ -411,19 +419,25 @@ build_capi() {
 	# Manifests from the module source (in the module cache after the build).
 	dir="$(cd "$HACK/go/capi" && go list -mod=readonly -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"
 	[ -d "$dir/core/config/webhook" ] || die "capi: no core/config/webhook in '$dir'"
-	mkdir -p "$out/manifests/kubeadm-bootstrap-crds"
+	mkdir -p "$out/manifests/kubeadm-bootstrap-crds" "$out/manifests/kubeadm-control-plane-crds"
 	install -m 0644 "$dir/core/config/webhook/manifests.yaml" "$out/manifests/core-webhooks.yaml"
 	install -m 0644 "$dir/bootstrap/kubeadm/config/webhook/manifests.yaml" \
 		"$out/manifests/kubeadm-bootstrap-webhooks.yaml"
+	install -m 0644 "$dir/controlplane/kubeadm/config/webhook/manifests.yaml" \
+		"$out/manifests/kubeadm-control-plane-webhooks.yaml"
 	[ -f "$dir/metadata.yaml" ] && [ -f "$dir/core/config/default/kustomization.yaml" ] ||
 		die "capi: no metadata.yaml or core/config/default/kustomization.yaml in '$dir'"
 	install -m 0644 "$dir/metadata.yaml" "$out/manifests/metadata.yaml"
 	# (the module cache is read-only: copy the files, not their modes)
 	cp -R --no-preserve=mode "$dir/core/config" "$out/manifests/core-config"
-	for f in "$dir"/bootstrap/kubeadm/config/crd/bases/*.yaml; do
+	for f in "$dir"/bootstrap/kubeadm/config/crd/bases/*.yaml "$dir"/controlplane/kubeadm/config/crd/bases/*.yaml; do
+		case "$f" in
+		*/bootstrap/*) to="$out/manifests/kubeadm-bootstrap-crds/${f##*/}" ;;
+		*) to="$out/manifests/kubeadm-control-plane-crds/${f##*/}" ;;
+		esac
 		# controller-gen layout: the CRD's "  name:" is the first 2-space key of
 		# metadata that is not "annotations"; the labels go right before it.
-		python3 - "$f" "$out/manifests/kubeadm-bootstrap-crds/${f##*/}" <<'EOF' ||
+		python3 - "$f" "$to" <<'EOF' ||
 import sys
 lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
 start = lines.index("metadata:")
@@ -437,11 +451,11 @@ open(sys.argv[2], "w", encoding="utf-8").write("\n".join(lines))
 EOF
 			die "capi: cannot add contract labels to ${f##*/}"
 	done
-	install_bins "$out" capi-manager capi-kubeadm-bootstrap-manager clusterctl
+	install_bins "$out" capi-manager capi-kubeadm-bootstrap-manager capi-kubeadm-control-plane-manager clusterctl
 	rm -rf "$CAPTF_CACHE/capi-manager"
 	mv "$out/manifests" "$CAPTF_CACHE/capi-manager"
 	rm -rf "$out"
-	log "capi: $(du -h "$BIN/capi-manager" | cut -f1) capi-manager, $(du -h "$BIN/capi-kubeadm-bootstrap-manager" | cut -f1) capi-kubeadm-bootstrap-manager, $(du -h "$BIN/clusterctl" | cut -f1) clusterctl; manifests in $CAPTF_CACHE/capi-manager"
+	log "capi: $(du -h "$BIN/capi-manager" | cut -f1) capi-manager, $(du -h "$BIN/capi-kubeadm-bootstrap-manager" | cut -f1) capi-kubeadm-bootstrap-manager, $(du -h "$BIN/capi-kubeadm-control-plane-manager" | cut -f1) capi-kubeadm-control-plane-manager, $(du -h "$BIN/clusterctl" | cut -f1) clusterctl; manifests in $CAPTF_CACHE/capi-manager"
 }
 
 # cert-manager's controller, webhook and cainjector. The proxy serves the module
@@ -501,46 +515,57 @@ build_crane() {
 	rm -rf "$out"
 }
 
-# A real provider for the module image with a provider mirror (modules/time/cluster): hashicorp/time
-# from github.com/hashicorp/terraform-provider-time@$PROVIDER_TIME_VERSION (its repository root is
-# the main package), laid out as an unpacked mirror under both engines' default registry hosts, so
-# `source = "hashicorp/time"` resolves to it with either: providers/<host>/hashicorp/time/
-# <version>/linux_amd64/terraform-provider-time_v<version> (one file, hard-linked).
-build_provider_time() {
-	local mod=github.com/hashicorp/terraform-provider-time
-	check_wrapper provider-time "$mod" "$PROVIDER_TIME_VERSION"
-	local out got host v="${PROVIDER_TIME_VERSION#v}" name dir
-	name="terraform-provider-time_v$v"
-	out="$(mktemp -d "$TMPROOT/provider-time.XXXXXX")"
-	log "provider-time: go build $mod@$PROVIDER_TIME_VERSION (-p $GO_PARALLEL)"
-	# Release flags from the provider's .goreleaser.yml (CGO off, -trimpath, -s -w, main.Version
-	# without the "v"). v0.13.1's main package declares no Version, so that -X sets nothing (the
-	# linker ignores unknown symbols) and the version is checked from the build info below.
-	(cd "$HACK/go/provider-time" && timed "provider-time: go build" go build -mod=readonly -p "$GO_PARALLEL" \
+# Real providers for the module images with a provider mirror, each laid out as an unpacked
+# mirror under both engines' default registry hosts, so `source = "<namespace>/<type>"` resolves
+# to it with either: providers/<host>/<namespace>/<type>/<version>/linux_amd64/
+# terraform-provider-<type>_v<version> (one file, hard-linked). providers/ goes into every
+# mirror image whole; each component owns its <namespace>/<type> folders there.
+build_provider() { # COMPONENT MODULE VERSION NAMESPACE TYPE
+	local comp=$1 mod=$2 version=$3 namespace=$4 type=$5
+	check_wrapper "$comp" "$mod" "$version"
+	local out got host v="${version#v}" name dir
+	name="terraform-provider-${type}_v$v"
+	out="$(mktemp -d "$TMPROOT/$comp.XXXXXX")"
+	log "$comp: go build $mod@$version (-p $GO_PARALLEL)"
+	# Release flags from the providers' .goreleaser.yml (CGO off, -trimpath, -s -w, main.Version
+	# without the "v"). A main package that declares no Version ignores that -X, so the version
+	# is checked from the build info below.
+	(cd "$HACK/go/$comp" && timed "$comp: go build" go build -mod=readonly -p "$GO_PARALLEL" \
 		-trimpath -ldflags "-s -w -X main.Version=$v" -o "$out/$name" "$mod")
 	# A plugin run without the engine's handshake cookie says so and exits 1 (go-plugin).
 	if got="$(env -u TF_PLUGIN_MAGIC_COOKIE "$out/$name" 2>&1)"; then
-		die "provider-time: $name exited 0 when run bare: $got"
+		die "$comp: $name exited 0 when run bare: $got"
 	fi
-	[[ "$got" == "This binary is a plugin. These are not meant to be executed directly."* ]] ||
-		die "provider-time: unexpected output of $name run bare: $got"
+	[[ "$got" == *"This binary is a plugin. These are not meant to be executed directly."* ]] ||
+		die "$comp: unexpected output of $name run bare: $got"
 	# The build info (kept by -s -w) names the main package and the module it came from, with
 	# its version: `path <mod>` and `mod <mod> <version> h1:...`.
-	got="$(go version -m "$out/$name")" || die "provider-time: go version -m failed: $got"
+	got="$(go version -m "$out/$name")" || die "$comp: go version -m failed: $got"
 	if ! grep -Eq "^[[:space:]]+path[[:space:]]+${mod//./\\.}\$" <<<"$got" ||
-		! grep -Eq "^[[:space:]]+mod[[:space:]]+${mod//./\\.}[[:space:]]+${PROVIDER_TIME_VERSION//./\\.}[[:space:]]" <<<"$got"; then
-		die "provider-time: $name is not $mod $PROVIDER_TIME_VERSION: $got"
+		! grep -Eq "^[[:space:]]+mod[[:space:]]+${mod//./\\.}[[:space:]]+${version//./\\.}[[:space:]]" <<<"$got"; then
+		die "$comp: $name is not $mod $version: $got"
 	fi
-	# providers/ is this component's alone and goes into every mirror image whole: rebuilt from
-	# scratch, so nothing stale (an older pin, a provider an earlier recipe wrote) ships with it.
+	# Rebuilt from scratch, so nothing stale (an older pin) ships with it.
 	invalidate
-	rm -rf "$CAPTF_CACHE/providers"
 	for host in registry.terraform.io registry.opentofu.org; do
-		dir="$CAPTF_CACHE/providers/$host/hashicorp/time/$v/linux_amd64"
+		rm -rf "$CAPTF_CACHE/providers/$host/$namespace/$type"
+		dir="$CAPTF_CACHE/providers/$host/$namespace/$type/$v/linux_amd64"
 		mkdir -p "$dir"
 		ln -f "$out/$name" "$dir/$name"
 	done
 	rm -rf "$out"
+}
+
+# hashicorp/time: modules/time/cluster.
+build_provider_time() {
+	build_provider provider-time github.com/hashicorp/terraform-provider-time "$PROVIDER_TIME_VERSION" hashicorp time
+}
+
+# gavinbunney/kubectl: the example modules of the module kit (modules/example/), whose objects
+# can drift for real.
+build_provider_kubectl() {
+	build_provider provider-kubectl github.com/gavinbunney/terraform-provider-kubectl "$PROVIDER_KUBECTL_VERSION" \
+		gavinbunney kubectl
 }
 
 # kustomize builds config/default and the components (crates/e2e/tests/manifests/).

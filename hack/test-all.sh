@@ -15,7 +15,7 @@ source hack/lib/static-build.sh
 trap static_build_stop EXIT
 step "cargo build, static, in the background"
 static_build_start
-step "hack/build-tools.sh (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl, tofu, terraform, CAPI CRDs, managers and clusterctl, cert-manager, registry, crane, kustomize, promtool, cert-manager and Prometheus Operator CRDs)"
+step "hack/build-tools.sh (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl, tofu, terraform, CAPI CRDs, managers and clusterctl, cert-manager, registry, crane, kustomize, promtool, cert-manager and Prometheus Operator CRDs, the time and kubectl providers)"
 bash hack/build-tools.sh
 # The machine may point TF_CLI_CONFIG_FILE at a file that does not exist; the engines then
 # print a warning on stdout that breaks their JSON output. Tests use an empty config instead.

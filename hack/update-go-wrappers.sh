@@ -2,7 +2,7 @@
 # Regenerate the Go wrapper modules hack/go/<component>/{go.mod,go.sum}
 # from the pins in hack/versions.env. Needs the Go module proxy.
 #
-#   hack/update-go-wrappers.sh            # all: kube etcd tofu capi cert-manager registry crane kustomize promtool provider-time
+#   hack/update-go-wrappers.sh            # all: kube etcd tofu capi cert-manager registry crane kustomize promtool provider-time provider-kubectl
 #   hack/update-go-wrappers.sh kube       # just one
 #
 # Each wrapper requires one upstream module, copies the upstream go.mod's
@@ -46,7 +46,7 @@ regen() { # COMPONENT UPSTREAM_MODULE VERSION PKG...
 }
 
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(kube etcd tofu capi cert-manager registry crane kustomize promtool provider-time)
+[ ${#components[@]} -gt 0 ] || components=(kube etcd tofu capi cert-manager registry crane kustomize promtool provider-time provider-kubectl)
 for c in "${components[@]}"; do
 	case "$c" in
 	kube) regen kube k8s.io/kubernetes "$KUBERNETES_VERSION" \
@@ -57,7 +57,7 @@ for c in "${components[@]}"; do
 	tofu) regen tofu github.com/opentofu/opentofu "$OPENTOFU_VERSION" github.com/opentofu/opentofu/cmd/tofu ;;
 	capi) regen capi sigs.k8s.io/cluster-api "$CLUSTER_API_VERSION" \
 		sigs.k8s.io/cluster-api/core sigs.k8s.io/cluster-api/bootstrap/kubeadm \
-		sigs.k8s.io/cluster-api/cmd/clusterctl ;;
+		sigs.k8s.io/cluster-api/controlplane/kubeadm sigs.k8s.io/cluster-api/cmd/clusterctl ;;
 	# cert-manager's binaries are nested modules (cmd/controller/go.mod, ...) that the proxy
 	# does not serve, so the wrapper holds small main packages of our own. Its module path is
 	# inside github.com/cert-manager/cert-manager/ so that they may import the root module's
@@ -78,6 +78,8 @@ for c in "${components[@]}"; do
 	# The repository root is the provider's main package.
 	provider-time) regen provider-time github.com/hashicorp/terraform-provider-time "$PROVIDER_TIME_VERSION" \
 		github.com/hashicorp/terraform-provider-time ;;
-	*) log "unknown component: $c (kube|etcd|tofu|capi|cert-manager|registry|crane|kustomize|promtool|provider-time)"; exit 2 ;;
+	provider-kubectl) regen provider-kubectl github.com/gavinbunney/terraform-provider-kubectl "$PROVIDER_KUBECTL_VERSION" \
+		github.com/gavinbunney/terraform-provider-kubectl ;;
+	*) log "unknown component: $c (kube|etcd|tofu|capi|cert-manager|registry|crane|kustomize|promtool|provider-time|provider-kubectl)"; exit 2 ;;
 	esac
 done
