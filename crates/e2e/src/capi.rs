@@ -1,7 +1,11 @@
 //! The real Cluster API controllers built by `hack/build-tools.sh capi`: the core
-//! (`capi-manager`) and the kubeadm bootstrap provider (`capi-kubeadm-bootstrap-manager`), each as
-//! a process watching one test namespace, with its webhooks served over TLS on loopback and
-//! registered with the control plane for that namespace only (hack/capi.md).
+//! (`capi-manager`) and the kubeadm bootstrap and control plane providers, each as a process,
+//! with its webhooks served over TLS on loopback and registered with the control plane for one
+//! test namespace only (hack/capi.md).
+//!
+//! A manager watches every namespace (with `--namespace` v1.14's MachineDeployment controller
+//! fails: "failed to cast MachineSet informer to SharedIndexInformer"), so two of one kind must
+//! never run at once: each test binary that starts them holds one test.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -21,6 +25,8 @@ pub enum Controllers {
     Core,
     /// KubeadmConfig: the bootstrap data of each Machine (kubeadm init or join).
     KubeadmBootstrap,
+    /// KubeadmControlPlane: the control-plane Machines of a ClusterClass.
+    KubeadmControlPlane,
 }
 
 impl Controllers {
@@ -28,6 +34,7 @@ impl Controllers {
         match self {
             Controllers::Core => "capi-manager",
             Controllers::KubeadmBootstrap => "capi-kubeadm-bootstrap-manager",
+            Controllers::KubeadmControlPlane => "capi-kubeadm-control-plane-manager",
         }
     }
 
@@ -35,6 +42,7 @@ impl Controllers {
         match self {
             Controllers::Core => "core-webhooks.yaml",
             Controllers::KubeadmBootstrap => "kubeadm-bootstrap-webhooks.yaml",
+            Controllers::KubeadmControlPlane => "kubeadm-control-plane-webhooks.yaml",
         }
     }
 
@@ -43,6 +51,7 @@ impl Controllers {
         match self {
             Controllers::Core => None,
             Controllers::KubeadmBootstrap => Some("kubeadm-bootstrap-crds"),
+            Controllers::KubeadmControlPlane => Some("kubeadm-control-plane-crds"),
         }
     }
 }
@@ -72,16 +81,8 @@ impl CapiManager {
         Self::run(Controllers::Core, env, client, ns, flags).await
     }
 
-    /// The kubeadm bootstrap provider for `ns`, its CRDs installed first.
-    pub async fn kubeadm_bootstrap(
-        env: &TestEnv,
-        client: &kube::Client,
-        ns: &str,
-    ) -> anyhow::Result<Self> {
-        Self::run(Controllers::KubeadmBootstrap, env, client, ns, &[]).await
-    }
-
-    async fn run(
+    /// `which` for `ns` with `flags`, its CRDs installed first.
+    pub async fn run(
         which: Controllers,
         env: &TestEnv,
         client: &kube::Client,

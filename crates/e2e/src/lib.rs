@@ -8,6 +8,7 @@ pub mod fixture;
 pub mod install;
 pub mod registry;
 pub mod stand_in;
+pub mod templates;
 pub mod webhooks;
 
 use std::path::{Path, PathBuf};
@@ -153,11 +154,12 @@ pub async fn apply_yaml(client: &kube::Client, yaml: &str) -> anyhow::Result<()>
 
 /// The resource name of `kind`, as the API server pluralizes the kinds these tests apply
 /// (`TerraformClusterIdentity` to `terraformclusteridentities`, `ValidatingAdmissionPolicy` to
-/// `validatingadmissionpolicies`, `Secret` to `secrets`).
+/// `validatingadmissionpolicies`, `ClusterClass` to `clusterclasses`, `Secret` to `secrets`).
 fn plural(kind: &str) -> String {
     let lower = kind.to_lowercase();
     match lower.strip_suffix('y') {
         Some(stem) if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) => format!("{stem}ies"),
+        _ if lower.ends_with('s') => format!("{lower}es"),
         _ => format!("{lower}s"),
     }
 }

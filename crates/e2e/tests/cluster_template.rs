@@ -1,7 +1,8 @@
-//! `templates/cluster-template.yaml` as a Cluster API user takes it: the real `clusterctl
-//! generate cluster --from` fills its variables, the YAML is applied, and the real core and
-//! kubeadm bootstrap controllers run beside CAPTF in the test namespace.
+//! The templates of `templates/` as a Cluster API user takes them: the real `clusterctl
+//! generate` fills their variables, the YAML is applied, and the real core and kubeadm
+//! controllers run beside CAPTF in the test namespace.
 //!
+//! `cluster-template.yaml` (MachineDeployments, no control-plane provider):
 //! What a real node would need no fake for, happens: the TerraformCluster is provisioned, the
 //! kubeadm provider writes the control-plane Machine's init data, and CAPTF provisions that
 //! Machine from its TerraformMachineTemplate. The workers and the pool join a control plane
@@ -10,54 +11,13 @@
 //! `WaitingForBootstrapData` and starts nothing for them. Deleting the Cluster then destroys
 //! what was provisioned.
 
-use std::process::Command;
-
 use captf_api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
-use captf_e2e::capi::CapiManager;
+use captf_e2e::capi::{CapiManager, Controllers};
 use captf_e2e::fixture::*;
+use captf_e2e::templates::*;
 use captf_testenv::wait_for;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
-use kube::core::{ApiResource, GroupVersionKind};
-
-const MACHINE_IMAGE: &str = "captf.local/modules/noop-machine:e2e";
-const POOL_IMAGE: &str = "captf.local/modules/noop-machinepool:e2e";
-const CONTROL_PLANE: &str = "cluster.x-k8s.io/control-plane";
-/// Applies and destroys run one after the other through the test node.
-const LONG: std::time::Duration = std::time::Duration::from_secs(420);
-
-fn capi(group: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1beta2", kind), plural)
-}
-
-/// `clusterctl generate cluster <name> --from templates/cluster-template.yaml`, with the
-/// variables a user exports, in a clusterctl home of its own.
-fn generate(env: &captf_testenv::TestEnv, ns: &str, name: &str) -> String {
-    let home = tempfile::tempdir().expect("clusterctl home");
-    let template = captf_e2e::workspace().join("templates/cluster-template.yaml");
-    let out = Command::new(captf_testenv::tools::cache_dir().join("bin/clusterctl"))
-        .args(["generate", "cluster", name, "--from"])
-        .arg(&template)
-        .args(["--kubernetes-version", "v1.34.4"])
-        .args(["--control-plane-machine-count", "1"])
-        .args(["--worker-machine-count", "1"])
-        .args(["--target-namespace", ns])
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig())
-        .env("XDG_CONFIG_HOME", home.path())
-        .env("CAPTF_CLUSTER_MODULE_IMAGE", CLUSTER_IMAGE)
-        .env("CAPTF_MACHINE_MODULE_IMAGE", MACHINE_IMAGE)
-        .env("CAPTF_MACHINE_POOL_MODULE_IMAGE", POOL_IMAGE)
-        .env("CAPTF_IDENTITY", format!("noop-{ns}"))
-        .output()
-        .expect("clusterctl runs");
-    assert!(
-        out.status.success(),
-        "clusterctl generate cluster: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("YAML")
-}
 
 #[tokio::test]
 async fn the_cluster_template_generates_and_provisions_under_cluster_api() {
@@ -70,7 +30,7 @@ async fn the_cluster_template_generates_and_provisions_under_cluster_api() {
     let core = CapiManager::start(&env, &client, &ns)
         .await
         .expect("capi-manager");
-    let kubeadm = CapiManager::kubeadm_bootstrap(&env, &client, &ns)
+    let kubeadm = CapiManager::run(Controllers::KubeadmBootstrap, &env, &client, &ns, &[])
         .await
         .expect("capi-kubeadm-bootstrap-manager");
     let logs = || {
@@ -82,9 +42,7 @@ async fn the_cluster_template_generates_and_provisions_under_cluster_api() {
         )
     };
     let name = "tmpl";
-    // Every variable filled: no ${...} is left for the API server to reject.
-    let yaml = generate(&env, &ns, name);
-    assert!(!yaml.contains("${"), "{yaml}");
+    let yaml = generate(&env, &ns, name, "cluster-template.yaml");
     captf_e2e::apply_yaml(&client, &yaml)
         .await
         .unwrap_or_else(|e| panic!("apply the generated cluster: {e:#}\n{}", logs()));
@@ -164,12 +122,14 @@ async fn the_cluster_template_generates_and_provisions_under_cluster_api() {
 
     // The worker and the pool wait for kubeadm join data, which needs the control plane's Node:
     // CAPTF says so and starts nothing for them.
+    let workers =
+        ListParams::default().labels(&format!("cluster.x-k8s.io/deployment-name={name}-md-0"));
     let worker = wait_for("the worker's TerraformMachine waiting", LONG, || async {
-        let list = tms.list(&ListParams::default()).await?.items;
-        Ok(list.into_iter().find(|t| {
-            t.name_any() != cp_name
-                && has(t, "DependenciesReady", "Unknown", "WaitingForBootstrapData")
-        }))
+        let Some(machine) = machines.list(&workers).await?.items.pop() else {
+            return Ok(None);
+        };
+        let tm = tms.get_opt(&machine.name_any()).await?;
+        Ok(tm.filter(|t| has(t, "DependenciesReady", "Unknown", "WaitingForBootstrapData")))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
@@ -179,6 +139,32 @@ async fn the_cluster_template_generates_and_provisions_under_cluster_api() {
             .get("cluster.x-k8s.io/cloned-from-name")
             .map(String::as_str),
         Some(format!("{name}-md-0").as_str())
+    );
+    // The control plane is the one Machine asked for: nothing rolls it.
+    let all: Vec<String> = machines
+        .list(&ListParams::default())
+        .await
+        .expect("Machines")
+        .items
+        .iter()
+        .map(|m| {
+            format!(
+                "{} {:?}",
+                m.name_any(),
+                m.labels().get("cluster.x-k8s.io/deployment-name")
+            )
+        })
+        .collect();
+    let control_planes = machines
+        .list(&ListParams::default().labels(CONTROL_PLANE))
+        .await
+        .expect("Machines")
+        .items;
+    assert_eq!(
+        control_planes.len(),
+        1,
+        "one control-plane Machine: {all:?}\n{}",
+        logs()
     );
     let pools: Api<TerraformMachinePool> = Api::namespaced(client.clone(), &ns);
     let pool = pools
