@@ -103,13 +103,17 @@ impl Engine {
         }
     }
 
-    /// The version `hack/build-tools.sh` built and checked (`hack/versions.env`).
-    pub fn version(self) -> String {
-        let key = match self {
+    /// Its pin in `hack/versions.env`, also the version ARG of the kit's Dockerfile.
+    pub fn version_pin(self) -> &'static str {
+        match self {
             Engine::Tofu => "OPENTOFU_VERSION",
             Engine::Terraform => "TERRAFORM_VERSION",
-        };
-        pin(key).trim_start_matches('v').to_owned()
+        }
+    }
+
+    /// The version `hack/build-tools.sh` built and checked (`hack/versions.env`), without "v".
+    pub fn version(self) -> String {
+        pin(self.version_pin()).trim_start_matches('v').to_owned()
     }
 
     /// The tag suffix of the standard module images: `e2e` is OpenTofu.
@@ -149,8 +153,8 @@ pub fn store() -> anyhow::Result<Store> {
     Store::open(&cache_dir().join("images/oci"))
 }
 
-/// The provider mirror `hack/build-tools.sh provider-time` writes: `$CAPTF_PROVIDERS`, else
-/// `<cache>/providers`.
+/// The provider mirror `hack/build-tools.sh provider-time provider-kubectl` writes:
+/// `$CAPTF_PROVIDERS`, else `<cache>/providers`.
 pub fn provider_mirror() -> PathBuf {
     std::env::var_os("CAPTF_PROVIDERS")
         .map(PathBuf::from)
@@ -444,7 +448,7 @@ pub fn module_layer(name: &str, dir: &Path) -> anyhow::Result<Layer> {
 pub fn providers_layer(mirror: &Path) -> anyhow::Result<Layer> {
     anyhow::ensure!(
         mirror.is_dir(),
-        "provider mirror {} is missing: run hack/build-tools.sh provider-time",
+        "provider mirror {} is missing: run hack/build-tools.sh provider-time provider-kubectl",
         mirror.display()
     );
     let mut layer = Layer::new("providers");
@@ -522,9 +526,11 @@ pub fn revision() -> String {
 }
 
 /// Every standard image, by name under the registry: `captf:<tag>` (the manager and
-/// runner), `modules/noop-<role>:e2e` (OpenTofu) and `:e2e-terraform`, and
+/// runner), `modules/noop-<role>:e2e` (OpenTofu) and `:e2e-terraform`,
 /// `modules/time-cluster:e2e` and `:e2e-terraform` (`modules/time/cluster` with the real
-/// `hashicorp/time` provider from the image's mirror).
+/// `hashicorp/time` provider from the image's mirror), and `modules/example-<role>:e2e` and
+/// `:e2e-terraform` (the module kit's examples, `modules/example/<role>`, with
+/// `gavinbunney/kubectl` from the mirror).
 pub fn standard_images(
     tools: &Tools,
     captf_static: &Path,
@@ -549,7 +555,14 @@ pub fn standard_images(
             module_layer("time/cluster", &modules.join("time/cluster")),
             Some(&providers),
         ));
-        for (name, role, module, providers) in noop.chain(time) {
+        let example = ROLES.iter().map(|role| {
+            let module = module_layer(
+                &format!("example/{role}"),
+                &modules.join("example").join(role),
+            );
+            (format!("example-{role}"), *role, module, Some(&providers))
+        });
+        for (name, role, module, providers) in noop.chain(time).chain(example) {
             let mut image = module_image(ModuleImage {
                 role,
                 module: module?,

@@ -499,6 +499,9 @@ fn standard_images_run_from_a_registry() {
             "noop-machine",
             "noop-machinepool",
             "time-cluster",
+            "example-cluster",
+            "example-machine",
+            "example-machinepool",
         ] {
             names.push(format!("modules/{module}:{}", engine.tag()));
         }
@@ -563,7 +566,7 @@ fn standard_images_run_from_a_registry() {
         }
     }
     for (runtime, digests) in &engine_layers {
-        assert_eq!(digests.len(), 4, "{runtime}");
+        assert_eq!(digests.len(), 7, "{runtime}");
         assert!(
             digests.windows(2).all(|w| w[0] == w[1]),
             "{runtime} images share the engine layer: {digests:?}"
@@ -626,6 +629,94 @@ fn standard_images_run_from_a_registry() {
             check_time_apply(&root, engine, &applied).unwrap_or_else(|e| panic!("{name}: {e:#}"));
         }
         remove_export(&root);
+    }
+}
+
+/// The module kit's Dockerfiles (modules/Dockerfile.<engine>) build what the project's recipe
+/// builds: the engine, the mirror and the module at the contract's paths, its labels, its user,
+/// and the engine version of hack/versions.env.
+#[test]
+fn the_module_kit_dockerfiles_build_what_the_recipe_builds() {
+    let tools = Tools::locate().unwrap_or_else(|e| panic!("{e:#}"));
+    for (file, engine) in [
+        ("Dockerfile.opentofu", Engine::Tofu),
+        ("Dockerfile.terraform", Engine::Terraform),
+    ] {
+        let path = images::workspace().join("modules").join(file);
+        let dockerfile = std::fs::read_to_string(&path).expect("the kit's Dockerfile");
+        // The engine version: the ARG default, the pin without its "v".
+        let pin = engine.version();
+        let arg = format!("ARG {}=", engine.version_pin());
+        let default = dockerfile
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&arg))
+            .unwrap_or_else(|| panic!("{file}: no {arg}"));
+        assert_eq!(default, pin, "{file}: {arg}");
+
+        let layer = match engine {
+            Engine::Tofu => images::tofu_engine(&tools.tofu),
+            Engine::Terraform => images::terraform_engine(&tools.terraform),
+        }
+        .expect("engine layer");
+        let recipe = images::module_image(images::ModuleImage {
+            role: "cluster",
+            module: images::module_layer(
+                "example/cluster",
+                &images::workspace().join("modules/example/cluster"),
+            )
+            .expect("module layer"),
+            engine: &layer,
+            providers: None,
+            version: "v1",
+            revision: "r",
+        })
+        .expect("recipe");
+        let mut copied = Vec::new();
+        let mut labels = BTreeMap::new();
+        for (word, rest) in final_stage(&dockerfile) {
+            match word.as_str() {
+                "FROM" => assert_eq!(rest, images::MANAGER_BASE, "{file}: base image"),
+                "ARG" => {}
+                "COPY" => copied.push(rest.rsplit(' ').next().expect("destination").to_owned()),
+                "LABEL" => {
+                    for pair in rest.split_whitespace() {
+                        let (k, v) = pair.split_once('=').expect("key=value");
+                        labels.insert(k.to_owned(), v.trim_matches('"').to_owned());
+                    }
+                }
+                "USER" => assert_eq!(
+                    recipe.config.user.as_deref(),
+                    Some(rest.as_str()),
+                    "{file}: USER"
+                ),
+                other => {
+                    panic!("{file}: the final stage has {other}, which the recipe does not know")
+                }
+            }
+        }
+        assert_eq!(
+            copied,
+            ["/captf/runtime", "/captf/providers", "/captf/module"],
+            "{file}"
+        );
+        assert_eq!(
+            labels["io.captf.contract"],
+            captf_contract::VERSION,
+            "{file}"
+        );
+        assert_eq!(labels["io.captf.role"], "${ROLE}", "{file}");
+        assert_eq!(labels["io.captf.runtime"], engine.name(), "{file}");
+        assert_eq!(
+            labels["io.captf.runtime.version"],
+            format!("${{{}}}", engine.version_pin()),
+            "{file}"
+        );
+        for key in labels.keys() {
+            assert!(
+                recipe.config.labels.contains_key(key),
+                "{file}: {key} is not the recipe's"
+            );
+        }
     }
 }
 

@@ -18,6 +18,7 @@ mod locks;
 mod look_alikes;
 mod machines;
 mod metrics_auth;
+mod module_kit;
 mod owners;
 mod plugin;
 mod pod_security;
