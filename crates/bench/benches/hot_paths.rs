@@ -64,6 +64,7 @@ fn snapshot(state_hash: &str, inputs_hash: &str) -> Snapshot {
         observed: Default::default(),
         pinned_image: None,
         exports_guard: None,
+        requests: Default::default(),
     }
 }
 

@@ -261,7 +261,13 @@ mod tests {
                 .collect()
         };
         let long = "x".repeat(annotations::MAX_REQUEST_TOKEN + 1);
-        let rows: Vec<(&str, BTreeMap<String, String>, Vec<ObservedJob>, Requests)> = vec![
+        type Row = (
+            &'static str,
+            BTreeMap<String, String>,
+            Vec<ObservedJob>,
+            Requests,
+        );
+        let rows: Vec<Row> = vec![
             ("nothing asked", object(&[]), vec![], Requests::default()),
             (
                 "both asked, no Job yet",
