@@ -56,8 +56,9 @@ impl Controllers {
     }
 }
 
-/// A Cluster API manager whose webhooks serve one namespace. Dropping it removes its webhook configurations first:
-/// they fail closed, so with the manager gone every write of a CAPI object would be refused.
+/// A Cluster API manager whose webhooks serve one namespace. Dropping it removes its webhook
+/// configurations first: they fail closed, so with the manager gone every write of a CAPI
+/// object would be refused.
 pub struct CapiManager {
     child: Child,
     log: PathBuf,

@@ -3,6 +3,8 @@
 
 use std::process::Command;
 
+use captf_api::{TerraformCluster, TerraformMachine};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 
 use crate::fixture::CLUSTER_IMAGE;
@@ -83,4 +85,57 @@ pub fn in_namespace(yaml: &str, ns: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n---\n")
+}
+
+/// Waits for a control-plane Machine with bootstrap data, a providerID and its infrastructure
+/// provisioned; `logs` says why when it does not come.
+pub async fn provisioned_control_plane(
+    machines: &Api<DynamicObject>,
+    logs: impl Fn() -> String,
+) -> DynamicObject {
+    captf_testenv::wait_for("a control-plane Machine provisioned", LONG, || async {
+        let list = machines
+            .list(&ListParams::default().labels(CONTROL_PLANE))
+            .await?
+            .items;
+        Ok(list.into_iter().find(|m| {
+            m.data["spec"]["bootstrap"]["dataSecretName"].is_string()
+                && m.data["spec"]["providerID"].is_string()
+                && m.data["status"]["initialization"]["infrastructureProvisioned"] == true
+        }))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()))
+}
+
+/// Deletes the Cluster `name` and waits until CAPTF destroyed every TerraformCluster and
+/// TerraformMachine of the namespace.
+pub async fn delete_and_wait_destroyed(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    logs: impl Fn() -> String,
+) {
+    let clusters: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        ns,
+        &capi("cluster.x-k8s.io", "Cluster", "clusters"),
+    );
+    clusters
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete the Cluster");
+    let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
+    let tms: Api<TerraformMachine> = Api::namespaced(client.clone(), ns);
+    captf_testenv::wait_for(
+        "every TerraformCluster and TerraformMachine gone",
+        LONG,
+        || async {
+            let left = tcs.list(&ListParams::default()).await?.items.len()
+                + tms.list(&ListParams::default()).await?.items.len();
+            Ok((left == 0).then_some(()))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
 }

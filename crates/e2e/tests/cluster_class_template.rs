@@ -12,7 +12,7 @@ use captf_e2e::fixture::*;
 use captf_e2e::templates::*;
 use captf_testenv::wait_for;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
 
 #[tokio::test]
 async fn the_cluster_class_template_provisions_a_topology_cluster() {
@@ -115,23 +115,7 @@ async fn the_cluster_class_template_provisions_a_topology_cluster() {
         &ns,
         &capi("cluster.x-k8s.io", "Machine", "machines"),
     );
-    let first = wait_for(
-        "the first control-plane Machine provisioned",
-        LONG,
-        || async {
-            let list = machines
-                .list(&ListParams::default().labels(CONTROL_PLANE))
-                .await?
-                .items;
-            Ok(list.into_iter().find(|m| {
-                m.data["spec"]["bootstrap"]["dataSecretName"].is_string()
-                    && m.data["spec"]["providerID"].is_string()
-                    && m.data["status"]["initialization"]["infrastructureProvisioned"] == true
-            }))
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    let first = provisioned_control_plane(&machines, logs).await;
     let tms: Api<TerraformMachine> = Api::namespaced(client.clone(), &ns);
     let tm = tms
         .get(&first.name_any())
@@ -154,19 +138,5 @@ async fn the_cluster_class_template_provisions_a_topology_cluster() {
     );
 
     // Deleting the Cluster takes everything with it; CAPTF destroys what it provisioned.
-    clusters
-        .delete(name, &DeleteParams::default())
-        .await
-        .expect("delete the Cluster");
-    wait_for(
-        "every TerraformCluster and TerraformMachine gone",
-        LONG,
-        || async {
-            let left = tcs.list(&ListParams::default()).await?.items.len()
-                + tms.list(&ListParams::default()).await?.items.len();
-            Ok((left == 0).then_some(()))
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    delete_and_wait_destroyed(&client, &ns, name, logs).await;
 }

@@ -17,7 +17,7 @@ use captf_e2e::fixture::*;
 use captf_e2e::templates::*;
 use captf_testenv::wait_for;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
 
 #[tokio::test]
 async fn the_cluster_template_generates_and_provisions_under_cluster_api() {
@@ -71,19 +71,7 @@ async fn the_cluster_template_generates_and_provisions_under_cluster_api() {
         &ns,
         &capi("cluster.x-k8s.io", "Machine", "machines"),
     );
-    let control_plane = wait_for("the control-plane Machine provisioned", LONG, || async {
-        let list = machines
-            .list(&ListParams::default().labels(CONTROL_PLANE))
-            .await?
-            .items;
-        Ok(list.into_iter().find(|m| {
-            m.data["spec"]["bootstrap"]["dataSecretName"].is_string()
-                && m.data["spec"]["providerID"].is_string()
-                && m.data["status"]["initialization"]["infrastructureProvisioned"] == true
-        }))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    let control_plane = provisioned_control_plane(&machines, logs).await;
     let cp_name = control_plane.name_any();
     let tms: Api<TerraformMachine> = Api::namespaced(client.clone(), &ns);
     let tm = tms
@@ -181,19 +169,5 @@ async fn the_cluster_template_generates_and_provisions_under_cluster_api() {
     );
 
     // Deleting the Cluster takes everything with it; CAPTF destroys what it provisioned.
-    clusters
-        .delete(name, &DeleteParams::default())
-        .await
-        .expect("delete the Cluster");
-    wait_for(
-        "every TerraformCluster and TerraformMachine gone",
-        LONG,
-        || async {
-            let left = tcs.list(&ListParams::default()).await?.items.len()
-                + tms.list(&ListParams::default()).await?.items.len();
-            Ok((left == 0).then_some(()))
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    delete_and_wait_destroyed(&client, &ns, name, logs).await;
 }

@@ -127,27 +127,13 @@ pub(super) fn rows() -> Rows {
         ),
         (
             "manual: plan waits for approval",
-            cluster().with(|s| {
-                s.policy.apply_policy = ApplyPolicy::Manual;
-                s.inputs_hash = Some("h2:b".into());
-                s.plan = Some(PendingPlan {
-                    inputs_hash: "h2:b".into(),
-                    plan_hash: "p2:x".into(),
-                    empty: false,
-                })
-            }),
+            cluster().with(awaiting_approval),
             WaitFor(Reason::PlanAwaitingApproval, 10 * MIN),
         ),
         (
             "manual: approval of another plan does nothing",
             cluster().with(|s| {
-                s.policy.apply_policy = ApplyPolicy::Manual;
-                s.inputs_hash = Some("h2:b".into());
-                s.plan = Some(PendingPlan {
-                    inputs_hash: "h2:b".into(),
-                    plan_hash: "p2:x".into(),
-                    empty: false,
-                });
+                awaiting_approval(s);
                 s.approvals.plan = Some("p2:y".into())
             }),
             Wait(Reason::PlanAwaitingApproval),

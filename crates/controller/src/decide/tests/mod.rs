@@ -121,6 +121,17 @@ fn failed_apply(s: &mut Snapshot, hash: &str, failures: u32, at: i64) {
     });
 }
 
+/// Manual policy with plan `p2:x` of the inputs `h2:b` waiting for approval.
+fn awaiting_approval(s: &mut Snapshot) {
+    s.policy.apply_policy = ApplyPolicy::Manual;
+    s.inputs_hash = Some("h2:b".into());
+    s.plan = Some(PendingPlan {
+        inputs_hash: "h2:b".into(),
+        plan_hash: "p2:x".into(),
+        empty: false,
+    });
+}
+
 /// The blocked plan of [`blocked`].
 const BLOCKED_PLAN: &str = "p2:blocked";
 
@@ -237,13 +248,7 @@ fn approved_starts_carry_their_hashes() {
     );
     let d = decide(
         &cluster().with(|s| {
-            s.policy.apply_policy = ApplyPolicy::Manual;
-            s.inputs_hash = Some("h2:b".into());
-            s.plan = Some(PendingPlan {
-                inputs_hash: "h2:b".into(),
-                plan_hash: "p2:x".into(),
-                empty: false,
-            });
+            awaiting_approval(s);
             s.approvals.plan = Some("p2:x".into());
         }),
         t(NOW),

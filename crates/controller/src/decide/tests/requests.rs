@@ -10,16 +10,6 @@ fn replan(s: &mut Snapshot) {
     s.requests.replan = Some("t1".into());
 }
 
-fn awaiting_approval(s: &mut Snapshot) {
-    s.policy.apply_policy = ApplyPolicy::Manual;
-    s.inputs_hash = Some("h2:b".into());
-    s.plan = Some(PendingPlan {
-        inputs_hash: "h2:b".into(),
-        plan_hash: "p2:x".into(),
-        empty: false,
-    });
-}
-
 pub(super) fn rows() -> Rows {
     use Operation::*;
     use Want::*;
