@@ -1,6 +1,7 @@
 //! `captf` as a kubectl plugin (`kubectl captf ...`): status, plans and approvals, state,
-//! backups and restore, retry and replan, abandon. Reads and writes only what a user could with kubectl; the
-//! decisions stay the manager's. docs/reference/cli.md documents every command and exit code.
+//! backups and restore, retry and replan, abandon. Reads and writes only what a user could with
+//! kubectl; the decisions stay the manager's. docs/reference/cli.md documents every command and
+//! exit code.
 
 mod advice;
 mod cluster;

@@ -7,7 +7,6 @@ use std::io::Write;
 use captf_api::annotations::{REPLAN, RETRY};
 
 use super::cluster::Ctx;
-use super::workload::Workload;
 use super::{Failure, Result, exit, status, write};
 
 /// A token no earlier request used: the time, to the nanosecond.
@@ -15,26 +14,11 @@ fn token() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
 }
 
-/// What a request cannot change, whatever it asks.
-fn refused(w: &Workload, what: &str) -> Result<()> {
-    if w.deleting {
-        return Err(Failure::new(
-            exit::REFUSED,
-            format!(
-                "{} is being deleted: a {what} does not apply to a deletion; `kubectl captf status {}` says what it waits for",
-                w.reference(),
-                w.arg()
-            ),
-        ));
-    }
-    Ok(())
-}
-
 impl Ctx {
-    /// `captf.io/retry`: the Job that failed runs again without waiting out its backoff.
+    /// `captf.io/retry`: the Job that failed runs again without waiting out its backoff (a
+    /// failing destroy of a deletion too).
     pub async fn retry(&self, object: &str, out: &mut dyn Write) -> Result<()> {
         let w = self.get(object).await?;
-        refused(&w, "retry")?;
         let Some(run) = w.workspace.last_run.as_ref().filter(|r| r.error.is_some()) else {
             return Err(Failure::new(
                 exit::REFUSED,
@@ -65,7 +49,18 @@ impl Ctx {
     /// `captf.io/replan`: a waiting plan is made again, or drift is checked now.
     pub async fn replan(&self, object: &str, out: &mut dyn Write) -> Result<()> {
         let w = self.get(object).await?;
-        refused(&w, "replan")?;
+        // A deletion destroys what the state holds; there is no plan to make again (a failing
+        // destroy is retried, not replanned).
+        if w.deleting {
+            return Err(Failure::new(
+                exit::REFUSED,
+                format!(
+                    "{} is being deleted: nothing is planned for a deletion (a failing destroy takes `kubectl captf retry {}`)",
+                    w.reference(),
+                    w.arg()
+                ),
+            ));
+        }
         self.annotate(&w, REPLAN, &token(), None).await?;
         let what = match status::pending_approvals(&w).first() {
             Some(p) => format!(

@@ -81,6 +81,15 @@ pub struct Report {
     pub backups: Vec<StateBackup>,
     pub leases: Vec<LeaseView>,
     pub pending_approvals: Vec<PendingApproval>,
+    /// `captf.io/retry` / `captf.io/replan` requests not used up yet.
+    pub requests: Vec<Request>,
+}
+
+/// An operator's request for the next attempt now, until the Job that answers it is booked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Request {
+    pub annotation: &'static str,
+    pub token: String,
 }
 
 /// Whether a condition holds the object back.
@@ -170,6 +179,14 @@ pub fn report(w: &Workload, leases: Vec<LeaseView>) -> Report {
         backups: w.workspace.state_backups.clone().unwrap_or_default(),
         leases,
         pending_approvals: pending_approvals(w),
+        requests: w
+            .requests
+            .iter()
+            .map(|(annotation, token)| Request {
+                annotation,
+                token: token.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -210,6 +227,16 @@ pub fn render(r: &Report) -> String {
                     ""
                 },
                 r.namespace
+            );
+        }
+    }
+    if !r.requests.is_empty() {
+        let _ = writeln!(out, "\nRequested:");
+        for q in &r.requests {
+            let _ = writeln!(
+                out,
+                "  {}={}: answered by the next Job, removed once that Job is booked",
+                q.annotation, q.token
             );
         }
     }
@@ -434,6 +461,28 @@ mod tests {
                 .what_to_do
                 .as_deref()
                 .is_some_and(|t| t.contains("runbook"))
+        );
+    }
+
+    #[test]
+    fn requests_not_used_up_are_shown() {
+        let mut w = workload(vec![]);
+        let report_of = |w: &Workload| report(w, Vec::new());
+        assert!(report_of(&w).requests.is_empty());
+        assert!(!render(&report_of(&w)).contains("Requested:"));
+        w.requests = vec![(captf_api::annotations::RETRY, "t1".into())];
+        let r = report_of(&w);
+        assert_eq!(
+            r.requests,
+            [Request {
+                annotation: captf_api::annotations::RETRY,
+                token: "t1".into()
+            }]
+        );
+        assert!(
+            render(&r).contains("Requested:\n  captf.io/retry=t1: answered by the next Job"),
+            "{}",
+            render(&r)
         );
     }
 

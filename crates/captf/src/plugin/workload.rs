@@ -19,6 +19,9 @@ pub struct Workload {
     pub workspace: WorkspaceStatus,
     /// TerraformCluster only: the plan waiting for approval (`applyPolicy: Manual`).
     pub plan: Option<PlanStatus>,
+    /// `captf.io/retry` and `captf.io/replan` with their tokens, while set (the manager removes
+    /// each once the Job that answered it is booked).
+    pub requests: Vec<(&'static str, String)>,
 }
 
 impl Workload {
@@ -53,10 +56,20 @@ struct Meta {
     uid: String,
     resource_version: String,
     deleting: bool,
+    requests: Vec<(&'static str, String)>,
 }
 
 fn meta(object: kube::api::ObjectMeta) -> Meta {
+    let annotations = object.annotations.unwrap_or_default();
+    let requests = [
+        captf_api::annotations::RETRY,
+        captf_api::annotations::REPLAN,
+    ]
+    .into_iter()
+    .filter_map(|key| Some((key, annotations.get(key)?.clone())))
+    .collect();
     Meta {
+        requests,
         name: object.name.unwrap_or_default(),
         namespace: object.namespace.unwrap_or_default(),
         uid: object.uid.unwrap_or_default(),
@@ -80,6 +93,7 @@ macro_rules! workload_from {
                     uid: m.uid,
                     resource_version: m.resource_version,
                     deleting: m.deleting,
+                    requests: m.requests,
                     conditions: status.conditions.unwrap_or_default(),
                     workspace: status.workspace,
                     plan,
