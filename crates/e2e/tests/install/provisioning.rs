@@ -80,6 +80,29 @@ async fn clusterctl_init_runs_the_manager_deployment_from_the_project_image() {
     ] {
         assert!(variables.contains(variable), "{variable}: {variables}");
     }
+    // The topology flavor (its ClusterClass is generated from clusterclass-terraform.yaml).
+    let topology = captf_e2e::install::clusterctl(
+        env,
+        installed,
+        &[
+            "generate",
+            "cluster",
+            "demo",
+            "--infrastructure",
+            &format!("terraform:{VERSION}"),
+            "--flavor",
+            "topology",
+            "--list-variables",
+        ],
+    )
+    .expect("clusterctl generate cluster --flavor topology --list-variables");
+    for variable in [
+        "CAPTF_IDENTITY",
+        "KUBERNETES_VERSION",
+        "CAPTF_MACHINE_POOL_REPLICAS",
+    ] {
+        assert!(topology.contains(variable), "{variable}: {topology}");
+    }
 
     // The Deployment runs its two replicas from the pinned image, which is also the runner's.
     let deployment = Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
