@@ -1,6 +1,6 @@
 //! `retry` and `replan`: the next attempt now. Each sets its annotation to a new token; the
 //! manager answers it with the next Job it starts and removes it once that Job is booked
-//! (docs/reference/annotations.md). What runs stays the manager's decision.
+//! (docs/configuration.md, "Retry and replan"). What runs stays the manager's decision.
 
 use std::io::Write;
 
