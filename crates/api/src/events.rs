@@ -48,6 +48,10 @@ pub const JOB_INTERRUPTED: &str = "JobInterrupted";
 pub const JOB_DEADLINE_EXCEEDED: &str = "JobDeadlineExceeded";
 /// A Job succeeded.
 pub const JOB_SUCCEEDED: &str = "JobSucceeded";
+/// A Job was created: its operation, attempt, image and why (the related object is the Job).
+pub const JOB_CREATED: &str = "JobCreated";
+/// A state backup was taken (once per backup set).
+pub const STATE_BACKED_UP: &str = "StateBackedUp";
 /// An operation waits for a Job slot (once per wait).
 pub const WAITING_FOR_JOB_SLOT: &str = "WaitingForJobSlot";
 /// An operation waits for the run lease (once per wait).

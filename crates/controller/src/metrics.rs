@@ -16,8 +16,14 @@ const WORKLOAD_KINDS: [&str; 3] = [
     "TerraformMachinePool",
 ];
 /// The `reason` values of `captf_state_read_errors_total` (operations.md §11.4).
-const STATE_READ_ERROR_REASONS: [&str; 5] =
-    ["inconsistent", "encrypted", "corrupt", "lost", "locked"];
+const STATE_READ_ERROR_REASONS: [&str; 6] = [
+    "inconsistent",
+    "encrypted",
+    "corrupt",
+    "lost",
+    "locked",
+    "lineage_mismatch",
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindOpResult {
@@ -585,6 +591,8 @@ mod tests {
             "captf_jobs_total{kind=\"TerraformCluster\",op=\"apply\",result=\"succeeded\"} 1",
             "captf_ready{kind=\"TerraformCluster\",namespace=\"n\",name=\"c\"} 1",
             "captf_state_read_errors_total{kind=\"TerraformMachine\",reason=\"corrupt\"} 0",
+            "captf_state_read_errors_total{kind=\"TerraformCluster\",reason=\"lost\"} 0",
+            "captf_state_read_errors_total{kind=\"TerraformMachinePool\",reason=\"lineage_mismatch\"} 0",
             "captf_lock_force_unlocks_total{kind=\"TerraformMachinePool\"} 0",
         ] {
             assert!(text.contains(name), "{name} missing from:\n{text}");

@@ -738,3 +738,50 @@ pub fn gzip_state(doc: &serde_json::Value) -> Vec<u8> {
         .expect("gzip");
     enc.finish().expect("gzip")
 }
+
+/// What one `kubectl captf` command did.
+pub struct Ran {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `captf <args>` (the plugin, as `kubectl captf` runs it) in the scene's namespace with
+/// `answer` on its standard input.
+pub fn captf(scene: &Scene, args: &[&str], answer: &str) -> Ran {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(crate::captf_binary().expect("captf binary"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(scene.env.kubeconfig())
+        .args(["-n", &scene.ns])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("captf runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(answer.as_bytes())
+        .expect("answer written");
+    let out = child.wait_with_output().expect("captf ends");
+    Ran {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// [`captf`] with no input, which must exit 0: its standard output.
+pub fn captf_ok(scene: &Scene, args: &[&str]) -> String {
+    let ran = captf(scene, args, "");
+    assert_eq!(
+        ran.code, 0,
+        "captf {args:?}\nstdout: {}\nstderr: {}",
+        ran.stdout, ran.stderr
+    );
+    ran.stdout
+}

@@ -2,6 +2,7 @@
 //! the manager as a real process, and waits with deadlines.
 #![forbid(unsafe_code)]
 
+pub mod alerts;
 pub mod capi;
 pub mod demo;
 pub mod fixture;

@@ -170,13 +170,13 @@ impl Ctx {
         Ok(pods)
     }
 
-    /// Sets one annotation, only on the version of the object that was read when
-    /// `resource_version` is given (a changed object refuses).
+    /// Sets one annotation (`None`: removes it), only on the version of the object that was
+    /// read when `resource_version` is given (a changed object refuses).
     pub async fn annotate(
         &self,
         w: &Workload,
         key: &str,
-        value: &str,
+        value: Option<&str>,
         resource_version: Option<&str>,
     ) -> Result<()> {
         let mut metadata = serde_json::json!({"annotations": {key: value}});

@@ -13,7 +13,7 @@ mod workload;
 
 use std::io::{BufRead, Write};
 
-use captf_api::annotations::{ABANDON_INFRASTRUCTURE, RESTORE_STATE};
+use captf_api::annotations::ABANDON_INFRASTRUCTURE;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
@@ -349,14 +349,7 @@ pub async fn run(
                 w.reference()
             );
             confirm(&question, yes, out, input)?;
-            ctx.annotate(&w, RESTORE_STATE, &serial.to_string(), None)
-                .await?;
-            write(
-                out,
-                &format!(
-                    "Restore of serial {serial} requested; follow it with `kubectl captf status {object}`.\n"
-                ),
-            )
+            ctx.restore(&w, serial, out).await
         }
         PluginCommand::Retry { object, .. } => ctx.retry(&object, out).await,
         PluginCommand::Replan { object, .. } => ctx.replan(&object, out).await,
@@ -426,7 +419,7 @@ pub async fn run(
                 w.reference()
             );
             confirm(&question, yes, out, input)?;
-            ctx.annotate(&w, ABANDON_INFRASTRUCTURE, &w.uid.clone(), None)
+            ctx.annotate(&w, ABANDON_INFRASTRUCTURE, Some(&w.uid.clone()), None)
                 .await?;
             write(
                 out,

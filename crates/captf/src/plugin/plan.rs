@@ -154,7 +154,7 @@ impl Ctx {
                 ),
             ));
         }
-        self.annotate(&now, wanted, &shown.hash, Some(&now.resource_version))
+        self.annotate(&now, wanted, Some(&shown.hash), Some(&now.resource_version))
             .await?;
         write(
             out,

@@ -22,6 +22,8 @@ pub struct Workload {
     /// `captf.io/retry` and `captf.io/replan` with their tokens, while set (the manager removes
     /// each once the Job that answered it is booked).
     pub requests: Vec<(&'static str, String)>,
+    /// `captf.io/restore-state`, while set (the manager removes it after a successful restore).
+    pub restore_request: Option<String>,
 }
 
 impl Workload {
@@ -57,6 +59,7 @@ struct Meta {
     resource_version: String,
     deleting: bool,
     requests: Vec<(&'static str, String)>,
+    restore_request: Option<String>,
 }
 
 fn meta(object: kube::api::ObjectMeta) -> Meta {
@@ -69,6 +72,9 @@ fn meta(object: kube::api::ObjectMeta) -> Meta {
     .filter_map(|key| Some((key, annotations.get(key)?.clone())))
     .collect();
     Meta {
+        restore_request: annotations
+            .get(captf_api::annotations::RESTORE_STATE)
+            .cloned(),
         requests,
         name: object.name.unwrap_or_default(),
         namespace: object.namespace.unwrap_or_default(),
@@ -94,6 +100,7 @@ macro_rules! workload_from {
                     resource_version: m.resource_version,
                     deleting: m.deleting,
                     requests: m.requests,
+                    restore_request: m.restore_request,
                     conditions: status.conditions.unwrap_or_default(),
                     workspace: status.workspace,
                     plan,

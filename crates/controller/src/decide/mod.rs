@@ -24,6 +24,7 @@ mod finished;
 pub mod launch;
 mod preamble;
 mod reason;
+pub mod restore;
 mod snapshot;
 #[cfg(test)]
 mod tests;
@@ -255,8 +256,9 @@ fn deleting(s: &Snapshot, now: Timestamp, deletion: &Deletion) -> Decision {
     }
     let held = s.state.held();
     // Abandon comes first, so a restore that cannot start or a destroy that keeps failing
-    // cannot hide it; only where no destroy could succeed.
-    if deletion.abandon && (held || deletion.destroy == Destroyed::Failed) {
+    // cannot hide it; only where no destroy could succeed (nor start, without its inputs).
+    let cannot_destroy = held || deletion.destroy == Destroyed::Failed || deletion.inputs_lost;
+    if deletion.abandon && cannot_destroy {
         return Decision {
             action: Action::RemoveFinalizer,
             reason: Reason::Abandoned,

@@ -109,6 +109,8 @@ pub struct Deletion {
     pub destroy: Destroyed,
     /// `captf.io/abandon-infrastructure` names this object's UID.
     pub abandon: bool,
+    /// The durable inputs a destroy renders from are gone: no destroy can start.
+    pub inputs_lost: bool,
 }
 
 /// What the destroys since the newest apply did.

@@ -7,19 +7,21 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use captf_api::conditions::Status;
+use captf_api::conditions::{Status, reasons, types};
 use captf_api::names::{ObjectKey, WorkloadKind};
 use captf_api::{Condition, Operation, WorkspaceSpec, WorkspaceStatus, annotations};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
 use crate::decide::Finished;
+use crate::decide::restore::{LastRestore, RestoreAsk};
 use crate::decide::{self, Action as Decided, Effect, Policy, Snapshot, StateView};
-use crate::error::{Error, Result};
+use crate::error::{Error, KubeContext, Result};
 use crate::job::EffectivePolicy;
 use crate::reconcile::Context;
 use crate::reconcile::act::Acted;
@@ -448,8 +450,12 @@ async fn go<A: Adapter>(
     let seen = observe(pass, w, inputs).await?;
     let rendered = seen.rendering.as_ref().map(|r| &r.rendered);
     let job_policy = object.job_policy(w.deps.as_ref());
+    let asked = restore_asked(pass, w).await?;
+    if asked == RestoreAsk::Release {
+        A::workspace_mut(&mut w.status).last_restored_serial = None;
+    }
     let restore = pass
-        .restore_request(A::workspace(&w.status), &mut w.conds)
+        .restore_request(asked, A::workspace(&w.status), &mut w.conds)
         .await?;
     let mut snapshot = pass.snapshot(Observation {
         jobs: &w.jobs,
@@ -505,6 +511,22 @@ async fn go<A: Adapter>(
             Effect::StartJob(start) => {
                 let creds = creds.as_ref();
                 acted = start_job(pass, w, &seen, creds, &start, decision.requeue, restore).await?;
+                if let Some(job) = &acted.active {
+                    let image = match &start.image {
+                        decide::ModuleImage::Pinned(pin) => pin.as_str(),
+                        _ => object.spec().source.image.as_str(),
+                    };
+                    let note = format!(
+                        "Created {} Job {} (attempt {}, image {image}): {}",
+                        job.operation.as_str(),
+                        job.name,
+                        job.attempt,
+                        decision.reason
+                    );
+                    let reason = captf_api::events::JOB_CREATED;
+                    pass.publish_about(EventType::Normal, reason, &note, &job.name)
+                        .await;
+                }
                 A::launched(pass, &start, &acted);
             }
             Effect::CleanUp => crate::reconcile::act::secrets::cleanup(&ctx.client, key).await?,
@@ -528,6 +550,39 @@ async fn go<A: Adapter>(
         Decided::RemoveFinalizer => Action::await_change(),
         _ => pass.requeue(acted.requeue.or(decision.requeue)),
     })
+}
+
+/// What `captf.io/restore-state` asks (spec §11.8: the annotation and the restore recorded
+/// last, read live), so a stale cache neither runs a failed serial again nor misses a request
+/// set again after a success.
+async fn restore_asked<A: Adapter>(pass: &Pass<'_, A>, w: &Work<A>) -> Result<RestoreAsk> {
+    let api: Api<A> = Api::namespaced(pass.ctx.client.clone(), pass.key.namespace());
+    let Some(live) = api
+        .get_opt(pass.key.name())
+        .await
+        .during(|| "reading the object live".to_owned())?
+    else {
+        return Ok(RestoreAsk::Nothing);
+    };
+    let annotation = live.annotations().get(annotations::RESTORE_STATE);
+    let last = |workspace: &WorkspaceStatus, condition: Option<&Condition>| LastRestore {
+        serial: workspace.last_restored_serial,
+        failed: condition.is_some_and(|c| c.reason == reasons::RESTORE_FAILED),
+    };
+    // A restore booked by this pass is in its status, not yet in the live one.
+    let last = if w.finished.iter().any(|f| f.op == Operation::Restore) {
+        last(
+            A::workspace(&w.status),
+            w.conds.get(types::RESTORE_JOB_SUCCEEDED),
+        )
+    } else {
+        live.status().map_or_else(LastRestore::default, |status| {
+            let condition = A::conditions(status)
+                .and_then(|c| c.iter().find(|c| c.type_ == types::RESTORE_JOB_SUCCEEDED));
+            last(A::workspace(status), condition)
+        })
+    };
+    Ok(decide::restore::ask(annotation.map(String::as_str), last))
 }
 
 /// Starts the decided Job with what the pass observed.

@@ -4,6 +4,7 @@
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::names::ObjectKey;
 use captf_api::{ActiveJob, annotations};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::Api;
@@ -213,7 +214,36 @@ where
 
     /// An event about the object.
     pub async fn publish(&self, type_: EventType, reason: &str, note: &str) {
-        publish(self.ctx, self.object, type_, reason, note).await;
+        publish(self.ctx, self.object, type_, reason, note, None).await;
+    }
+
+    /// An event about the object and its Job `job` (the related object): each Job's event is
+    /// a series of its own, not folded into the first one of that reason.
+    pub async fn publish_about(&self, type_: EventType, reason: &str, note: &str, job: &str) {
+        let related = self.related("batch/v1", "Job", job);
+        publish(self.ctx, self.object, type_, reason, note, Some(related)).await;
+    }
+
+    /// An object in the object's namespace, as an event's related object.
+    pub fn related(&self, api_version: &str, kind: &str, name: &str) -> ObjectReference {
+        ObjectReference {
+            api_version: Some(api_version.to_owned()),
+            kind: Some(kind.to_owned()),
+            name: Some(name.to_owned()),
+            namespace: Some(self.key.namespace().to_owned()),
+            ..Default::default()
+        }
+    }
+
+    /// An event about the object and `related`.
+    pub async fn publish_related(
+        &self,
+        type_: EventType,
+        reason: &str,
+        note: &str,
+        related: ObjectReference,
+    ) {
+        publish(self.ctx, self.object, type_, reason, note, Some(related)).await;
     }
 }
 
@@ -296,13 +326,14 @@ pub async fn publish<K: Resource<DynamicType = ()>>(
     type_: EventType,
     reason: &str,
     note: &str,
+    related: Option<ObjectReference>,
 ) {
     let event = Event {
         type_,
         reason: reason.into(),
         note: Some(note.chars().take(1024).collect()),
         action: reason.into(),
-        secondary: None,
+        secondary: related,
     };
     if let Err(error) = ctx.recorder.publish(&event, &object.object_ref(&())).await {
         tracing::debug!(%error, "event not published");

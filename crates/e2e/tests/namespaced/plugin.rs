@@ -2,8 +2,7 @@
 //! against the local control plane and a manager. Each command's output and exit code, and
 //! what it changed on the object.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use captf_api::TerraformCluster;
 use captf_e2e::fixture::*;
@@ -28,49 +27,6 @@ fn carried<'j>(job: &'j k8s_openapi::api::batch::v1::Job, key: &str) -> Option<&
         .as_ref()?
         .get(key)
         .map(String::as_str)
-}
-
-/// What one command did.
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `captf <args>` with `answer` on its standard input.
-fn captf(scene: &Scene, args: &[&str], answer: &str) -> Ran {
-    let mut child = Command::new(captf_e2e::captf_binary().expect("captf binary"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(scene.env.kubeconfig())
-        .args(["-n", &scene.ns])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("captf runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(answer.as_bytes())
-        .expect("answer written");
-    let out = child.wait_with_output().expect("captf ends");
-    Ran {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn ok(scene: &Scene, args: &[&str]) -> String {
-    let ran = captf(scene, args, "");
-    assert_eq!(
-        ran.code, 0,
-        "captf {args:?}\nstdout: {}\nstderr: {}",
-        ran.stdout, ran.stderr
-    );
-    ran.stdout
 }
 
 fn fails(scene: &Scene, args: &[&str], answer: &str, code: i32, says: &str) {
@@ -150,7 +106,7 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
     );
 
     // Everything Ready: the table says so; unknown objects and bad names have their own codes.
-    let table = ok(&scene, &["status"]);
+    let table = captf_ok(&scene, &["status"]);
     assert!(table.contains("is Ready"), "{table}");
     fails(
         &scene,
@@ -189,20 +145,20 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
         .and_then(|s| s.plan.as_ref())
         .map(|p| p.plan_hash.clone())
         .expect("plan");
-    let table = ok(&scene, &["status"]);
+    let table = captf_ok(&scene, &["status"]);
     assert!(
         table.contains(&format!("TerraformCluster/{name}"))
             && table.contains("ApplyJobSucceeded/PlanAwaitingApproval"),
         "{table}"
     );
-    let text = ok(&scene, &["status", &object]);
+    let text = captf_ok(&scene, &["status", &object]);
     assert!(
         text.contains("Waiting for approval")
             && text.contains(&hash)
             && text.contains("what to do:"),
         "{text}"
     );
-    let report = json(&ok(&scene, &["status", &object, "-o", "json"]));
+    let report = json(&captf_ok(&scene, &["status", &object, "-o", "json"]));
     assert_eq!(
         report["pendingApprovals"][0]["hash"],
         hash.as_str(),
@@ -210,7 +166,8 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
     );
     assert_eq!(report["stateSerial"], first_serial, "{report}");
     let yaml: serde_json::Value =
-        serde_yaml::from_str(&ok(&scene, &["plan", "show", &object, "-o", "yaml"])).expect("yaml");
+        serde_yaml::from_str(&captf_ok(&scene, &["plan", "show", &object, "-o", "yaml"]))
+            .expect("yaml");
     assert_eq!(yaml["hash"], hash.as_str());
     assert_eq!(
         (yaml["add"].as_i64(), yaml["destroy"].as_i64()),
@@ -238,7 +195,7 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
     // Planned again on request: one plan Job answers the token, which its booking uses up; the
     // plan it made waits for approval as the first did.
     let plans = jobs_of(&scene.client, &scene.ns, name, "plan").await.len();
-    let said = ok(&scene, &["replan", &object]);
+    let said = captf_ok(&scene, &["replan", &object]);
     assert!(
         said.contains(&format!("plan {hash}")) && said.contains("made again"),
         "{said}"
@@ -296,12 +253,12 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
     assert!(serial > first_serial);
 
     // The newest Job pod's log is the approved apply's: the runner's steps and the engine.
-    let logs = ok(&scene, &["logs", &object]);
+    let logs = captf_ok(&scene, &["logs", &object]);
     assert!(
         logs.starts_with("==> pod captf-c-plugged-apply-") && logs.contains("Apply complete"),
         "{logs}"
     );
-    let every = ok(&scene, &["logs", &object, "--all"]);
+    let every = captf_ok(&scene, &["logs", &object, "--all"]);
     assert!(
         every.matches("==> pod ").count() >= 3,
         "the first apply, the plan, the approved apply: {every}"
@@ -315,7 +272,7 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
     );
 
     // The state, decoded by the manager's reader, and pulled raw (only the user can read it).
-    let state = json(&ok(&scene, &["state", "show", &object, "-o", "json"]));
+    let state = json(&captf_ok(&scene, &["state", "show", &object, "-o", "json"]));
     assert_eq!(state["serial"], serial);
     // The runner's root marks every contract output sensitive: only type and size show.
     let masked = state["outputs"]["exports"].to_string();
@@ -323,7 +280,7 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
         masked.contains("sensitive object") && !masked.contains("two"),
         "{state}"
     );
-    let state = json(&ok(
+    let state = json(&captf_ok(
         &scene,
         &["state", "show", &object, "--show-sensitive", "-o", "json"],
     ));
@@ -336,7 +293,7 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
     std::fs::write(&pulled, "an older, longer file than the state is").expect("old file");
     std::fs::set_permissions(&pulled, std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .expect("0644");
-    ok(
+    captf_ok(
         &scene,
         &[
             "state",
@@ -359,7 +316,10 @@ async fn the_plugin_shows_approves_restores_and_abandons() {
     );
 
     // Backups and a restore of the first serial.
-    let backups = json(&ok(&scene, &["backups", "list", &object, "-o", "json"]));
+    let backups = json(&captf_ok(
+        &scene,
+        &["backups", "list", &object, "-o", "json"],
+    ));
     assert!(
         backups
             .as_array()
@@ -472,7 +432,7 @@ async fn retry_starts_a_failed_apply_again_without_its_backoff() {
     assert_eq!(failed.len(), 1, "one failed apply, then the backoff");
     assert_eq!(carried(&failed[0], RETRY_TOKEN), None);
 
-    let said = ok(&scene, &["retry", &object]);
+    let said = captf_ok(&scene, &["retry", &object]);
     assert!(
         said.contains("retry requested")
             && said.contains(failed[0].metadata.name.as_deref().unwrap_or("?")),
@@ -511,7 +471,7 @@ async fn retry_starts_a_failed_apply_again_without_its_backoff() {
         serde_json::json!({"spec": {"variables": {"fail_plan": false}}}),
     )
     .await;
-    ok(&scene, &["retry", &object]);
+    captf_ok(&scene, &["retry", &object]);
     wait_until(&api, name, "the fixed apply", &scene.manager, ready).await;
     fails(
         &scene,

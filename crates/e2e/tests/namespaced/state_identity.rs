@@ -355,23 +355,100 @@ async fn restore_first(
     restored
 }
 
-/// A corrupt chunk: the restore replaces it without loading it, at the backup's serial.
-async fn restore_over_a_corrupt_chunk(s: &Scene, engine: Engine) {
-    let name = "corrupt";
-    let first = ready(s, engine, name, "").await;
-    let sfx = suffix(&first);
+/// Makes the base chunk of the cluster's state not gzip.
+async fn corrupt_base_chunk(s: &Scene, suffix: &str) {
     let secrets: Api<Secret> = Api::namespaced(s.client.clone(), &s.ns);
-    let base = format!("tfstate-default-{sfx}");
     secrets
         .patch(
-            &base,
+            &format!("tfstate-default-{suffix}"),
             &PatchParams::default(),
             &Patch::Merge(&serde_json::json!({"data": {"tfstate": "bm90IGd6aXA="}})),
         )
         .await
         .expect("corrupt");
+}
+
+/// Waits until `n` restore Jobs of the cluster `name` succeeded and the object reads the
+/// restored state again, with the request used up.
+async fn restored_times(s: &Scene, name: &str, n: usize, what: &str) -> TerraformCluster {
+    wait_for(what, TIMEOUT, || async {
+        let jobs = jobs_of(&s.client, &s.ns, name, "restore").await;
+        let done = jobs
+            .iter()
+            .filter(|j| j.status.as_ref().and_then(|s| s.succeeded) == Some(1))
+            .count();
+        assert!(
+            jobs.len() <= n,
+            "more restore Jobs than requests: {}",
+            jobs.len()
+        );
+        Ok((done == n).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", s.manager.log()));
+    let api: Api<TerraformCluster> = Api::namespaced(s.client.clone(), &s.ns);
+    wait_until(&api, name, what, &s.manager, |t| {
+        has(t, "RestoreJobSucceeded", "True", "StateRestored")
+            && has(t, "StateReadable", "True", "StateRead")
+            && annotation(t, "captf.io/restore-state").is_none()
+    })
+    .await
+}
+
+/// A corrupt chunk: the restore replaces it without loading it, at the backup's serial. A
+/// restore writes no new serial, so the backup restored last is often the one wanted next:
+/// the same serial is restored again on request, and again with `kubectl captf restore` over
+/// a state corrupted since.
+async fn restore_over_a_corrupt_chunk(s: &Scene, engine: Engine) {
+    let name = "corrupt";
+    let first = ready(s, engine, name, "").await;
+    let sfx = suffix(&first);
+    let backup = serial(&first).expect("serial");
+    corrupt_base_chunk(s, &sfx).await;
     let restored = restore_first(s, name, &first, "a corrupt chunk").await;
     assert_eq!(serial(&restored), serial(&first), "the backup's serial");
+
+    let api: Api<TerraformCluster> = Api::namespaced(s.client.clone(), &s.ns);
+    annotate(
+        &api,
+        name,
+        "captf.io/restore-state",
+        Some(&backup.to_string()),
+    )
+    .await;
+    let again = restored_times(s, name, 2, "the same serial restored a second time").await;
+    assert_eq!(serial(&again), Some(backup));
+
+    corrupt_base_chunk(s, &sfx).await;
+    wait_until(&api, name, "the state corrupt again", &s.manager, |t| {
+        has(t, "StateReadable", "False", "StateCorrupt")
+    })
+    .await;
+    let said = captf_ok(
+        s,
+        &[
+            "restore",
+            &format!("tfc/{name}"),
+            "--serial",
+            &backup.to_string(),
+            "--yes",
+        ],
+    );
+    assert!(
+        said.contains(&format!("Restore of serial {backup} requested")),
+        "{said}"
+    );
+    let third = restored_times(s, name, 3, "the same serial restored by the plugin").await;
+    assert_eq!(serial(&third), Some(backup));
+    assert_eq!(lineage(&third), lineage(&first), "the backup's lineage");
+    assert_eq!(
+        count(
+            &job_names(&s.client, &s.ns).await,
+            &format!("captf-c-{name}-apply-")
+        ),
+        1,
+        "a restore of the inputs applied last starts no apply"
+    );
 }
 
 /// A missing chunk (a `-part-2` without `-part-1`): the restore writes the backup's chunks and
@@ -537,4 +614,76 @@ async fn a_damaged_or_foreign_state_is_restored_or_adopted_with_opentofu() {
 #[tokio::test]
 async fn a_damaged_or_foreign_state_is_restored_or_adopted_with_terraform() {
     damaged_and_replaced("replaced-tf", TERRAFORM).await;
+}
+
+/// The `lost` series of TerraformClusters, as the manager exports it now.
+fn lost_count(s: &Scene) -> f64 {
+    let metrics = Manager::get(&s.manager.metrics).expect("metrics");
+    sample(
+        &metrics,
+        "captf_state_read_errors_total{kind=\"TerraformCluster\",reason=\"lost\"}",
+    )
+    .unwrap_or_else(|| panic!("no lost series:\n{metrics}"))
+}
+
+/// A state deleted between two passes of an object that applied: `StateLost`, counted once
+/// however often the object is looked at again, and CAPTFStateUnreadable fires on the series
+/// as the manager exported it (promtool over the shipped rules).
+#[tokio::test]
+async fn a_lost_state_is_counted_once_and_fires_the_unreadable_alert() {
+    let s = scene("lost-alert", &[]).await;
+    let before = lost_count(&s);
+    assert_eq!(before, 0.0, "the series starts at 0");
+    let name = "lost";
+    let first = ready(&s, OPENTOFU, name, "").await;
+    delete_state(&s.client, &s.ns, &suffix(&first)).await;
+    let api: Api<TerraformCluster> = Api::namespaced(s.client.clone(), &s.ns);
+    change_inputs(&api, name, "two").await;
+    wait_until(&api, name, "StateLost", &s.manager, |t| {
+        has(t, "StateReadable", "False", "StateLost")
+    })
+    .await;
+    // Two more passes that find it lost still: each answers a spec change.
+    for token in ["three", "four"] {
+        change_inputs(&api, name, token).await;
+        wait_until(
+            &api,
+            name,
+            "a pass of the new generation",
+            &s.manager,
+            |t| {
+                let generation = t.metadata.generation;
+                t.status
+                    .as_ref()
+                    .and_then(|st| st.conditions.as_ref())
+                    .and_then(|c| c.iter().find(|c| &*c.type_ == "StateReadable"))
+                    .is_some_and(|c| {
+                        c.observed_generation == generation && &*c.reason == "StateLost"
+                    })
+            },
+        )
+        .await;
+    }
+    let after = lost_count(&s);
+    assert_eq!(
+        after, 1.0,
+        "counted once, when the state was first found gone"
+    );
+    let scraped = captf_e2e::alerts::Scraped {
+        series: "captf_state_read_errors_total{kind=\"TerraformCluster\",reason=\"lost\"}".into(),
+        values: vec![before, before, after, after, after, after],
+    };
+    captf_e2e::alerts::fires(
+        &[scraped],
+        "CAPTFStateUnreadable",
+        &[("kind", "TerraformCluster"), ("reason", "lost")],
+        4,
+    )
+    .expect("the alert fires on the manager's series");
+    let names = job_names(&s.client, &s.ns).await;
+    assert_eq!(
+        count(&names, &format!("captf-c-{name}-apply-")),
+        1,
+        "nothing applies over a lost state: {names:?}"
+    );
 }

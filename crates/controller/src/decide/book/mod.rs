@@ -55,6 +55,9 @@ pub struct Note {
     pub warning: bool,
     pub reason: &'static str,
     pub message: String,
+    /// The Job the event is about: its related object, so each Job's event is its own and not
+    /// folded into the series of the object's first event of that reason.
+    pub job: Option<String>,
 }
 
 impl Note {
@@ -63,6 +66,7 @@ impl Note {
             warning: false,
             reason,
             message,
+            job: None,
         }
     }
 
@@ -71,6 +75,7 @@ impl Note {
             warning: true,
             reason,
             message,
+            job: None,
         }
     }
 }
@@ -145,6 +150,22 @@ impl Booked {
         });
     }
 
+    /// Every event of this booking concerns Job `name`.
+    fn about(mut self, name: &str) -> Self {
+        for effect in &mut self.effects {
+            let note = match effect {
+                BookEffect::Announce(note)
+                | BookEffect::Consume {
+                    announce: Some(note),
+                    ..
+                } => note,
+                _ => continue,
+            };
+            note.job.get_or_insert_with(|| name.to_owned());
+        }
+        self
+    }
+
     fn set(&mut self, type_: &'static str, status: Status, reason: &'static str, message: String) {
         self.conditions.push(Set {
             type_,
@@ -210,7 +231,7 @@ pub fn book(f: &Finished, before: &Before) -> Booked {
     if let Some(note) = finished_event(f, &booked) {
         booked.effects.push(BookEffect::Announce(note));
     }
-    booked
+    booked.about(&f.name)
 }
 
 /// A Job that answered `captf.io/retry` or `captf.io/replan` uses the request up, whatever it
@@ -258,6 +279,7 @@ pub fn interruptions(finished: &[Finished], vanished: Option<&str>) -> Booked {
             format!("Job {name} disappeared while it ran; the apply runs again"),
         )),
     ]);
+    booked = booked.about(name);
     booked.set(
         types::APPLY_JOB_SUCCEEDED,
         Status::False,
@@ -470,8 +492,8 @@ fn refreshed(f: &Finished, ok: bool, booked: &mut Booked) {
 }
 
 /// A restore: `RestoreJobSucceeded`, the serial recorded either way (a failed restore is
-/// never retried for the same serial: remove the annotation, wait for this to clear, set
-/// it again), and after a success the state adopted and the request used up.
+/// not retried for the same serial while its annotation stands, see
+/// [`crate::decide::restore`]), and after a success the state adopted and the request used up.
 fn restored(f: &Finished, ok: bool, booked: &mut Booked) {
     let serial = f.annotations.get(annotations::RESTORE_SERIAL);
     booked.recorded.push(Recorded::RestoredSerial(
@@ -485,7 +507,7 @@ fn restored(f: &Finished, ok: bool, booked: &mut Booked) {
         )
     } else {
         format!(
-            "{}. The state is unchanged; this serial is not retried: to try again remove captf.io/restore-state, wait for status.lastRestoredSerial to clear, and set it again",
+            "{}. The state is unchanged; this serial is not retried while captf.io/restore-state stands: to try again run `kubectl captf restore` with it again, or remove the annotation, wait for status.lastRestoredSerial to clear, and set it again",
             f.summary()
         )
     };

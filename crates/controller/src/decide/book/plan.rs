@@ -35,7 +35,7 @@ pub fn plan(f: &Finished, before: &PlanBefore, now: Timestamp) -> (Shown, Booked
     let shown = match (f.op, f.succeeded) {
         (Operation::Apply, true) => {
             let Some(approved) = approved else {
-                return (Shown::Keep, booked);
+                return (Shown::Keep, booked.about(&f.name));
             };
             booked.effects.push(BookEffect::CountApproval("applied"));
             if before.approve_plan == Some(approved.as_str()) {
@@ -58,7 +58,7 @@ pub fn plan(f: &Finished, before: &PlanBefore, now: Timestamp) -> (Shown, Booked
                     reasons::APPLY_FAILED,
                     format!("plan Job {} succeeded but left no readable plan; it is planned again after the retry delay", f.name),
                 );
-                return (Shown::Keep, booked);
+                return (Shown::Keep, booked.about(&f.name));
             };
             let shown = approvals::plan_status(&f.name, inputs, plan, now);
             // An empty plan applies without approval.
@@ -115,5 +115,5 @@ pub fn plan(f: &Finished, before: &PlanBefore, now: Timestamp) -> (Shown, Booked
         }
         _ => Shown::Keep,
     };
-    (shown, booked)
+    (shown, booked.about(&f.name))
 }

@@ -113,6 +113,33 @@ pub(super) fn rows() -> Rows {
             Release(Reason::Abandoned),
         ),
         (
+            "durable inputs gone: abandon releases a destroy that cannot start",
+            cluster().with(|s| {
+                deleting(s);
+                deleting(s).inputs_lost = true;
+                deleting(s).abandon = true
+            }),
+            Release(Reason::Abandoned),
+        ),
+        (
+            "durable inputs gone without abandon: the destroy is still what is due (the launch says why it cannot render)",
+            cluster().with(|s| {
+                deleting(s);
+                deleting(s).inputs_lost = true
+            }),
+            Run(Destroy, Reason::Deleting),
+        ),
+        (
+            "durable inputs gone: dependents are still waited for before abandon",
+            cluster().with(|s| {
+                deleting(s);
+                deleting(s).dependents = true;
+                deleting(s).inputs_lost = true;
+                deleting(s).abandon = true
+            }),
+            WaitFor(Reason::DependentsExist, Duration::from_secs(30)),
+        ),
+        (
             "readable state and a destroy that can run: abandon is ignored",
             cluster().with(|s| {
                 deleting(s);

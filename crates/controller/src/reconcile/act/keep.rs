@@ -181,6 +181,18 @@ where
                 pruned,
             } => {
                 tracing::info!(namespace = %ns, name = %name, serial, backup = %backup, pruned = pruned.len(), "state backed up");
+                let note = format!(
+                    "serial {serial} backed up as {backup}{}",
+                    if pruned.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {} older backup Secret(s) pruned", pruned.len())
+                    }
+                );
+                let reason = captf_api::events::STATE_BACKED_UP;
+                let secret = self.related("v1", "Secret", backup);
+                let normal = kube::runtime::events::EventType::Normal;
+                self.publish_related(normal, reason, &note, secret).await;
             }
             crate::reconcile::act::backups::Outcome::AlreadyBackedUp { .. } => {}
         }

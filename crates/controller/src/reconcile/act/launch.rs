@@ -551,7 +551,8 @@ where
         let (handed, ()) = futures::join!(secrets.patch(&run_secret, &params, &patch), async {
             if op == Operation::Apply {
                 let note = format!("started {job_name}");
-                self.publish(EventType::Normal, captf_api::events::INPUTS_CHANGED, &note)
+                let reason = captf_api::events::INPUTS_CHANGED;
+                self.publish_about(EventType::Normal, reason, &note, &job_name)
                     .await;
             }
         });

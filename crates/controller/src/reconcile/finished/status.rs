@@ -155,6 +155,12 @@ where
         } else {
             EventType::Normal
         };
-        self.publish(type_, note.reason, &note.message).await;
+        match &note.job {
+            Some(job) => {
+                self.publish_about(type_, note.reason, &note.message, job)
+                    .await;
+            }
+            None => self.publish(type_, note.reason, &note.message).await,
+        }
     }
 }

@@ -73,7 +73,15 @@ pub async fn reconcile(
         (Some(r), reasons::SECRET_FOUND) if r != reasons::SECRET_FOUND => {
             let note = format!("Secret {}/{} exists", source.namespace, source.name);
             let reason = captf_api::events::IDENTITY_SECRET_FOUND;
-            publish(&ctx, identity.as_ref(), EventType::Normal, reason, &note).await;
+            publish(
+                &ctx,
+                identity.as_ref(),
+                EventType::Normal,
+                reason,
+                &note,
+                None,
+            )
+            .await;
         }
         (previous, reasons::SECRET_NOT_FOUND) if previous != Some(reasons::SECRET_NOT_FOUND) => {
             let reason = captf_api::events::IDENTITY_SECRET_NOT_FOUND;
@@ -83,6 +91,7 @@ pub async fn reconcile(
                 EventType::Warning,
                 reason,
                 &message,
+                None,
             )
             .await;
         }

@@ -150,5 +150,5 @@ async fn announce(
         Status::True => (EventType::Normal, captf_api::events::CAPACITY_RESOLVED),
         _ => (EventType::Warning, captf_api::events::IMAGE_INSPECT_FAILED),
     };
-    publish(ctx, template, type_, reason, &resolved.message).await;
+    publish(ctx, template, type_, reason, &resolved.message, None).await;
 }

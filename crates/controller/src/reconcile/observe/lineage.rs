@@ -200,6 +200,13 @@ where
         let mut writes = LineageWrites::default();
         let view = match identity {
             Identity::Missing if ever_applied => {
+                // Counted once, when the state is first found gone (as a mismatch is).
+                if conds
+                    .get(types::STATE_READABLE)
+                    .is_none_or(|c| c.reason != reasons::STATE_LOST)
+                {
+                    self.count_state_error("lost");
+                }
                 conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups (docs/backups.md)", generation, now);
                 StateView::Lost
             }

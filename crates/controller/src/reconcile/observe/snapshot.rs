@@ -6,6 +6,7 @@ use captf_api::{WorkspaceStatus, annotations};
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
+use crate::decide::restore::RestoreAsk;
 use crate::decide::{
     Approvals, Deletion, Destroyed, Lifecycle, Observed, Policy, Requests, Snapshot, StateView,
 };
@@ -38,6 +39,7 @@ where
     /// counting a refused request once, not once per pass.
     pub async fn restore_request(
         &self,
+        asked: RestoreAsk,
         workspace: &WorkspaceStatus,
         conds: &mut Conditions,
     ) -> Result<Option<BackupSet>> {
@@ -46,12 +48,7 @@ where
                 .map(|c| (c.reason.clone(), c.message.clone()))
         };
         let before = reason(conds);
-        let annotation = self
-            .object
-            .annotations()
-            .get(annotations::RESTORE_STATE)
-            .map(String::as_str);
-        let restore = self.backup_named(annotation, workspace, conds).await?;
+        let restore = self.backup_named(asked, workspace, conds).await?;
         let after = reason(conds);
         if after != before
             && after
@@ -70,27 +67,26 @@ where
         Ok(restore)
     }
 
-    /// The complete backup `annotation` names, or `None` (with `RestoreJobSucceeded` saying
-    /// why when the annotation cannot be honoured). A serial equal to
-    /// `status.lastRestoredSerial` was consumed already.
+    /// The complete backup of the serial `asked` names, or `None` (with `RestoreJobSucceeded`
+    /// saying why when the request cannot be honoured).
     async fn backup_named(
         &self,
-        annotation: Option<&str>,
+        asked: RestoreAsk,
         workspace: &WorkspaceStatus,
         conds: &mut Conditions,
     ) -> Result<Option<BackupSet>> {
         let (generation, now) = (self.generation, self.now);
-        let last_restored = workspace.last_restored_serial;
-        let Some(value) = annotation else {
-            return Ok(None);
+        let serial = match asked {
+            RestoreAsk::Serial(serial) => serial,
+            RestoreAsk::NotASerial(value) => {
+                conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("captf.io/restore-state={value:?} is not a state serial: use one of status.stateBackups[].serial"), generation, now);
+                return Ok(None);
+            }
+            // The RestoreFailed condition says how to try that serial again.
+            RestoreAsk::Nothing | RestoreAsk::Release | RestoreAsk::FailedBefore(_) => {
+                return Ok(None);
+            }
         };
-        let Some(serial) = value.trim().parse::<u64>().ok().filter(|s| *s >= 1) else {
-            conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("captf.io/restore-state={value:?} is not a state serial: use one of status.stateBackups[].serial"), generation, now);
-            return Ok(None);
-        };
-        if i64::try_from(serial).ok() == last_restored {
-            return Ok(None);
-        }
         let sets = self.backups(self.own_lineage(workspace)).await?;
         match crate::reconcile::act::backups::restorable(&sets, serial) {
             Some(set) => Ok(Some(set.clone())),
@@ -162,6 +158,7 @@ where
                 dependents: false,
                 destroy,
                 abandon: abandon_requested(self.object),
+                inputs_lost: !seen.durable.renders_destroy(),
             })
         } else {
             Lifecycle::Live

@@ -132,6 +132,8 @@ pub struct DurableInputs {
     pub tfvars: Option<serde_json::Value>,
     /// Bytes of `main.tf.json` and `terraform.tfvars.json` together.
     pub rendered_size: usize,
+    /// Whether each of `main.tf.json` and `terraform.tfvars.json` is there.
+    pub rendered: (bool, bool),
     /// Pools: the canonical JSON of the exports the last successful apply rendered (its own data
     /// key, see [`crate::reconcile::kinds::pool::exports::APPLIED_EXPORTS_KEY`]).
     pub applied_exports: Option<Vec<u8>>,
@@ -144,6 +146,11 @@ impl DurableInputs {
             .get(annotations::APPLIED)
             .is_some_and(|v| v == "true")
             || self.annotations.contains_key(annotations::IMAGE_DIGEST)
+    }
+
+    /// A destroy can be rendered from them: the Secret holds both files of the last apply.
+    pub fn renders_destroy(&self) -> bool {
+        self.exists && self.rendered.0 && self.rendered.1
     }
 
     /// The digest the last successful apply ran, as a reference a pod can pull.
@@ -207,6 +214,10 @@ pub async fn durable_inputs(client: &kube::Client, key: &ObjectKey) -> Result<Du
         tfvars,
         rendered_size: size(captf_contract::render::MAIN_TF_FILE)
             + size(captf_contract::render::TFVARS_FILE),
+        rendered: (
+            data.contains_key(captf_contract::render::MAIN_TF_FILE),
+            data.contains_key(captf_contract::render::TFVARS_FILE),
+        ),
         applied_exports: data
             .get(crate::reconcile::kinds::pool::exports::APPLIED_EXPORTS_KEY)
             .map(|b| b.0.clone()),
