@@ -39,7 +39,9 @@ pub use outputs::{
     Address, AddressType, ClusterOutputs, Decoded, FailureDomain, MachineOutputs,
     MachinePoolOutputs, PoolInstance, RoleOutputs, Violation, required_outputs,
 };
-pub use render::{MAX_RENDERED_BYTES, Rendered, render, render_restore_root};
+pub use render::{
+    EXPORTS_SENSITIVE_OUTPUT, MAX_RENDERED_BYTES, Rendered, render, render_restore_root,
+};
 pub use role::{MAX_VARIABLES, META_ARGUMENTS, RESERVED_PREFIX, Role, VERSION, versions};
 pub use spec::{InputSpec, input_names, input_specs};
 pub use variables::{Variable, Variables, parse_variables, validate_variable_name};

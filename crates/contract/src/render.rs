@@ -45,6 +45,11 @@ impl Rendered {
     }
 }
 
+/// The cluster root's output saying whether the module's `exports` output is sensitive
+/// (`issensitive()`, OpenTofu 1.7 and Terraform 1.8 on). A state without it was written by an
+/// older root: whether its exports are sensitive is unknown.
+pub const EXPORTS_SENSITIVE_OUTPUT: &str = "captf_exports_sensitive";
+
 /// Renders the root module, tfvars and inputs hash for `role`.
 ///
 /// `image` is `spec.source.image` as written. Fails when the inputs belong to
@@ -148,7 +153,7 @@ fn root(role: Role, variables: &Variables) -> Value {
 
     // Every re-export is sensitive: a module may mark any output sensitive and a
     // non-sensitive root output referencing it would fail plan.
-    let outputs: Map<String, Value> = required_outputs(role)
+    let mut outputs: Map<String, Value> = required_outputs(role)
         .iter()
         .map(|name| {
             (
@@ -157,6 +162,14 @@ fn root(role: Role, variables: &Variables) -> Value {
             )
         })
         .collect();
+    // Whether the module marks its exports sensitive, which the re-export above hides: the
+    // manager never publishes sensitive exports in status.exports.
+    if role == Role::Cluster {
+        outputs.insert(
+            EXPORTS_SENSITIVE_OUTPUT.to_owned(),
+            json!({"value": format!("${{issensitive(module.{MODULE_NAME}.exports)}}")}),
+        );
+    }
 
     let mut root = Map::new();
     root.insert("terraform".into(), terraform_block());

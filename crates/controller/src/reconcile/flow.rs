@@ -541,7 +541,8 @@ async fn go<A: Adapter>(
             Effect::PruneJobs => pass.prune(&w.jobs, &job_policy).await?,
             Effect::RemoveFinalizer => pass.remove_finalizer().await?,
             Effect::AnnounceRelease => {
-                pass.announce_release(decision.reason, &w.conds, &seen.view)
+                let inputs_lost = !w.durable.renders_destroy();
+                pass.announce_release(decision.reason, &w.conds, &seen.view, inputs_lost)
                     .await;
             }
         }

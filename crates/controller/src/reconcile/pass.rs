@@ -414,8 +414,11 @@ pub fn active_job(job: &Option<jobs::ObservedJob>) -> Option<ActiveJob> {
 }
 
 /// Why an abandon was allowed, for the event.
-pub fn abandon_cause(conds: &Conditions, state: &StateView) -> String {
+pub fn abandon_cause(conds: &Conditions, state: &StateView, inputs_lost: bool) -> String {
     match state {
+        _ if inputs_lost && !state.held() => {
+            "the durable inputs Secret is gone, so no destroy can be rendered".to_owned()
+        }
         s if s.held() => format!(
             "StateReadable {}",
             conds

@@ -374,3 +374,58 @@ async fn a_lookalike_destroy_job_changes_nothing() {
     let note = ignored.note.unwrap_or_default();
     assert!(note.contains("lookalike"), "{note}");
 }
+
+/// The durable inputs Secret deleted by hand (docs/runbooks/stuck-destroy.md): the destroy
+/// cannot be rendered, so no destroy Job starts and `ApplyJobSucceeded` says so; abandon then
+/// releases the object, as the runbook promises, without a destroy.
+#[tokio::test]
+async fn a_deletion_without_its_durable_inputs_starts_no_destroy_and_can_be_abandoned() {
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("inputs-gone", &[]).await;
+    let name = "inputs-gone";
+    create_cluster(&client, &ns, name, IMAGE, "").await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let ready = wait_until(&api, name, "Ready", &manager, |t| {
+        has(t, "Ready", "True", "Ready")
+    })
+    .await;
+    let uid = ready.metadata.uid.clone().expect("uid");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    secrets
+        .delete(&format!("captf-inputs-c-{name}"), &DeleteParams::default())
+        .await
+        .expect("delete the durable inputs");
+    api.delete(name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    let stuck = wait_until(&api, name, "the destroy cannot render", &manager, |t| {
+        has(t, "ApplyJobSucceeded", "False", "DestroyFailed")
+            && condition(t, "ApplyJobSucceeded")
+                .is_some_and(|c| c.2.contains("durable inputs Secret is missing"))
+    })
+    .await;
+    assert!(stuck.metadata.deletion_timestamp.is_some());
+    let no_destroy = |names: Vec<String>| !names.iter().any(|j| j.contains("-destroy-"));
+    assert!(no_destroy(job_names(&client, &ns).await), "no destroy Job");
+
+    annotate(&api, name, "captf.io/abandon-infrastructure", Some(&uid)).await;
+    wait_for("the TerraformCluster to be released", TIMEOUT, || async {
+        Ok(api.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let abandoned = event(&client, &ns, "InfrastructureAbandoned").await;
+    let note = abandoned.note.unwrap_or_default();
+    assert!(
+        note.contains("without a destroy") && note.contains("durable inputs Secret is gone"),
+        "{note}"
+    );
+    assert!(
+        no_destroy(job_names(&client, &ns).await),
+        "released without a destroy"
+    );
+}

@@ -284,6 +284,7 @@ where
         reason: decide::Reason,
         conds: &Conditions,
         state: &StateView,
+        inputs_lost: bool,
     ) {
         let key = self.key;
         let (type_, event, note) = match reason {
@@ -293,7 +294,7 @@ where
                 format!(
                     "removed finalizer {} without a destroy ({}); captf.io/abandon-infrastructure names this object's UID. What the module created keeps running, unmanaged; the backups go with the object",
                     key.kind().finalizer(),
-                    abandon_cause(conds, state)
+                    abandon_cause(conds, state, inputs_lost)
                 ),
             ),
             decide::Reason::Destroyed => (

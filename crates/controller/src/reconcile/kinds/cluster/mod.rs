@@ -307,14 +307,27 @@ async fn apply_outputs(
     )
     .filter(|v: &Vec<_>| !v.is_empty());
     let exports = captf_contract::canonical_json(&outputs.exports);
-    if exports.len() <= captf_api::cluster::MAX_PUBLISHED_EXPORTS_BYTES {
-        status.exports = Some(outputs.exports.clone());
-    } else {
+    let withheld = match exports_published(state, exports.len()) {
+        Published::Yes => {
+            status.exports = Some(outputs.exports.clone());
+            None
+        }
+        Published::TooLarge => {
+            Some("exports are over 65536 bytes and were not published in status.exports")
+        }
+        Published::Sensitive => Some(
+            "the module marks its exports output sensitive, so they are not published in status.exports (anyone who may view the object could read them); machines and pools still read them from the state",
+        ),
+        Published::Unknown => Some(
+            "the state was written before the root said whether the module's exports are sensitive, so they are not published in status.exports until the next apply records it",
+        ),
+    };
+    if let Some(text) = withheld {
         status.exports = None;
         pass.defer(Write::Note {
             type_: EventType::Warning,
             reason: captf_api::events::EXPORTS_NOT_PUBLISHED,
-            text: "exports are over 65536 bytes and were not published in status.exports".into(),
+            text: text.into(),
         });
     }
     // The module's endpoint goes to spec once, when the user set none.
@@ -353,4 +366,84 @@ async fn apply_outputs(
         }
     }
     Ok(())
+}
+
+/// Whether a cluster's exports go to `status.exports`, which anyone who may view the object
+/// reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Published {
+    Yes,
+    /// The module marks its `exports` output sensitive.
+    Sensitive,
+    /// The state does not say (written by a root from before the flag).
+    Unknown,
+    /// Over [`captf_api::cluster::MAX_PUBLISHED_EXPORTS_BYTES`].
+    TooLarge,
+}
+
+/// Decides [`Published`] from the root's `captf_exports_sensitive` output in `state` and the
+/// size of the exports' canonical JSON.
+fn exports_published(state: &captf_state::DecodedState, bytes: usize) -> Published {
+    match state
+        .outputs
+        .get(captf_contract::EXPORTS_SENSITIVE_OUTPUT)
+        .and_then(serde_json::Value::as_bool)
+    {
+        Some(true) => Published::Sensitive,
+        None => Published::Unknown,
+        Some(false) if bytes > captf_api::cluster::MAX_PUBLISHED_EXPORTS_BYTES => {
+            Published::TooLarge
+        }
+        Some(false) => Published::Yes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(flag: Option<serde_json::Value>) -> captf_state::DecodedState {
+        captf_state::DecodedState {
+            serial: 2,
+            lineage: "l".into(),
+            terraform_version: "1.12.6".into(),
+            outputs: flag
+                .map(|v| (captf_contract::EXPORTS_SENSITIVE_OUTPUT.to_owned(), v))
+                .into_iter()
+                .collect(),
+            sensitive_outputs: Default::default(),
+            managed_resources: 0,
+            compressed_bytes: 0,
+            decompressed_bytes: 0,
+            chunks: 1,
+            inputs_hash: None,
+        }
+    }
+
+    #[test]
+    fn sensitive_or_unknown_exports_are_never_published() {
+        let max = captf_api::cluster::MAX_PUBLISHED_EXPORTS_BYTES;
+        let rows = [
+            ("plain exports", Some(false.into()), 20, Published::Yes),
+            ("at the size limit", Some(false.into()), max, Published::Yes),
+            ("over it", Some(false.into()), max + 1, Published::TooLarge),
+            ("sensitive", Some(true.into()), 20, Published::Sensitive),
+            (
+                "sensitive and large",
+                Some(true.into()),
+                max + 1,
+                Published::Sensitive,
+            ),
+            ("a state from before the flag", None, 20, Published::Unknown),
+            (
+                "a flag that is not a bool",
+                Some("false".into()),
+                20,
+                Published::Unknown,
+            ),
+        ];
+        for (row, flag, bytes, want) in rows {
+            assert_eq!(exports_published(&state(flag), bytes), want, "{row}");
+        }
+    }
 }
