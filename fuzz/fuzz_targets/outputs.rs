@@ -112,7 +112,7 @@ fn valid_shapes(outputs: &RoleOutputs) {
                 "provider IDs sorted and distinct"
             );
             assert!(p.instances.len() <= captf_contract::outputs::MAX_POOL_INSTANCES);
-            assert!(p.replicas >= 0);
+            assert!(p.replicas.is_none_or(|r| r >= 0));
             assert!(p.instances.iter().all(|i| i.addresses.is_sorted()));
         }
     }

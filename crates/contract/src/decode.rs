@@ -3,8 +3,9 @@
 //! Input: root output name → value, where the caller has already unwrapped
 //! Terraform state's `{"value": ..., "type": ...}` to the value. An output
 //! absent from the map is undeclared; one mapped to `null` is declared but
-//! not yet known. Decoding follows the contract shape, not the state type:
-//! extra object attributes are ignored and missing required ones are errors.
+//! not yet known. The pool's `replicas` is optional: absent reads as null.
+//! Decoding follows the contract shape, not the state type: extra object
+//! attributes are ignored and missing required ones are errors.
 //!
 //! Precedence: any missing output ⇒ `Missing`; else any violation ⇒
 //! `Invalid` (all violations collected); else any pending output ⇒
@@ -24,7 +25,7 @@
 //! | machine     | `interruptible`          | `false`                  |
 //! | machinepool | `provider_id` (or `""`)  | `None` (allowed forever) |
 //! | machinepool | `provider_id_list`       | pending (`[]` is valid)  |
-//! | machinepool | `replicas`               | pending                  |
+//! | machinepool | `replicas` (or absent)   | `None` (not reported)    |
 //! | machinepool | `instances`              | pending (`[]` is valid)  |
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -48,12 +49,17 @@ const PROVIDER_ID_LEN: usize = 512;
 const NAME_LEN: usize = 256;
 const HOST_LEN: usize = 512;
 
+/// Outputs whose value is optional, so an absent one is not `Missing`. A pool whose scaling
+/// group is gone reports no `replicas`, and its other outputs (health above all) must still
+/// reach the conditions, as the original contract has it.
+const OPTIONAL: [&str; 1] = ["replicas"];
+
 /// Decodes and validates the role's required outputs (see the module docs).
 pub fn decode_outputs(role: Role, outputs: &BTreeMap<String, Value>) -> Decoded {
     let missing: Vec<&'static str> = required_outputs(role)
         .iter()
         .copied()
-        .filter(|name| !outputs.contains_key(*name))
+        .filter(|name| !outputs.contains_key(*name) && !OPTIONAL.contains(name))
         .collect();
     if !missing.is_empty() {
         return Decoded::Missing(missing);
@@ -217,13 +223,13 @@ impl<'a> Decoder<'a> {
         let provider_id_list = self
             .non_null("provider_id_list")
             .and_then(|v| self.provider_id_list(v));
-        let replicas = match self.non_null("replicas") {
-            None => None,
-            Some(v) => match v.as_i64().and_then(|n| i32::try_from(n).ok()) {
-                Some(n) if n >= 0 => Some(n),
+        let replicas = match self.get("replicas") {
+            Value::Null => Some(None),
+            v => match v.as_i64().and_then(|n| i32::try_from(n).ok()) {
+                Some(n) if n >= 0 => Some(Some(n)),
                 _ => self.bad(
                     &Self::at("replicas"),
-                    "must be an integer between 0 and 2147483647",
+                    "must be an integer between 0 and 2147483647 or null",
                 ),
             },
         };

@@ -162,8 +162,9 @@ pub struct MachinePoolOutputs {
     pub provider_id: Option<String>,
     /// Member provider IDs, sorted and de-duplicated.
     pub provider_id_list: Vec<String>,
-    /// Observed desired capacity.
-    pub replicas: i32,
+    /// Observed desired capacity; `None` when not reported (null or absent, e.g. the scaling
+    /// group is gone).
+    pub replicas: Option<i32>,
     /// Members, at most [`MAX_POOL_INSTANCES`].
     pub instances: Vec<PoolInstance>,
     /// More than [`MAX_POOL_INSTANCES`] members were reported.

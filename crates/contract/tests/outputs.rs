@@ -68,22 +68,30 @@ fn spec_examples_are_valid() {
 
 #[test]
 fn missing_outputs_are_named_and_win() {
+    // `replicas` may be absent (pool_replicas_are_optional).
+    let mandatory = |role| {
+        required_outputs(role)
+            .iter()
+            .copied()
+            .filter(|n| *n != "replicas")
+            .collect::<Vec<_>>()
+    };
     for role in Role::ALL {
-        for name in required_outputs(role) {
+        for name in mandatory(role) {
             let mut m = outputs(valid(role));
-            m.remove(*name);
+            m.remove(name);
             // Another output is invalid at the same time: Missing still wins.
             m.insert("health".into(), json!({"state": "bogus", "healthy": true}));
-            m.remove(*name);
+            m.remove(name);
             assert_eq!(
                 decode_outputs(role, &m),
-                Decoded::Missing(vec![*name]),
+                Decoded::Missing(vec![name]),
                 "{role}"
             );
         }
         assert_eq!(
             decode_outputs(role, &BTreeMap::new()),
-            Decoded::Missing(required_outputs(role).to_vec())
+            Decoded::Missing(mandatory(role))
         );
     }
 }
@@ -107,7 +115,6 @@ fn pending_per_role() {
         (Role::Machine, "addresses", Value::Null),
         (Role::Machine, "health", Value::Null),
         (Role::MachinePool, "provider_id_list", Value::Null),
-        (Role::MachinePool, "replicas", Value::Null),
         (Role::MachinePool, "instances", Value::Null),
         (Role::MachinePool, "health", Value::Null),
     ];
@@ -265,7 +272,7 @@ fn normalizations() {
         panic!("pool")
     };
     assert!(!p.instances_truncated);
-    assert_eq!(p.replicas, 2);
+    assert_eq!(p.replicas, Some(2));
     assert_eq!(p.instances[0].state, Some(HealthState::Running));
 
     let RoleOutputs::MachinePool(p) = decode_valid(
@@ -274,7 +281,47 @@ fn normalizations() {
     ) else {
         panic!("pool")
     };
-    assert_eq!(p.replicas, 0);
+    assert_eq!(p.replicas, Some(0));
+}
+
+/// A pool whose scaling group is gone reports no `replicas`; its other outputs still decode,
+/// so its health reaches the conditions.
+#[test]
+fn pool_replicas_are_optional() {
+    let pool = |m: &BTreeMap<String, Value>| match decode_outputs(Role::MachinePool, m) {
+        Decoded::Valid(RoleOutputs::MachinePool(p)) => p,
+        other => panic!("expected a valid pool, got {other:?}"),
+    };
+    let terminated = json!({"state": "terminated", "healthy": false, "message": "group deleted"});
+    let mut absent = outputs(valid(Role::MachinePool));
+    absent.remove("replicas");
+    let replicas = |v| with(Role::MachinePool, "replicas", v);
+    let cases = [
+        ("present", replicas(json!(3)), Some(3)),
+        ("zero", replicas(json!(0)), Some(0)),
+        ("null", replicas(Value::Null), None),
+        ("absent", absent, None),
+    ];
+    for (name, mut m, want) in cases {
+        let p = pool(&m);
+        assert_eq!(p.replicas, want, "{name}");
+        assert_eq!(p.provider_id_list.len(), 2, "{name}");
+        assert_eq!(p.health.state, HealthState::Running, "{name}");
+        m.insert("health".into(), terminated.clone());
+        assert_eq!(pool(&m).health.state, HealthState::Terminated, "{name}");
+    }
+    // Not reported does not hide what else is pending or invalid.
+    let mut m = with(Role::MachinePool, "replicas", Value::Null);
+    m.insert("health".into(), Value::Null);
+    assert_eq!(
+        decode_outputs(Role::MachinePool, &m),
+        Decoded::Pending(vec!["health"])
+    );
+    m.insert("replicas".into(), json!("3"));
+    assert!(matches!(
+        decode_outputs(Role::MachinePool, &m),
+        Decoded::Invalid(v) if v.len() == 1 && v[0].output == "replicas"
+    ));
 }
 
 #[test]

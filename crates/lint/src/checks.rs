@@ -6,7 +6,7 @@ use captf_contract::{RESERVED_PREFIX, Role, input_specs, required_outputs};
 use hcl_edit::expr::Expression;
 use hcl_edit::visit::{Visit, visit_expr};
 
-use crate::load::{Expr, Loaded, Loc, Module, json_local_refs, local_refs};
+use crate::load::{Expr, Loaded, Loc, Module};
 use crate::report::{Finding, Severity};
 use crate::rules::*;
 use crate::types::{Ty, accepts, parse_type_str};
@@ -260,44 +260,53 @@ fn strip_parens(expr: &Expression) -> &Expression {
     }
 }
 
-fn func_name(expr: &Expression) -> Option<&str> {
-    match strip_parens(expr) {
-        Expression::FuncCall(call) if !call.name.is_namespaced() => Some(call.name.name.as_str()),
-        _ => None,
-    }
-}
-
-fn first_arg(expr: &Expression) -> Option<&Expression> {
-    match strip_parens(expr) {
-        Expression::FuncCall(call) => call.args.iter().next(),
-        _ => None,
-    }
-}
-
-/// `sort(...)`, `distinct(sort(...))` (any mix of distinct/sort with sort present).
+/// Whether `expr` yields its list in an order fixed by its contents, so identical refreshes give
+/// identical lists: `sort(...)`; parentheses, `tolist(X)` or `distinct(X)` around such an X
+/// (both keep the order they are given); a conditional whose both branches are such; or
+/// `concat(A, B, ...)` of only such lists. A concat of sorted lists is not itself sorted, but
+/// its order is still fixed by its arguments' contents, which is what the rule guards (the
+/// controller sorts before writing). `distinct(x)` without a sort keeps `x`'s order and does
+/// not count; nor does an expanded argument (`f(x...)`).
 fn is_sorted(expr: &Expression) -> bool {
-    match func_name(expr) {
-        Some("sort") => true,
-        Some("distinct") => first_arg(expr).is_some_and(is_sorted),
+    match expr {
+        Expression::Parenthesis(p) => is_sorted(p.inner()),
+        Expression::Conditional(c) => is_sorted(&c.true_expr) && is_sorted(&c.false_expr),
+        Expression::FuncCall(call) if !call.name.is_namespaced() && !call.args.expand_final() => {
+            let args = &call.args;
+            match call.name.name.as_str() {
+                "sort" => true,
+                "tolist" | "distinct" => args.len() == 1 && args.iter().all(is_sorted),
+                "concat" => !args.is_empty() && args.iter().all(is_sorted),
+                _ => false,
+            }
+        }
         _ => false,
     }
 }
 
-fn mentions_health_or_state(expr: &Expression) -> bool {
+/// The member states a `provider_id_list` filter must not select on: listing only running or
+/// healthy members drops live Nodes. Matched whole and case-insensitively, so
+/// `m.state != "terminated"` (what the contract asks for) and `unhealthy_threshold` pass.
+const STATUS_WORDS: [&str; 2] = ["running", "healthy"];
+
+fn is_status_word(s: &str) -> bool {
+    STATUS_WORDS
+        .iter()
+        .any(|w| s.trim().eq_ignore_ascii_case(w))
+}
+
+/// Whether `cond` tests a status word: a string literal that is one (`"running"`, also as an
+/// index key) or an attribute named one (`m.healthy`).
+fn tests_status(cond: &Expression) -> bool {
     struct V(bool);
     impl Visit for V {
         fn visit_expr(&mut self, expr: &Expression) {
-            let hit = |s: &str| {
-                let s = s.to_ascii_lowercase();
-                s.contains("health") || s.contains("state") || s.contains("status")
-            };
             match expr {
-                Expression::Variable(v) if hit(v.as_str()) => self.0 = true,
-                Expression::String(s) if hit(s.as_str()) => self.0 = true,
+                Expression::String(s) if is_status_word(s.as_str()) => self.0 = true,
                 Expression::Traversal(t) => {
                     for op in &t.operators {
                         if let hcl_edit::expr::TraversalOperator::GetAttr(name) = op.value()
-                            && hit(name.as_str())
+                            && is_status_word(name.as_str())
                         {
                             self.0 = true;
                         }
@@ -309,18 +318,20 @@ fn mentions_health_or_state(expr: &Expression) -> bool {
         }
     }
     let mut v = V(false);
-    v.visit_expr(expr);
+    v.visit_expr(cond);
     v.0
 }
 
-/// Whether a `for` expression inside `expr` filters (`if ...`) on health/state.
-fn filters_on_health(expr: &Expression) -> bool {
+/// Whether a `for` expression inside `expr` keeps members by a status word (`if ...`). Only
+/// the output's own expression is read, not the locals it refers to, as the original lint
+/// does, so modules written for it (which often filter in a local) lint the same here.
+fn filters_on_status(expr: &Expression) -> bool {
     struct V(bool);
     impl Visit for V {
         fn visit_expr(&mut self, expr: &Expression) {
             if let Expression::ForExpr(f) = expr
                 && let Some(cond) = &f.cond
-                && mentions_health_or_state(&cond.expr)
+                && tests_status(&cond.expr)
             {
                 self.0 = true;
             }
@@ -330,31 +341,6 @@ fn filters_on_health(expr: &Expression) -> bool {
     let mut v = V(false);
     v.visit_expr(expr);
     v.0
-}
-
-/// Whether `expr` or a local it (transitively) refers to filters on health/state.
-fn filters_through_locals(module: &Module, expr: &Expression) -> bool {
-    let mut todo: Vec<String> = local_refs(expr).into_iter().collect();
-    let mut seen = BTreeSet::new();
-    if filters_on_health(expr) {
-        return true;
-    }
-    while let Some(name) = todo.pop() {
-        if !seen.insert(name.clone()) {
-            continue;
-        }
-        match module.locals.get(&name) {
-            Some(Expr::Hcl(e)) => {
-                if filters_on_health(e) {
-                    return true;
-                }
-                todo.extend(local_refs(e));
-            }
-            Some(Expr::Json(v)) => todo.extend(json_local_refs(v)),
-            None => {}
-        }
-    }
-    false
 }
 
 fn outputs(root: &Module, role: Role, out: &mut Vec<Finding>) {
@@ -418,12 +404,12 @@ fn outputs(root: &Module, role: Role, out: &mut Vec<Finding>) {
         && let Some(o) = declared.get("provider_id_list")
         && let Some(Expr::Hcl(value)) = &o.value
     {
-        if filters_through_locals(root, value) {
+        if filters_on_status(value) {
             out.push(at(
                 OUTPUT_PROVIDER_ID_LIST_SHAPE,
                 Severity::Warning,
                 &o.loc,
-                "provider_id_list filters members on health/state; list every non-terminated member regardless of health (health goes in instances and health)".to_owned(),
+                "provider_id_list keeps only running or healthy members; list every non-terminated member regardless of health (filtering out terminated ones, e.g. `if m.state != \"terminated\"`, is fine; health goes in instances and health)".to_owned(),
             ));
         }
         if !is_sorted(value) {
@@ -431,7 +417,7 @@ fn outputs(root: &Module, role: Role, out: &mut Vec<Finding>) {
                 OUTPUT_PROVIDER_ID_LIST_SHAPE,
                 Severity::Warning,
                 &o.loc,
-                "provider_id_list value is not wrapped in sort(); write `value = sort(...)` (distinct() may wrap inside or outside) so the list is stable".to_owned(),
+                "provider_id_list value is not sorted; write `value = sort(...)` (parentheses, tolist(), distinct(), concat() of sorted lists or a conditional with sorted branches may wrap it) so the list is stable".to_owned(),
             ));
         }
     }
@@ -547,5 +533,120 @@ fn module_checks(loaded: &Loaded, out: &mut Vec<Finding>) {
             Severity::Info,
             "no required_version; add `terraform { required_version = \">= 1.5\" }` (or the floor you test)",
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hcl_edit::parser::parse_expr;
+
+    use super::*;
+
+    fn expr(src: &str) -> Expression {
+        parse_expr(src).unwrap_or_else(|e| panic!("{src}: {e}"))
+    }
+
+    #[test]
+    fn sorted_wrappers() {
+        let cases = [
+            // accepted
+            ("sort(local.ids)", true),
+            ("(sort(local.ids))", true),
+            ("((sort(local.ids)))", true),
+            ("tolist(sort(local.ids))", true),
+            ("distinct(sort(local.ids))", true),
+            ("sort(distinct(local.ids))", true),
+            ("tolist(distinct((sort(local.ids))))", true),
+            ("concat(sort(local.a), sort(local.b))", true),
+            ("concat(sort(local.a))", true),
+            (
+                "concat(tolist(sort(local.a)), distinct(sort(local.b)))",
+                true,
+            ),
+            ("var.on ? sort(local.a) : sort(local.b)", true),
+            (
+                "(var.on ? (sort(local.a)) : concat(sort(local.b), sort(local.c)))",
+                true,
+            ),
+            (
+                "var.on ? sort(local.a) : var.off ? sort(local.b) : tolist(sort(local.c))",
+                true,
+            ),
+            // flagged
+            ("local.ids", false),
+            ("local.sorted_ids", false),
+            ("[\"a\", \"b\"]", false),
+            ("[for m in local.members : m.id]", false),
+            ("(local.ids)", false),
+            ("distinct(local.ids)", false),
+            ("tolist(local.ids)", false),
+            ("toset(sort(local.ids))", false),
+            ("reverse(sort(local.ids))", false),
+            ("distinct(sort(local.a), local.b)", false),
+            ("concat()", false),
+            ("concat(sort(local.a), local.b)", false),
+            ("concat(local.a, sort(local.b))", false),
+            ("concat(sort(local.lists)...)", false),
+            ("var.on ? sort(local.a) : local.b", false),
+            ("var.on ? local.a : sort(local.b)", false),
+            ("provider::p::sort(local.ids)", false),
+        ];
+        for (src, want) in cases {
+            assert_eq!(is_sorted(&expr(src)), want, "{src}");
+        }
+    }
+
+    #[test]
+    fn status_filters() {
+        let cases = [
+            // flagged: keeps only running or healthy members
+            (
+                "sort([for m in local.m : m.id if m.state == \"running\"])",
+                true,
+            ),
+            (
+                "sort([for m in local.m : m.id if m.state == \"RUNNING\"])",
+                true,
+            ),
+            ("sort([for m in local.m : m.id if m.health.healthy])", true),
+            ("sort([for m in local.m : m.id if m.Healthy == true])", true),
+            ("sort([for m in local.m : m.id if m[\"healthy\"]])", true),
+            (
+                "sort([for m in local.m : m.id if contains([\"running\", \"pending\"], m.state)])",
+                true,
+            ),
+            (
+                "sort(flatten([for g in local.g : [for m in g : m.id if m.healthy]]))",
+                true,
+            ),
+            ("[for m in local.m : m.id if m.state == \"running\"]", true),
+            // accepted: the contract's terminated filter, other words, no filter
+            (
+                "sort([for m in local.m : m.id if m.health.state != \"terminated\"])",
+                false,
+            ),
+            (
+                "sort([for m in local.m : m.id if m.lifecycle_state != \"Terminated\"])",
+                false,
+            ),
+            (
+                "sort([for m in local.m : m.id if m.status != \"terminated\"])",
+                false,
+            ),
+            (
+                "sort([for m in local.m : m.id if m.unhealthy_threshold > 0])",
+                false,
+            ),
+            (
+                "sort([for m in local.m : m.id if m.group == \"healthy-group\"])",
+                false,
+            ),
+            ("sort([for m in local.m : m.id])", false),
+            ("sort([for m in local.m : m.healthy])", false),
+            ("sort(local.running)", false),
+        ];
+        for (src, want) in cases {
+            assert_eq!(filters_on_status(&expr(src)), want, "{src}");
+        }
     }
 }

@@ -134,7 +134,7 @@ pub const RULES: &[Rule] = &[
     module(
         OUTPUT_PROVIDER_ID_LIST_SHAPE,
         Error,
-        "machinepool: provider_id_list missing (error), or filtered on health/state or not wrapped in sort() (warning)",
+        "machinepool: provider_id_list missing (error), or filtered on running/healthy or not sorted (warning)",
     ),
     module(
         POOL_AUTOSCALING_IGNORE_CHANGES,

@@ -235,11 +235,10 @@ fn hcl_credential_expr(
     }
 }
 
-/// Collects `var.NAME` and `local.NAME` references.
+/// Collects `var.NAME` references.
 #[derive(Default)]
 pub(super) struct RefVisitor {
     pub(super) vars: BTreeSet<String>,
-    pub(super) locals: BTreeSet<String>,
 }
 
 impl Visit for RefVisitor {
@@ -248,16 +247,9 @@ impl Visit for RefVisitor {
             && let Expression::Variable(root) = &t.expr
             && let Some(first) = t.operators.first()
             && let TraversalOperator::GetAttr(name) = first.value()
+            && root.as_str() == "var"
         {
-            match root.as_str() {
-                "var" => {
-                    self.vars.insert(name.as_str().to_owned());
-                }
-                "local" => {
-                    self.locals.insert(name.as_str().to_owned());
-                }
-                _ => {}
-            }
+            self.vars.insert(name.as_str().to_owned());
         }
         visit_expr(self, expr);
     }
@@ -273,13 +265,6 @@ fn collect_expr_refs(expr: &Expression, out: &mut BTreeSet<String>) {
     let mut v = RefVisitor::default();
     v.visit_expr(expr);
     out.extend(v.vars);
-}
-
-/// `local.NAME` references of an HCL expression.
-pub fn local_refs(expr: &Expression) -> BTreeSet<String> {
-    let mut v = RefVisitor::default();
-    v.visit_expr(expr);
-    v.locals
 }
 
 /// Every identifier, attribute name and string in an expression (for `ignore_changes`).

@@ -46,35 +46,22 @@ fn labeled(v: &Value) -> Vec<(&str, &Map<String, Value>)> {
         .collect()
 }
 
-fn json_refs(v: &Value, vars: &mut BTreeSet<String>, locals: &mut BTreeSet<String>) {
+fn json_var_refs(v: &Value, out: &mut BTreeSet<String>) {
     match v {
         Value::String(s) if s.contains("${") || s.contains("%{") => {
             if let Ok(t) = hcl_edit::parser::parse_template(s) {
                 let mut visitor = RefVisitor::default();
                 visitor.visit_template(&t);
-                vars.extend(visitor.vars);
-                locals.extend(visitor.locals);
+                out.extend(visitor.vars);
             }
         }
-        Value::Array(items) => items.iter().for_each(|i| json_refs(i, vars, locals)),
+        Value::Array(items) => items.iter().for_each(|i| json_var_refs(i, out)),
         Value::Object(o) => o
             .iter()
             .filter(|(k, _)| k.as_str() != "//")
-            .for_each(|(_, v)| json_refs(v, vars, locals)),
+            .for_each(|(_, v)| json_var_refs(v, out)),
         _ => {}
     }
-}
-
-fn json_var_refs(v: &Value, out: &mut BTreeSet<String>) {
-    let mut locals = BTreeSet::new();
-    json_refs(v, out, &mut locals);
-}
-
-/// `local.NAME` references inside a JSON-syntax expression.
-pub fn json_local_refs(v: &Value) -> BTreeSet<String> {
-    let (mut vars, mut locals) = (BTreeSet::new(), BTreeSet::new());
-    json_refs(v, &mut vars, &mut locals);
-    locals
 }
 
 fn json_type(v: &Value) -> (Result<crate::types::Ty, String>, String) {

@@ -19,9 +19,6 @@ use serde_json::Value;
 use hcl::parse_hcl_file;
 use json::parse_json_file;
 
-pub use hcl::local_refs;
-pub use json::json_local_refs;
-
 /// Where something was declared: a path relative to the linted root and a 1-based line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Loc {

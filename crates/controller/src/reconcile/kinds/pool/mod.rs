@@ -357,7 +357,8 @@ async fn read_outputs(
             now,
         );
     }
-    status.replicas = Some(p.replicas);
+    // Not reported (the scaling group is gone): keep the last observed count.
+    status.replicas = p.replicas.or(status.replicas);
     status.instances = Some(
         p.instances
             .iter()
