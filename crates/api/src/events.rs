@@ -50,6 +50,14 @@ pub const JOB_DEADLINE_EXCEEDED: &str = "JobDeadlineExceeded";
 pub const JOB_SUCCEEDED: &str = "JobSucceeded";
 /// A Job was created: its operation, attempt, image and why (the related object is the Job).
 pub const JOB_CREATED: &str = "JobCreated";
+/// `status.initialization.provisioned` latched true.
+pub const PROVISIONED: &str = "Provisioned";
+/// `spec.controlPlaneEndpoint` was written from the module's output.
+pub const CONTROL_PLANE_ENDPOINT_SET: &str = "ControlPlaneEndpointSet";
+/// `status.failureDomains` changed.
+pub const FAILURE_DOMAINS_CHANGED: &str = "FailureDomainsChanged";
+/// `spec.providerID` (a pool's also `spec.providerIDList`) was written.
+pub const PROVIDER_ID_SET: &str = "ProviderIDSet";
 /// A state backup was taken (once per backup set).
 pub const STATE_BACKED_UP: &str = "StateBackedUp";
 /// An operation waits for a Job slot (once per wait).

@@ -12,6 +12,7 @@ use captf_api::{
 };
 use captf_contract::{MachineInputs, Role, RoleInputs};
 use kube::ResourceExt;
+use kube::runtime::events::EventType;
 
 use crate::capi;
 use crate::decide::{Policy, Snapshot, StateView};
@@ -327,10 +328,20 @@ async fn machine_outputs(
             patch: serde_json::json!({"spec": {"providerID": m.provider_id}}),
             what: "spec.providerID",
         });
+        pass.defer(Write::Note {
+            type_: EventType::Normal,
+            reason: captf_api::events::PROVIDER_ID_SET,
+            text: format!("spec.providerID set to {}", m.provider_id),
+        });
     }
     if fresh && mismatch.is_none() && !provisioned(&status.workspace) {
         status.workspace.initialization = Some(Initialization {
             provisioned: Some(true),
+        });
+        pass.defer(Write::Note {
+            type_: EventType::Normal,
+            reason: captf_api::events::PROVISIONED,
+            text: format!("provisioned as {}", m.provider_id),
         });
     }
     Ok(())

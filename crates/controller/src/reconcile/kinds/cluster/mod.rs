@@ -290,10 +290,16 @@ async fn apply_outputs(
         status.workspace.initialization = Some(Initialization {
             provisioned: Some(true),
         });
+        pass.defer(Write::Note {
+            type_: EventType::Normal,
+            reason: captf_api::events::PROVISIONED,
+            text: format!("provisioned at state serial {}", state.serial),
+        });
     }
     let Some(outputs) = cluster_outputs else {
         return Ok(());
     };
+    let failure_domains_before = status.failure_domains.clone();
     status.failure_domains = Some(
         outputs
             .failure_domains
@@ -306,6 +312,14 @@ async fn apply_outputs(
             .collect(),
     )
     .filter(|v: &Vec<_>| !v.is_empty());
+    if status.failure_domains != failure_domains_before {
+        let names: Vec<&str> = outputs.failure_domains.iter().map(|f| f.name.as_str()).collect();
+        pass.defer(Write::Note {
+            type_: EventType::Normal,
+            reason: captf_api::events::FAILURE_DOMAINS_CHANGED,
+            text: format!("status.failureDomains: [{}]", names.join(", ")),
+        });
+    }
     let exports = captf_contract::canonical_json(&outputs.exports);
     let withheld = match exports_published(state, exports.len()) {
         Published::Yes => {
@@ -346,6 +360,14 @@ async fn apply_outputs(
         pass.defer(Write::Own {
             patch,
             what: "spec.controlPlaneEndpoint",
+        });
+        pass.defer(Write::Note {
+            type_: EventType::Normal,
+            reason: captf_api::events::CONTROL_PLANE_ENDPOINT_SET,
+            text: format!(
+                "spec.controlPlaneEndpoint set to {}:{} from the module's control_plane_endpoint output",
+                endpoint.host, endpoint.port
+            ),
         });
     }
     if provisioned(&status.workspace) {

@@ -387,12 +387,26 @@ async fn read_outputs(
             }}),
             what: "spec.providerIDList",
         });
+        pass.defer(Write::Note {
+            type_: EventType::Normal,
+            reason: captf_api::events::PROVIDER_ID_SET,
+            text: format!(
+                "spec.providerID {} and {} member(s) in spec.providerIDList",
+                p.provider_id.as_deref().unwrap_or("(none)"),
+                p.provider_id_list.len()
+            ),
+        });
     }
     if state.inputs_hash.is_some() && !health.pending && !provisioned(&status.workspace) {
         status.workspace.initialization = Some(Initialization {
             provisioned: Some(true),
         });
         status.ready = Some(true);
+        pass.defer(Write::Note {
+            type_: EventType::Normal,
+            reason: captf_api::events::PROVISIONED,
+            text: format!("provisioned at state serial {}", state.serial),
+        });
     }
     Ok(health)
 }
