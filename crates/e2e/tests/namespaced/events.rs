@@ -1,7 +1,8 @@
 //! The manager's Events as `kubectl events` and `kubectl describe` show them: each Job's
 //! events name it as their related object, so a second apply or the destroy is never folded
-//! into the series of the first Job's event (keeping that event's note); `JobCreated` and
-//! `StateBackedUp` as the original emits them (seed 002's drill reads `JobCreated`).
+//! into the series of the first Job's event (keeping that event's note); `JobCreated`,
+//! `StateBackedUp`, `Provisioned`, `ControlPlaneEndpointSet` and `FailureDomainsChanged` as the
+//! original emits them (seed 002's drill reads `JobCreated`).
 
 use std::collections::BTreeSet;
 
@@ -135,6 +136,17 @@ async fn each_job_has_events_of_its_own_that_name_it() {
             .any(|(_, n)| n.contains("Created apply Job") && n.contains("InputsChanged")),
         "{created:?}"
     );
+
+    // The original's lifecycle events, once each.
+    for (reason, says) in [
+        ("Provisioned", "provisioned at state serial"),
+        ("ControlPlaneEndpointSet", ".noop.invalid:"),
+        ("FailureDomainsChanged", "[fd1]"),
+    ] {
+        let (seen, _) = manager_events(&client, &ns, name, reason).await;
+        assert_eq!(seen.len(), 1, "{reason}: {seen:?}");
+        assert!(seen[0].1.contains(says), "{reason}: {seen:?}");
+    }
 
     // Each apply's InputsChanged names its Job; each backup its Secret.
     let (changed, repeated) = manager_events(&client, &ns, name, "InputsChanged").await;

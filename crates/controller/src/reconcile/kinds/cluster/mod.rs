@@ -313,7 +313,11 @@ async fn apply_outputs(
     )
     .filter(|v: &Vec<_>| !v.is_empty());
     if status.failure_domains != failure_domains_before {
-        let names: Vec<&str> = outputs.failure_domains.iter().map(|f| f.name.as_str()).collect();
+        let names: Vec<&str> = outputs
+            .failure_domains
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect();
         pass.defer(Write::Note {
             type_: EventType::Normal,
             reason: captf_api::events::FAILURE_DOMAINS_CHANGED,
