@@ -1,15 +1,17 @@
 //! Security contexts and resources of the Job pod (operations.md §9.1–9.2, concepts.md §22).
 //!
 //! The user's `securityContext` / `podSecurityContext` are overlaid field by field on the
-//! defaults, then hardened: the builder never produces a context weaker than the defaults, even
-//! for an object admitted before the webhook rules existed. `capabilities.drop` always holds
-//! `ALL`.
+//! defaults, then hardened: the builder never produces a context the admission rules would
+//! refuse, whatever the stored spec says (an object admitted before a rule existed, or one
+//! whose policy was weakened while it was being deleted: its destroy Jobs are built from it
+//! and, unlike other operations, skip the `JobPolicyInvalid` check). `capabilities.drop`
+//! always holds `ALL`.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    AppArmorProfile, Capabilities, PodSecurityContext, ResourceRequirements, SeccompProfile,
-    SecurityContext,
+    AppArmorProfile, Capabilities, PodSecurityContext, ResourceRequirements, SELinuxOptions,
+    SeccompProfile, SecurityContext,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -22,6 +24,33 @@ const RUNTIME_DEFAULT: &str = "RuntimeDefault";
 const UNCONFINED: &str = "Unconfined";
 const PROC_MOUNT_UNMASKED: &str = "Unmasked";
 const PROC_MOUNT_DEFAULT: &str = "Default";
+
+/// The sysctls of the Pod Security Standards' baseline: namespaced, and safe to set. The
+/// admission rules refuse others and the builder drops them.
+pub const SAFE_SYSCTLS: [&str; 12] = [
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+];
+
+/// SELinux types the container runtimes give ordinary containers (empty: the runtime's
+/// choice). The admission rules refuse others and the builder drops them.
+pub const SAFE_SELINUX_TYPES: [&str; 5] = [
+    "",
+    "container_t",
+    "container_init_t",
+    "container_kvm_t",
+    "container_engine_t",
+];
 
 fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
     pairs
@@ -106,8 +135,9 @@ pub fn main_security_context(user: Option<&SecurityContext>) -> SecurityContext 
 /// Brings a container security context back to at least the defaults: `drop` holds `ALL`
 /// (first) and `add` is removed; privileged mode, privilege escalation and a writable root
 /// filesystem are turned off; an `Unconfined` seccomp or AppArmor profile becomes
-/// `RuntimeDefault`; `procMount: Unmasked` becomes `Default`; `hostProcess` is turned off.
-/// Idempotent.
+/// `RuntimeDefault`; `procMount: Unmasked` becomes `Default`; `hostProcess` is turned off;
+/// `runAsNonRoot: false`, `runAsUser: 0` and an SELinux user, role or non-container type are
+/// removed ([`harden_identity`]). Idempotent.
 pub fn harden_container(mut sc: SecurityContext) -> SecurityContext {
     let mut caps = sc.capabilities.take().unwrap_or_default();
     let mut drop = caps.drop.take().unwrap_or_default();
@@ -131,6 +161,11 @@ pub fn harden_container(mut sc: SecurityContext) -> SecurityContext {
         &mut sc.app_armor_profile,
         &mut sc.windows_options,
     );
+    harden_identity(
+        &mut sc.run_as_non_root,
+        &mut sc.run_as_user,
+        &mut sc.se_linux_options,
+    );
     sc
 }
 
@@ -142,7 +177,8 @@ pub fn pod_security_context(user: Option<&PodSecurityContext>) -> PodSecurityCon
 }
 
 /// Fills the pod defaults a context leaves unset and removes what would weaken them (see
-/// [`pod_security_context`]). Idempotent.
+/// [`pod_security_context`]): the profiles and identity as for a container, and every sysctl
+/// outside [`SAFE_SYSCTLS`]. Idempotent.
 pub fn harden_pod(mut sc: PodSecurityContext) -> PodSecurityContext {
     if sc.seccomp_profile.is_none() {
         sc.seccomp_profile = Some(runtime_default_seccomp());
@@ -155,7 +191,51 @@ pub fn harden_pod(mut sc: PodSecurityContext) -> PodSecurityContext {
         &mut sc.app_armor_profile,
         &mut sc.windows_options,
     );
+    harden_identity(
+        &mut sc.run_as_non_root,
+        &mut sc.run_as_user,
+        &mut sc.se_linux_options,
+    );
+    if let Some(sysctls) = sc.sysctls.as_mut() {
+        sysctls.retain(|s| SAFE_SYSCTLS.contains(&s.name.as_str()));
+    }
+    if sc.sysctls.as_ref().is_some_and(Vec::is_empty) {
+        sc.sysctls = None;
+    }
     sc
+}
+
+/// Removes what would run the container as root on purpose or outside the container SELinux
+/// domain. Removed, not replaced: `runAsNonRoot` and `runAsUser` are not defaulted (images
+/// FROM hashicorp/terraform run as root), so without the weakening value the pod's value or
+/// the image's user applies, as for a policy that never set it; a container-level
+/// `runAsNonRoot: false` or `runAsUser: 0` would otherwise override a pod's non-root setting.
+/// An SELinux `level` is kept (the baseline allows it).
+fn harden_identity(
+    run_as_non_root: &mut Option<bool>,
+    run_as_user: &mut Option<i64>,
+    se_linux: &mut Option<SELinuxOptions>,
+) {
+    if *run_as_non_root == Some(false) {
+        *run_as_non_root = None;
+    }
+    if *run_as_user == Some(0) {
+        *run_as_user = None;
+    }
+    if let Some(options) = se_linux.as_mut() {
+        options.user = None;
+        options.role = None;
+        if options
+            .type_
+            .as_deref()
+            .is_some_and(|t| !SAFE_SELINUX_TYPES.contains(&t))
+        {
+            options.type_ = None;
+        }
+        if options.level.is_none() && options.type_.is_none() {
+            *se_linux = None;
+        }
+    }
 }
 
 fn harden_profiles(

@@ -1,5 +1,11 @@
 //! The HTTP side of reading an image config: manifest, (index,) config blob, with the
 //! registry's Basic or Bearer authentication and redirects to blob storage.
+//!
+//! A tenant names the registry, so a registry is untrusted: it must not make the manager fetch
+//! from anywhere else it can reach (a redirect or a token realm is followed only where
+//! [`refused_hop`] allows), and nothing it answers beyond the status reaches an error, which
+//! becomes a condition and an event the tenant reads (an error's body is never read; URLs are
+//! shown without their query).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -38,6 +44,9 @@ pub enum InspectError {
     /// The registry answered with something that is not a valid image.
     #[error("{0}")]
     Invalid(String),
+    /// The registry redirected (or sent for a token) where the manager does not go.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// A client for registries, shared by every inspection.
@@ -280,11 +289,15 @@ impl Session<'_> {
         while let Some(frame) = tokio::time::timeout(TIMEOUT, body.frame())
             .await
             .map_err(|_| {
-                InspectError::Unreachable(format!("GET {url}: no data for {}s", TIMEOUT.as_secs()))
+                InspectError::Unreachable(format!(
+                    "GET {}: no data for {}s",
+                    shown(&url),
+                    TIMEOUT.as_secs()
+                ))
             })?
         {
             let frame = frame.map_err(|e| {
-                InspectError::Unreachable(format!("GET {url}: reading the blob: {e}"))
+                InspectError::Unreachable(format!("GET {}: reading the blob: {e}", shown(&url)))
             })?;
             if let Some(data) = frame.data_ref() {
                 written += data.len() as u64;
@@ -292,7 +305,8 @@ impl Session<'_> {
                     drop(out);
                     let _ = tokio::fs::remove_file(file).await;
                     return Err(InspectError::Invalid(format!(
-                        "GET {url}: the blob is larger than {} MiB: over the size cap",
+                        "GET {}: the blob is larger than {} MiB: over the size cap",
+                        shown(&url),
                         max >> 20
                     )));
                 }
@@ -306,15 +320,16 @@ impl Session<'_> {
             drop(out);
             let _ = tokio::fs::remove_file(file).await;
             return Err(InspectError::Invalid(format!(
-                "GET {url}: the registry served content with digest {got}"
+                "GET {}: the registry served content with digest {got}",
+                shown(&url)
             )));
         }
         Ok(())
     }
 
     /// GETs `path` of the registry: answers one authentication challenge, follows redirects
-    /// (without the registry's credentials to another host); a success's response, whose body
-    /// is left to the caller.
+    /// that [`refused_hop`] allows (without the registry's credentials to another host); a
+    /// success's response, whose body is left to the caller.
     async fn fetch(
         &mut self,
         path: &str,
@@ -347,21 +362,32 @@ impl Session<'_> {
                     .filter(|_| redirects <= MAX_REDIRECTS)
                     .ok_or_else(|| {
                         InspectError::Unreachable(format!(
-                            "GET {url}: HTTP {status} without a usable redirect"
+                            "GET {}: HTTP {status} without a usable redirect",
+                            shown(&url)
                         ))
                     })?;
-                url = resolve(&url, location);
+                let next = resolve(&url, location);
+                if let Some(refusal) = refused_hop(&url, &next) {
+                    return Err(InspectError::Refused(format!(
+                        "GET {}: HTTP {status}: the redirect to {} was not followed: {refusal}",
+                        shown(&url),
+                        origin(&next)
+                    )));
+                }
+                url = next;
                 continue;
             }
             if status.is_success() {
                 return Ok((url, response));
             }
-            // An error's body is short; only its start is shown, if it comes at all.
-            let body = short_body(&url, response).await.unwrap_or_default();
+            // The body of an error is never read: the server may not be a registry at all, and
+            // its words must not reach a condition, an event or a log the tenant can read.
+            drop(response);
+            let target = shown(&url);
             return match status {
                 StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
                     Err(InspectError::Unauthorized(format!(
-                        "GET {url}: HTTP {status}: {}",
+                        "GET {target}: HTTP {status}: {}",
                         if self.credential.is_some() {
                             self.from.refused()
                         } else {
@@ -370,11 +396,15 @@ impl Session<'_> {
                     )))
                 }
                 StatusCode::NOT_FOUND => Err(InspectError::NotFound(format!(
-                    "GET {url}: HTTP 404: no such repository, tag or digest"
+                    "GET {target}: HTTP 404: no such repository, tag or digest; check the image reference"
+                ))),
+                _ if status.is_server_error() => Err(InspectError::Unreachable(format!(
+                    "GET {target}: HTTP {status} from the registry {}: try again later, or ask its operator",
+                    origin(&url)
                 ))),
                 _ => Err(InspectError::Unreachable(format!(
-                    "GET {url}: HTTP {status}: {}",
-                    String::from_utf8_lossy(&body[..body.len().min(200)]).trim()
+                    "GET {target}: HTTP {status} from the registry {}: not an answer of the OCI distribution API; check that the image reference names a registry",
+                    origin(&url)
                 ))),
             };
         }
@@ -401,7 +431,7 @@ impl Session<'_> {
             } else {
                 self.from.fix()
             };
-            InspectError::Unauthorized(format!("GET {url}: HTTP 401 ({why}): {fix}"))
+            InspectError::Unauthorized(format!("GET {}: HTTP 401 ({why}): {fix}", shown(url)))
         };
         match challenge {
             Some(Challenge::Basic) => basic.ok_or_else(|| unauthorized("Basic authentication")),
@@ -419,11 +449,20 @@ impl Session<'_> {
                     query.append_pair("scope", &scope);
                     query.finish()
                 };
+                // The realm is the registry's word, like a redirect: the same rule keeps it
+                // from sending the manager (and the credential) anywhere else.
+                if let Some(refusal) = refused_hop(url, &realm) {
+                    return Err(InspectError::Refused(format!(
+                        "GET {}: HTTP 401: the token service {} was not asked: {refusal}",
+                        shown(url),
+                        origin(&realm)
+                    )));
+                }
                 let separator = if realm.contains('?') { '&' } else { '?' };
-                let url = format!("{realm}{separator}{query}");
-                let response = self.send(&url, None, basic).await?;
+                let token_url = format!("{realm}{separator}{query}");
+                let realm = shown(&realm);
+                let response = self.send(&token_url, None, basic).await?;
                 let status = response.status();
-                let body = short_body(&url, response).await?;
                 if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
                     return Err(unauthorized(&format!(
                         "the token service {realm} refused with HTTP {status}"
@@ -431,16 +470,20 @@ impl Session<'_> {
                 }
                 if !status.is_success() {
                     return Err(InspectError::Unreachable(format!(
-                        "GET {realm}: HTTP {status} from the token service"
+                        "GET {realm}: HTTP {status} from the token service: try again later, or ask the registry's operator"
                     )));
                 }
+                let body = short_body(&token_url, response).await?;
                 #[derive(serde::Deserialize)]
                 struct Token {
                     token: Option<String>,
                     access_token: Option<String>,
                 }
                 let token: Token = serde_json::from_slice(&body).map_err(|e| {
-                    InspectError::Invalid(format!("GET {realm}: the token is not JSON ({e})"))
+                    InspectError::Invalid(format!(
+                        "GET {realm}: the token service's answer {}",
+                        super::manifest::json_problem(&e)
+                    ))
                 })?;
                 let token = token.token.or(token.access_token).ok_or_else(|| {
                     InspectError::Invalid(format!("GET {realm}: the answer holds no token"))
@@ -463,7 +506,7 @@ impl Session<'_> {
     ) -> Result<hyper::Response<hyper::body::Incoming>, InspectError> {
         let uri: Uri = url
             .parse()
-            .map_err(|e| InspectError::Invalid(format!("{url} is not a URL ({e})")))?;
+            .map_err(|e| InspectError::Invalid(format!("{} is not a URL ({e})", shown(url))))?;
         let mut request = Request::get(uri).header(header::USER_AGENT, "captf-manager");
         if let Some(accept) = accept {
             request = request.header(header::ACCEPT, accept);
@@ -473,18 +516,19 @@ impl Session<'_> {
         }
         let request = request
             .body(Empty::new())
-            .map_err(|e| InspectError::Invalid(format!("GET {url}: {e}")))?;
+            .map_err(|e| InspectError::Invalid(format!("GET {}: {e}", shown(url))))?;
         // Every request, the token service's included, is bounded: a registry that accepts
         // the connection and never answers must not hang the caller.
         tokio::time::timeout(TIMEOUT, self.http.request(request))
             .await
             .map_err(|_| {
                 InspectError::Unreachable(format!(
-                    "GET {url}: no answer within {}s",
+                    "GET {}: no answer within {}s",
+                    shown(url),
                     TIMEOUT.as_secs()
                 ))
             })?
-            .map_err(|e| InspectError::Unreachable(format!("GET {url}: {}", chain(&e))))
+            .map_err(|e| InspectError::Unreachable(format!("GET {}: {}", shown(url), chain(&e))))
     }
 }
 
@@ -500,14 +544,16 @@ async fn short_body(
     .await
     .map_err(|_| {
         InspectError::Unreachable(format!(
-            "GET {url}: the body did not arrive within {}s",
+            "GET {}: the body did not arrive within {}s",
+            shown(url),
             TIMEOUT.as_secs()
         ))
     })?
     .map(|b| b.to_bytes())
     .map_err(|e| {
         InspectError::Unreachable(format!(
-            "GET {url}: reading the body (at most {MAX_BODY} bytes): {e}"
+            "GET {}: reading the body (at most {MAX_BODY} bytes): {e}",
+            shown(url)
         ))
     })
 }
@@ -522,16 +568,108 @@ fn basic(credential: &Credential) -> HeaderValue {
     value
 }
 
-/// A redirect target: absolute, or a path on the current host.
+/// A redirect target (RFC 3986 §5.2, without dot segments): absolute, scheme-relative
+/// (`//host/path`), a path on the current host, or a path relative to the current one.
 fn resolve(current: &str, location: &str) -> String {
-    if location.starts_with("http://") || location.starts_with("https://") {
+    let scheme_end = current.find("://").map_or(0, |i| i + 3);
+    let has_scheme = location.split_once(':').is_some_and(|(scheme, _)| {
+        scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    });
+    if has_scheme {
         return location.to_owned();
     }
-    let origin_end = current
-        .find("://")
-        .and_then(|i| current[i + 3..].find('/').map(|j| i + 3 + j))
-        .unwrap_or(current.len());
-    format!("{}{location}", &current[..origin_end])
+    if location.starts_with("//") {
+        return format!("{}{location}", &current[..scheme_end.saturating_sub(2)]);
+    }
+    let origin_end = current[scheme_end..]
+        .find('/')
+        .map_or(current.len(), |j| scheme_end + j);
+    if location.starts_with('/') {
+        return format!("{}{location}", &current[..origin_end]);
+    }
+    // Relative to the current path's folder: never glued to the host, where `.evil.example`
+    // would become another host.
+    let path = current[origin_end..]
+        .split(['?', '#'])
+        .next()
+        .unwrap_or_default();
+    let folder = path.rfind('/').map_or("/", |i| &path[..=i]);
+    format!("{}{folder}{location}", &current[..origin_end])
+}
+
+/// Why the manager does not go on from `from` to `to` (a redirect, or a token realm), if it
+/// does not. From https only to https (a downgrade would let anyone on the path read and
+/// steer the answer, and sees the credential a realm gets); from plain http (a loopback
+/// registry, or `captf lint image --insecure`) only to the same `http://host:port`. A
+/// registry is named by a tenant: without this it could point the manager at any service the
+/// manager can reach and past the tenant's network policies. Registries redirect blobs to
+/// https storage, which stays allowed.
+fn refused_hop(from: &str, to: &str) -> Option<&'static str> {
+    let (Ok(from), Ok(to)) = (from.parse::<Uri>(), to.parse::<Uri>()) else {
+        return Some("the target is not a URL");
+    };
+    let scheme = |u: &Uri| u.scheme_str().map(str::to_ascii_lowercase);
+    match (scheme(&from).as_deref(), scheme(&to).as_deref()) {
+        (Some("https"), Some("https")) => None,
+        (Some("https"), _) => Some(
+            "a registry reached over https is followed only to https, never downgraded to plain http; serve the registry's storage over https",
+        ),
+        (Some("http"), _) if same_origin(&from, &to) => None,
+        (Some("http"), _) => Some(
+            "a registry reached over plain http is followed only on its own host and port; make it serve blobs itself (distribution: storage.redirect.disable: true), or serve it over https",
+        ),
+        _ => Some("only http and https are followed"),
+    }
+}
+
+/// Same scheme, host and port (the scheme's default port when none is written).
+fn same_origin(a: &Uri, b: &Uri) -> bool {
+    let port = |u: &Uri| {
+        u.port_u16().or(match u.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        })
+    };
+    a.scheme_str()
+        .zip(b.scheme_str())
+        .is_some_and(|(x, y)| x.eq_ignore_ascii_case(y))
+        && a.host()
+            .zip(b.host())
+            .is_some_and(|(x, y)| x.eq_ignore_ascii_case(y))
+        && port(a) == port(b)
+}
+
+/// `scheme://host[:port]` of `url`, for a message.
+fn origin(url: &str) -> String {
+    match url.parse::<Uri>() {
+        Ok(uri) => {
+            let scheme = uri.scheme_str().unwrap_or("http");
+            let host = uri.host().unwrap_or_default();
+            match uri.port_u16() {
+                Some(port) => format!("{scheme}://{host}:{port}"),
+                None => format!("{scheme}://{host}"),
+            }
+        }
+        Err(_) => "(not a URL)".to_owned(),
+    }
+}
+
+/// `url` as errors show it: without user info, query or fragment, where a redirect to
+/// storage carries its signature.
+fn shown(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or_default();
+    let scheme_end = url.find("://").map_or(0, |i| i + 3);
+    let authority_end = url[scheme_end..]
+        .find('/')
+        .map_or(url.len(), |j| scheme_end + j);
+    match url[scheme_end..authority_end].rfind('@') {
+        Some(at) => format!("{}{}", &url[..scheme_end], &url[scheme_end + at + 1..]),
+        None => url.to_owned(),
+    }
 }
 
 /// The error and its causes, which hyper keeps apart ("client error (Connect)" alone says
@@ -549,9 +687,369 @@ fn chain(error: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
     use super::*;
+
+    /// What a [`serve`]d loopback server answers to one request.
+    enum Reply {
+        Send(String),
+        /// Nothing, holding the connection open.
+        Stall,
+    }
+
+    /// An HTTP/1.1 response with `headers` and `body`.
+    fn response(status: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+        let mut out = format!("HTTP/1.1 {status}\r\n");
+        for (name, value) in headers {
+            out.push_str(&format!("{name}: {value}\r\n"));
+        }
+        out.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+        Reply::Send(out)
+    }
+
+    /// A server on a loopback port that answers each request (several on one connection, as
+    /// hyper reuses them) with what `reply` says for its path and the server's own
+    /// `host:port`; that address, and how many requests it was sent.
+    async fn serve(
+        reply: impl Fn(&str, &str) -> Reply + Send + Sync + 'static,
+    ) -> anyhow::Result<(String, Arc<AtomicUsize>)> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let host = listener.local_addr()?.to_string();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (reply, counted, own) = (Arc::new(reply), hits.clone(), host.clone());
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let (reply, counted, own) = (reply.clone(), counted.clone(), own.clone());
+                tokio::spawn(async move {
+                    let mut socket = tokio::io::BufReader::new(socket);
+                    loop {
+                        let mut request = String::new();
+                        if socket.read_line(&mut request).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        loop {
+                            let mut header = String::new();
+                            if socket.read_line(&mut header).await.unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if header == "\r\n" {
+                                break;
+                            }
+                        }
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        let path = request.split(' ').nth(1).unwrap_or_default();
+                        match reply(path, &own) {
+                            Reply::Send(out) => {
+                                if socket.get_mut().write_all(out.as_bytes()).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Reply::Stall => std::future::pending::<()>().await,
+                        }
+                    }
+                });
+            }
+        });
+        Ok((host, hits))
+    }
+
+    fn anonymous() -> anyhow::Result<Keyring> {
+        Keyring::parse(br#"{"auths": {}}"#).map_err(anyhow::Error::msg)
+    }
+
+    /// What `get(path)` from a session with the registry at `host` says when it fails.
+    async fn get_error(host: &str, path: &str) -> anyhow::Result<Option<InspectError>> {
+        let registry = Registry::new()?;
+        let keyring = anonymous()?;
+        let image = captf_api::image::parse(&format!("{host}/m:t")).map_err(anyhow::Error::msg)?;
+        let mut session = registry.session(&image, &keyring, CredentialSource::PullSecrets, false);
+        Ok(session.get(path, None).await.err())
+    }
+
+    const MARKER: &str = "INTERNAL-SERVICE-MARKER-7f3a";
+
+    /// A plain-http registry (a loopback one) is followed only on its own host and port: a
+    /// redirect elsewhere, over http or https, is refused before anything is sent there, and
+    /// says where it pointed and what to do.
+    #[tokio::test]
+    async fn a_plain_http_registry_cannot_redirect_the_manager_elsewhere() -> anyhow::Result<()> {
+        let (internal, internal_hits) =
+            serve(|_, _| response("200 OK", &[], &format!("{{\"secret\": \"{MARKER}\"}}"))).await?;
+        let elsewhere = format!("http://{internal}/admin?token=x");
+        let cases: Vec<(&str, String, Result<&str, &str>)> = vec![
+            (
+                "same host, absolute path",
+                "/storage/blob".into(),
+                Ok("blob"),
+            ),
+            (
+                "same host, relative path",
+                "storage/blob".into(),
+                Ok("blob"),
+            ),
+            (
+                "another port over http",
+                elsewhere.clone(),
+                Err("own host and port"),
+            ),
+            (
+                "another port, scheme-relative",
+                format!("//{internal}/admin"),
+                Err("own host and port"),
+            ),
+            (
+                "https elsewhere",
+                "https://storage.example.com/blob".into(),
+                Err("own host and port"),
+            ),
+            ("not http", "file:///etc/passwd".into(), Err("")),
+        ];
+        for (name, location, want) in cases {
+            let (registry, _) = serve(move |path, _| {
+                if path == "/v2/m/manifests/t" {
+                    response("307 Temporary Redirect", &[("Location", &location)], "")
+                } else {
+                    response("200 OK", &[], "blob")
+                }
+            })
+            .await?;
+            let got = get_error(&registry, "/v2/m/manifests/t").await?;
+            match (got, want) {
+                (None, Ok(_)) => {}
+                (Some(InspectError::Refused(message)), Err(want)) => {
+                    assert!(
+                        message.contains(want) && message.contains("was not followed"),
+                        "{name}: {message}"
+                    );
+                    assert!(
+                        !message.contains("token=x"),
+                        "{name}: query shown: {message}"
+                    );
+                }
+                (got, want) => panic!("{name}: got {got:?}, want {want:?}"),
+            }
+        }
+        let refused = get_error(
+            &serve(move |_, _| response("302 Found", &[("Location", &elsewhere)], MARKER))
+                .await?
+                .0,
+            "/v2/m/manifests/t",
+        )
+        .await?
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            refused.contains(&format!(
+                "the redirect to http://{internal} was not followed"
+            )) && refused.contains("storage.redirect.disable: true"),
+            "{refused}"
+        );
+        assert!(!refused.contains(MARKER), "{refused}");
+        assert_eq!(
+            internal_hits.load(Ordering::SeqCst),
+            0,
+            "the internal server was never asked"
+        );
+        Ok(())
+    }
+
+    /// A token realm is the registry's word too: on a plain-http registry it must be on the
+    /// registry's own host and port, so the credential and the request go nowhere else.
+    #[tokio::test]
+    async fn a_token_realm_elsewhere_is_not_asked() -> anyhow::Result<()> {
+        let (internal, internal_hits) =
+            serve(|_, _| response("200 OK", &[], &format!("{{\"token\": \"{MARKER}\"}}"))).await?;
+        let (registry, _) = serve(move |_, _| {
+            let challenge = format!("Bearer realm=\"http://{internal}/token\"");
+            response(
+                "401 Unauthorized",
+                &[("WWW-Authenticate", &challenge)],
+                MARKER,
+            )
+        })
+        .await?;
+        let got = get_error(&registry, "/v2/m/manifests/t").await?;
+        match got {
+            Some(InspectError::Refused(message)) => {
+                assert!(
+                    message.contains("token service") && message.contains("own host and port"),
+                    "{message}"
+                );
+                assert!(!message.contains(MARKER), "{message}");
+            }
+            got => panic!("got {got:?}"),
+        }
+        assert_eq!(internal_hits.load(Ordering::SeqCst), 0);
+        Ok(())
+    }
+
+    /// Whatever a server writes in a body reaches no error: not an error status's body, not a
+    /// token service's, not a manifest's that fails to parse.
+    #[tokio::test]
+    async fn no_byte_of_a_body_reaches_an_error() -> anyhow::Result<()> {
+        let body = format!("<html>{MARKER} 424242 internal details</html>");
+        // (case, the server's host:port, what the error says)
+        let mut cases: Vec<(String, String, &str)> = Vec::new();
+        let statuses = [
+            (
+                "500 Internal Server Error",
+                "HTTP 500 Internal Server Error",
+            ),
+            ("502 Bad Gateway", "try again later"),
+            (
+                "418 I'm a teapot",
+                "not an answer of the OCI distribution API",
+            ),
+            ("404 Not Found", "no such repository"),
+            ("403 Forbidden", "no pull Secret"),
+        ];
+        for (status, want) in statuses {
+            let body = body.clone();
+            let (host, _) = serve(move |_, _| response(status, &[], &body)).await?;
+            cases.push((status.to_owned(), host, want));
+        }
+        let token_answers = [
+            (
+                "500 Internal Server Error",
+                body.clone(),
+                "from the token service",
+            ),
+            ("200 OK", body.clone(), "is not valid JSON"),
+            (
+                "200 OK",
+                format!("{{\"token\": [\"{MARKER}\"], \"access_token\": 424242}}"),
+                "wrong shape",
+            ),
+        ];
+        for (status, token_body, want) in token_answers {
+            let (registry, _) = serve(move |path, own| {
+                if path.starts_with("/token") {
+                    response(status, &[], &token_body)
+                } else {
+                    let challenge = format!("Bearer realm=\"http://{own}/token\"");
+                    response("401 Unauthorized", &[("WWW-Authenticate", &challenge)], "")
+                }
+            })
+            .await?;
+            cases.push((format!("token service {status}"), registry, want));
+        }
+        for (case, host, want) in cases {
+            let got = get_error(&host, "/v2/m/manifests/t")
+                .await?
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(got.contains(want), "{case}: {got}");
+            assert!(
+                !got.contains(MARKER) && !got.contains("424242") && !got.contains("html"),
+                "{case}: {got}"
+            );
+        }
+
+        // A manifest whose digest is the server's text.
+        let (registry, _) = serve(|_, _| {
+            response(
+                "200 OK",
+                &[("Content-Type", "application/vnd.oci.image.manifest.v1+json")],
+                &format!("{{\"config\": {{\"digest\": \"{MARKER}\"}}}}"),
+            )
+        })
+        .await?;
+        let image =
+            captf_api::image::parse(&format!("{registry}/m:t")).map_err(anyhow::Error::msg)?;
+        let got = Registry::new()?
+            .labels(&image, &anonymous()?)
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(got.contains("not sha256"), "{got}");
+        assert!(!got.contains(MARKER), "{got}");
+        Ok(())
+    }
+
+    #[test]
+    fn refused_hop_table() {
+        let cases = [
+            (
+                "https://r.example/v2/x",
+                "https://cdn.example.net/b?sig=1",
+                None,
+            ),
+            ("https://r.example/v2/x", "https://10.0.0.1:8443/b", None),
+            (
+                "https://r.example/v2/x",
+                "http://r.example/b",
+                Some("never downgraded"),
+            ),
+            (
+                "https://r.example/v2/x",
+                "http://169.254.169.254/",
+                Some("never downgraded"),
+            ),
+            (
+                "http://127.0.0.1:5000/v2/x",
+                "http://127.0.0.1:5000/b",
+                None,
+            ),
+            ("http://localhost/v2/x", "http://LOCALHOST:80/b", None),
+            (
+                "http://127.0.0.1:5000/v2/x",
+                "http://127.0.0.1:5001/b",
+                Some("own host"),
+            ),
+            (
+                "http://127.0.0.1:5000/v2/x",
+                "http://10.0.0.5:5000/b",
+                Some("own host"),
+            ),
+            (
+                "http://127.0.0.1:5000/v2/x",
+                "https://127.0.0.1:5000/b",
+                Some("own host"),
+            ),
+            (
+                "http://127.0.0.1:5000/v2/x",
+                "https://s3.example.com/b",
+                Some("own host"),
+            ),
+            (
+                "https://r.example/v2/x",
+                "ftp://r.example/b",
+                Some("never downgraded"),
+            ),
+            ("https://r.example/v2/x", "not a url", Some("not a URL")),
+        ];
+        for (from, to, want) in cases {
+            let got = refused_hop(from, to);
+            match (got, want) {
+                (None, None) => {}
+                (Some(got), Some(want)) => assert!(got.contains(want), "{from} -> {to}: {got}"),
+                _ => panic!("{from} -> {to}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn shown_table() {
+        let cases = [
+            (
+                "https://s3.example.com/b/x?X-Amz-Signature=abc#f",
+                "https://s3.example.com/b/x",
+            ),
+            (
+                "http://user:pw@127.0.0.1:5000/v2/",
+                "http://127.0.0.1:5000/v2/",
+            ),
+            ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+        ];
+        for (url, want) in cases {
+            assert_eq!(shown(url), want, "{url}");
+        }
+    }
 
     /// A registry on a loopback port that answers every request with `head` and then sends
     /// nothing more, holding the connection open.
@@ -575,11 +1073,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_registry_that_stalls_fails_the_request() -> anyhow::Result<()> {
         let registry = Registry::new()?;
-        let keyring = Keyring::parse(br#"{"auths": {}}"#).map_err(anyhow::Error::msg)?;
-        let token_service = stalling(String::new()).await?;
-        let challenge = format!(
-            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"http://{token_service}/token\"\r\nContent-Length: 0\r\n\r\n"
-        );
+        let keyring = anonymous()?;
         let partial = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc";
         let cases = [
             (String::new(), "no answer within 30s"),
@@ -587,12 +1081,6 @@ mod tests {
             (
                 "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 100\r\n\r\n".to_owned(),
                 "HTTP 500 Internal Server Error",
-            ),
-            (
-                challenge,
-                &format!(
-                    "GET http://{token_service}/token?scope=repository%3Am%3Apull: no answer within 30s"
-                ),
             ),
         ];
         for (head, want) in cases {
@@ -609,6 +1097,30 @@ mod tests {
                 .unwrap_or_default();
             assert!(got.contains(want), "{head:?}: {got}");
         }
+
+        // A token service (on the registry's own host, as a plain-http registry's must be)
+        // that never answers.
+        let (host, _) = serve(|path, own| {
+            if path.starts_with("/token") {
+                Reply::Stall
+            } else {
+                let challenge = format!("Bearer realm=\"http://{own}/token\"");
+                response("401 Unauthorized", &[("WWW-Authenticate", &challenge)], "")
+            }
+        })
+        .await?;
+        let image = captf_api::image::parse(&format!("{host}/m:t")).map_err(anyhow::Error::msg)?;
+        let mut session = registry.session(&image, &keyring, CredentialSource::AuthFiles, false);
+        let got = session
+            .get("/v2/m/manifests/t", None)
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            got.contains(&format!("GET http://{host}/token: no answer within 30s")),
+            "{got}"
+        );
 
         let host = stalling(partial.to_owned()).await?;
         let image = captf_api::image::parse(&format!("{host}/m:t")).map_err(anyhow::Error::msg)?;
@@ -656,6 +1168,22 @@ mod tests {
                 "https://r.example.com/v2/a/blobs/x",
                 "https://cdn.example.net/x?sig=1",
                 "https://cdn.example.net/x?sig=1",
+            ),
+            (
+                "https://r.example.com/v2/a/blobs/x",
+                "//cdn.example.net/x",
+                "https://cdn.example.net/x",
+            ),
+            // Relative to the current folder, never glued to the host.
+            (
+                "http://127.0.0.1:5000/v2/a/blobs/x?q=1",
+                ".evil.example/x",
+                "http://127.0.0.1:5000/v2/a/blobs/.evil.example/x",
+            ),
+            (
+                "http://127.0.0.1:5000/v2/a/blobs/x",
+                "/y?next=http://elsewhere/",
+                "http://127.0.0.1:5000/y?next=http://elsewhere/",
             ),
         ];
         for (current, location, want) in cases {

@@ -52,8 +52,8 @@ struct Platform {
 /// tooling is built for when it says nothing else), else the first linux one, skipping the
 /// `unknown/unknown` attestation manifests.
 pub fn parse(content_type: Option<&str>, body: &[u8]) -> Result<Manifest, String> {
-    let raw: Raw = serde_json::from_slice(body)
-        .map_err(|e| format!("the manifest is not valid JSON ({e})"))?;
+    let raw: Raw =
+        serde_json::from_slice(body).map_err(|e| format!("the manifest {}", json_problem(&e)))?;
     let media_type = content_type
         .map(|c| c.split(';').next().unwrap_or_default().trim().to_owned())
         .filter(|c| c.starts_with("application/vnd."))
@@ -81,7 +81,7 @@ pub fn parse(content_type: Option<&str>, body: &[u8]) -> Result<Manifest, String
     }
     let config = raw
         .config
-        .ok_or_else(|| format!("the manifest ({media_type:?}) names no config"))?;
+        .ok_or("the manifest names no config: not an OCI or Docker v2 image manifest")?;
     Ok(Manifest::Image {
         config: checked_digest(&config.digest)?,
     })
@@ -98,7 +98,8 @@ fn checked_digest(digest: &str) -> Result<String, String> {
         {
             Ok(digest.to_owned())
         }
-        _ => Err(format!("unsupported digest {digest:?} (expected sha256)")),
+        // The digest itself is not repeated: it is the registry's bytes.
+        _ => Err("a digest that is not sha256:<64 hex digits>: unsupported".to_owned()),
     }
 }
 
@@ -129,8 +130,22 @@ struct ConfigInner {
 /// The labels of an image config (`config.Labels`; none is an empty map).
 pub fn labels(config: &[u8]) -> Result<BTreeMap<String, String>, String> {
     let config: Config = serde_json::from_slice(config)
-        .map_err(|e| format!("the image config is not valid JSON ({e})"))?;
+        .map_err(|e| format!("the image config {}", json_problem(&e)))?;
     Ok(config.config.and_then(|c| c.labels).unwrap_or_default())
+}
+
+/// What is wrong with a JSON body, without a byte of it: serde's messages quote the values
+/// they trip over, and a body may come from whatever server a registry points at, so only the
+/// kind of problem and its position reach a condition, an event or a log.
+pub fn json_problem(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match e.classify() {
+        Category::Io => "could not be read",
+        Category::Syntax => "is not valid JSON",
+        Category::Data => "is JSON of the wrong shape",
+        Category::Eof => "is not valid JSON: it ends early",
+    };
+    format!("{what} (line {}, column {})", e.line(), e.column())
 }
 
 #[cfg(test)]
@@ -155,7 +170,7 @@ mod tests {
     fn parse_table() {
         let oci_index = Some("application/vnd.oci.image.index.v1+json");
         let image = serde_json::json!({"schemaVersion": 2, "config": {"digest": A}}).to_string();
-        let cases: [(Option<&str>, String, Result<Manifest, &str>); 8] = [
+        let cases: [(Option<&str>, String, Result<Manifest, &str>); 9] = [
             (
                 Some("application/vnd.oci.image.manifest.v1+json"),
                 image.clone(),
@@ -190,9 +205,15 @@ mod tests {
             (
                 None,
                 serde_json::json!({"config": {"digest": "md5:00"}}).to_string(),
-                Err("unsupported digest"),
+                Err("not sha256"),
             ),
             (None, "<html>".into(), Err("not valid JSON")),
+            // A value of the wrong type: serde would quote it.
+            (
+                None,
+                r#"{"config": {"digest": 7}, "manifests": "MARKER"}"#.into(),
+                Err("wrong shape"),
+            ),
         ];
         for (content_type, body, want) in cases {
             let got = parse(content_type, body.as_bytes());
@@ -200,6 +221,10 @@ mod tests {
                 (Ok(g), Ok(w)) => assert_eq!(g, w, "{body}"),
                 (Err(e), Err(w)) => assert!(e.contains(w), "{body}: {e}"),
                 _ => panic!("{body}: got {got:?}, want {want:?}"),
+            }
+            // No byte of the body is repeated in an error.
+            if let Err(e) = &got {
+                assert!(!e.contains("MARKER") && !e.contains("md5"), "{e}");
             }
         }
     }
@@ -226,6 +251,10 @@ mod tests {
             (r#"{"config":{"Labels":null}}"#, Ok(vec![])),
             (r#"{"architecture":"amd64"}"#, Ok(vec![])),
             ("nope", Err("not valid JSON")),
+            (
+                r#"{"config":{"Labels":{"a":"MARKER","b":424242}}}"#,
+                Err("wrong shape"),
+            ),
         ];
         for (config, want) in cases {
             match (labels(config.as_bytes()), want) {
@@ -236,7 +265,13 @@ mod tests {
                         .collect();
                     assert_eq!(got, want, "{config}");
                 }
-                (Err(e), Err(want)) => assert!(e.contains(want), "{config}: {e}"),
+                (Err(e), Err(want)) => {
+                    assert!(e.contains(want), "{config}: {e}");
+                    assert!(
+                        !e.contains("MARKER") && !e.contains("424242"),
+                        "{config}: {e}"
+                    );
+                }
                 (got, want) => panic!("{config}: got {got:?}, want {want:?}"),
             }
         }

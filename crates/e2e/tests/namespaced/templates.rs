@@ -298,3 +298,131 @@ async fn machine_template_capacity_comes_from_the_image() {
     .await;
     assert!(quiet.is_err(), "a pass at rest wrote the template");
 }
+
+/// What the servers below answer, which must reach nothing the tenant reads.
+const MARKER: &str = "INTERNAL-SERVICE-MARKER-5e1b";
+
+/// A loopback server that answers every request with `head` and `body`; its `host:port`, and
+/// how many requests it was sent.
+async fn loopback_server(
+    head: String,
+    body: String,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let host = listener.local_addr().expect("address").to_string();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let (head, body) = (head.clone(), body.clone());
+            tokio::spawn(async move {
+                let mut request = [0u8; 8192];
+                let _ = socket.read(&mut request).await;
+                let response = format!(
+                    "HTTP/1.1 {head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    (host, hits)
+}
+
+/// What a registry answers never reaches the tenant, and a registry cannot send the manager
+/// elsewhere: an image whose (plain-http, loopback) registry redirects to another loopback
+/// port, an "internal" service, is refused before the manager connects there, and the
+/// condition and the event say so; a registry whose error carries a body shows only its
+/// status. No byte of either server's answer appears in any condition or event of the
+/// templates.
+#[tokio::test]
+async fn a_registry_cannot_send_the_manager_elsewhere_nor_show_its_body() {
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("registry-redirect", &[]).await;
+    let (internal, internal_hits) =
+        loopback_server("200 OK".into(), format!("{{\"secret\": \"{MARKER}\"}}")).await;
+    let (redirector, _) = loopback_server(
+        format!("307 Temporary Redirect\r\nLocation: http://{internal}/latest/meta-data"),
+        MARKER.into(),
+    )
+    .await;
+    let (failing, _) = loopback_server(
+        "500 Internal Server Error".into(),
+        format!("<html>{MARKER}</html>"),
+    )
+    .await;
+
+    let api: Api<TerraformMachineTemplate> = Api::namespaced(client.clone(), &ns);
+    let redirected = format!("{redirector}/modules/machine:v1");
+    let erroring = format!("{failing}/modules/machine:v1");
+    create_template(&api, "redirected", &redirected, None, None).await;
+    create_template(&api, "erroring", &erroring, None, None).await;
+    let failed =
+        |t: &TerraformMachineTemplate| has(t, "CapacityResolved", "False", "ImageInspectFailed");
+
+    let t = wait_until(&api, "redirected", "the redirect refused", &manager, failed).await;
+    let message = condition(&t, "CapacityResolved").expect("condition").2;
+    assert!(
+        message.contains(&format!(
+            "the redirect to http://{internal} was not followed"
+        )) && message.contains("own host and port"),
+        "{message}"
+    );
+    let t = wait_until(&api, "erroring", "the error named", &manager, failed).await;
+    let message = condition(&t, "CapacityResolved").expect("condition").2;
+    assert!(
+        message.contains("HTTP 500 Internal Server Error"),
+        "{message}"
+    );
+
+    // Both failures are announced; then nothing of either answer is anywhere the tenant reads.
+    event(&client, &ns, "ImageInspectFailed").await;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let announced = |name: &'static str| {
+        let events = events.clone();
+        async move {
+            wait_for(
+                &format!("the ImageInspectFailed event of {name}"),
+                std::time::Duration::from_secs(60),
+                || async {
+                    let list = events.list(&Default::default()).await?.items;
+                    let of_it: Vec<_> = list
+                        .into_iter()
+                        .filter(|e| {
+                            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                        })
+                        .collect();
+                    Ok(of_it
+                        .iter()
+                        .any(|e| e.reason.as_deref() == Some("ImageInspectFailed"))
+                        .then_some(of_it))
+                },
+            )
+            .await
+            .expect("event")
+        }
+    };
+    for name in ["redirected", "erroring"] {
+        for e in announced(name).await {
+            let note = e.note.unwrap_or_default();
+            assert!(!note.contains(MARKER), "{name}: event {note}");
+        }
+        let t = api.get(name).await.expect("template");
+        let status = serde_json::to_string(&t.status).expect("json");
+        assert!(!status.contains(MARKER), "{name}: status {status}");
+    }
+    assert_eq!(
+        internal_hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the manager connected to the internal service"
+    );
+}

@@ -2,8 +2,10 @@
 //! ValidatingWebhookConfiguration, pointed at a manager that is not the leader, rejects each bad
 //! input with a message naming the field and the fix, lets valid objects through, and keeps
 //! working when the serving certificate is rotated on disk; variables are held to the schema the
-//! module image publishes in a real registry (variables.rs).
+//! module image publishes in a real registry (variables.rs); a deleting object's Job policy is
+//! held to the rules like a live one's (deleting.rs).
 
+mod deleting;
 mod variables;
 
 use captf_e2e::fixture::{TIMEOUT, namespace_with_identity};

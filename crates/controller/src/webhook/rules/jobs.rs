@@ -9,6 +9,8 @@ use k8s_openapi::api::core::v1::{
 };
 
 use crate::job::policy::is_reserved_env;
+// One list each, shared with the Job builder, which drops what these rules refuse.
+use crate::job::security::{SAFE_SELINUX_TYPES, SAFE_SYSCTLS};
 use crate::webhook::violations::Violations;
 
 /// The default lock timeout (seconds) a deadline alone must exceed.
@@ -17,29 +19,6 @@ const DEFAULT_LOCK_TIMEOUT_SECONDS: i64 = 300;
 const DEFAULT_ACTIVE_DEADLINE_SECONDS: i64 = 3600;
 /// The API schema's cap on `env`.
 const MAX_ENV: usize = 64;
-/// The sysctls of the Pod Security Standards' baseline: namespaced, and safe to set.
-const SAFE_SYSCTLS: [&str; 12] = [
-    "kernel.shm_rmid_forced",
-    "net.ipv4.ip_local_port_range",
-    "net.ipv4.tcp_syncookies",
-    "net.ipv4.ping_group_range",
-    "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time",
-    "net.ipv4.tcp_fin_timeout",
-    "net.ipv4.tcp_keepalive_intvl",
-    "net.ipv4.tcp_keepalive_probes",
-    "net.ipv4.tcp_rmem",
-    "net.ipv4.tcp_wmem",
-];
-/// SELinux types the container runtimes give ordinary containers.
-const SAFE_SELINUX_TYPES: [&str; 5] = [
-    "",
-    "container_t",
-    "container_init_t",
-    "container_kvm_t",
-    "container_engine_t",
-];
 const WHY: &str = "the Job container holds cloud credentials and";
 
 /// Checks one policy (`path` is where it sits, e.g. `spec.jobs`).

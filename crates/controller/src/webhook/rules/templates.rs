@@ -65,18 +65,17 @@ impl Template for TerraformMachinePoolTemplate {
     }
 }
 
-/// The stamped-out kind's `rules` over the template spec (new, old, deleting), the metadata,
-/// and the frozen spec.
+/// The stamped-out kind's `rules` over the template spec (new, old), the metadata, and the
+/// frozen spec.
 fn template<K: Template<DynamicType = ()>>(
     c: &Change<'_, K>,
-    rules: impl FnOnce(&mut Violations, &K::Spec, Option<&K::Spec>, bool),
+    rules: impl FnOnce(&mut Violations, &K::Spec, Option<&K::Spec>),
 ) -> Violations {
     let mut v = Violations::default();
     rules(
         &mut v,
         c.new.template_spec(),
         c.old.map(Template::template_spec),
-        c.deleting(),
     );
     if let Some(meta) = c.new.template_metadata() {
         metadata(&mut v, meta);
@@ -86,22 +85,22 @@ fn template<K: Template<DynamicType = ()>>(
 }
 
 pub fn cluster_template(c: &Change<'_, TerraformClusterTemplate>) -> Violations {
-    template(c, |v, new, old, deleting| {
-        cluster_spec(v, SPEC, new, old, deleting, IdentityRef::Optional)
+    template(c, |v, new, old| {
+        cluster_spec(v, SPEC, new, old, IdentityRef::Optional)
     })
 }
 
 pub fn machine_template(c: &Change<'_, TerraformMachineTemplate>) -> Violations {
-    template(c, |v, new, old, deleting| {
+    template(c, |v, new, old| {
         let old = old.map(|o| &o.workspace);
-        workspace(v, SPEC, Role::Machine, &new.workspace, old, deleting)
+        workspace(v, SPEC, Role::Machine, &new.workspace, old)
     })
 }
 
 pub fn machine_pool_template(c: &Change<'_, TerraformMachinePoolTemplate>) -> Violations {
-    template(c, |v, new, old, deleting| {
+    template(c, |v, new, old| {
         let old = old.map(|o| &o.workspace);
-        workspace(v, SPEC, Role::MachinePool, &new.workspace, old, deleting)
+        workspace(v, SPEC, Role::MachinePool, &new.workspace, old)
     })
 }
 

@@ -373,9 +373,16 @@ fn updates_check_only_what_changed() {
         fields(&cluster(&update(&stored, &changed))),
         ["spec.jobs.env[0].name"]
     );
-    // A deleting object's policy is never checked (removing the finalizer must work).
+    // A deleting object's policy is checked alike when it changes (its destroy Jobs run with
+    // it), and still not when it does not (removing the finalizer must work).
     changed.metadata.deletion_timestamp = Some(Time(Default::default()));
-    assert!(cluster(&update(&stored, &changed)).is_empty());
+    assert_eq!(
+        fields(&cluster(&update(&stored, &changed))),
+        ["spec.jobs.env[0].name"]
+    );
+    let mut finalizer_removed = stored.clone();
+    finalizer_removed.metadata.deletion_timestamp = Some(Time(Default::default()));
+    assert!(cluster(&update(&stored, &finalizer_removed)).is_empty());
     // Cluster defaults for machines are checked the same way.
     let mut defaults = a_cluster();
     defaults.spec.defaults = Some(captf_api::cluster::TerraformClusterDefaults {
@@ -387,6 +394,201 @@ fn updates_check_only_what_changed() {
         ["spec.defaults.jobs.env[0].name"]
     );
     assert!(cluster(&update(&defaults, &defaults)).is_empty());
+}
+
+/// `kubectl delete` and then a weakened Job policy: the destroy Jobs of the object (and, for a
+/// cluster's defaults, of its machines and pools) would run with it, so an update of a
+/// deleting object is checked exactly like one of a live object.
+#[test]
+fn a_deleting_objects_job_policy_is_checked_like_a_live_ones() {
+    let weakenings: Vec<(&str, JobPolicy, &str)> = vec![
+        (
+            "SELinux type",
+            context(SecurityContext {
+                se_linux_options: Some(SELinuxOptions {
+                    type_: Some("spc_t".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            "securityContext.seLinuxOptions.type",
+        ),
+        (
+            "runAsUser 0",
+            context(SecurityContext {
+                run_as_user: Some(0),
+                ..Default::default()
+            }),
+            "securityContext.runAsUser",
+        ),
+        (
+            "privileged",
+            context(SecurityContext {
+                privileged: Some(true),
+                ..Default::default()
+            }),
+            "securityContext.privileged",
+        ),
+        (
+            "sysctl",
+            pod_context(PodSecurityContext {
+                sysctls: Some(vec![Sysctl {
+                    name: "kernel.msgmax".into(),
+                    value: "1".into(),
+                }]),
+                ..Default::default()
+            }),
+            "podSecurityContext.sysctls[0].name",
+        ),
+        (
+            "pod runAsNonRoot false",
+            pod_context(PodSecurityContext {
+                run_as_non_root: Some(false),
+                ..Default::default()
+            }),
+            "podSecurityContext.runAsNonRoot",
+        ),
+    ];
+    let deleted = |meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        meta.deletion_timestamp = Some(Time(Default::default()));
+        meta.finalizers = Some(vec![
+            "terraformcluster.infrastructure.cluster.x-k8s.io".into(),
+        ]);
+    };
+    let none = ManagerUser::default();
+    for deleting in [false, true] {
+        for (name, policy, field) in &weakenings {
+            let case = format!("{name}, deleting: {deleting}");
+            let mark = |meta: &mut _| {
+                if deleting {
+                    deleted(meta);
+                }
+            };
+            // (kind and field, the stored object's violations, the weakened one's)
+            let mut got: Vec<(String, Vec<String>)> = Vec::new();
+
+            let mut old = a_cluster();
+            mark(&mut old.metadata);
+            let mut new = old.clone();
+            new.spec.workspace.jobs = Some(Box::new(policy.clone()));
+            got.push((
+                format!("TerraformCluster spec.jobs.{field}"),
+                fields(&cluster(&update(&old, &new))),
+            ));
+            let mut new = old.clone();
+            new.spec.defaults = Some(captf_api::cluster::TerraformClusterDefaults {
+                jobs: Some(Box::new(policy.clone())),
+                ..Default::default()
+            });
+            got.push((
+                format!("TerraformCluster spec.defaults.jobs.{field}"),
+                fields(&cluster(&update(&old, &new))),
+            ));
+
+            let mut old = a_machine();
+            mark(&mut old.metadata);
+            let mut new = old.clone();
+            new.spec.workspace.jobs = Some(Box::new(policy.clone()));
+            got.push((
+                format!("TerraformMachine spec.jobs.{field}"),
+                fields(&machine(&update(&old, &new), &none)),
+            ));
+
+            let mut old = TerraformMachinePool::new("p", Default::default());
+            old.spec.workspace.source.image = IMAGE.into();
+            mark(&mut old.metadata);
+            let mut new = old.clone();
+            new.spec.workspace.jobs = Some(Box::new(policy.clone()));
+            got.push((
+                format!("TerraformMachinePool spec.jobs.{field}"),
+                fields(&machine_pool(&update(&old, &new))),
+            ));
+
+            for (want, fields) in got {
+                let (kind, want) = want.split_once(' ').unwrap_or_default();
+                assert_eq!(fields, [want], "{case}: {kind}");
+            }
+        }
+    }
+    // The message of a refused update of a deleting object names the field and the fix.
+    let mut old = a_cluster();
+    deleted(&mut old.metadata);
+    let mut new = old.clone();
+    new.spec.workspace.jobs = Some(Box::new(context(SecurityContext {
+        run_as_user: Some(0),
+        ..Default::default()
+    })));
+    let message = cluster(&update(&old, &new)).message("TerraformCluster", "c");
+    assert!(
+        message.contains("spec.jobs.securityContext.runAsUser")
+            && message.contains("use a non-zero uid such as 65532"),
+        "{message}"
+    );
+}
+
+/// What the Job builder makes of any policy passes these rules: every weakening they refuse,
+/// it removes (for the objects stored before a rule, and the destroy Jobs that skip the
+/// `JobPolicyInvalid` check).
+#[test]
+fn the_builders_hardened_contexts_pass_the_rules() {
+    let weak_container = SecurityContext {
+        privileged: Some(true),
+        allow_privilege_escalation: Some(true),
+        capabilities: Some(Capabilities {
+            add: Some(vec!["SYS_ADMIN".into()]),
+            drop: None,
+        }),
+        read_only_root_filesystem: Some(false),
+        proc_mount: Some("Unmasked".into()),
+        run_as_non_root: Some(false),
+        run_as_user: Some(0),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "Unconfined".into(),
+            ..Default::default()
+        }),
+        se_linux_options: Some(SELinuxOptions {
+            type_: Some("spc_t".into()),
+            user: Some("system_u".into()),
+            role: Some("system_r".into()),
+            level: Some("s0".into()),
+        }),
+        windows_options: Some(WindowsSecurityContextOptions {
+            host_process: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let weak_pod = PodSecurityContext {
+        run_as_non_root: Some(false),
+        run_as_user: Some(0),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "Unconfined".into(),
+            ..Default::default()
+        }),
+        se_linux_options: weak_container.se_linux_options.clone(),
+        sysctls: Some(vec![Sysctl {
+            name: "kernel.msgmax".into(),
+            value: "1".into(),
+        }]),
+        windows_options: weak_container.windows_options.clone(),
+        ..Default::default()
+    };
+    let weak = JobPolicy {
+        security_context: Some(weak_container.clone()),
+        pod_security_context: Some(weak_pod.clone()),
+        ..Default::default()
+    };
+    assert!(
+        !cluster(&create(&with_jobs(weak))).is_empty(),
+        "the input is refused"
+    );
+    let hardened = JobPolicy {
+        security_context: Some(crate::job::security::harden_container(weak_container)),
+        pod_security_context: Some(crate::job::security::harden_pod(weak_pod)),
+        ..Default::default()
+    };
+    let v = cluster(&create(&with_jobs(hardened)));
+    assert!(v.is_empty(), "{v:?}");
 }
 
 #[test]

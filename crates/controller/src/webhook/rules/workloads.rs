@@ -28,7 +28,6 @@ pub fn cluster(c: &Change<'_, TerraformCluster>) -> Violations {
         "spec",
         &c.new.spec,
         c.old.map(|o| &o.spec),
-        c.deleting(),
         IdentityRef::Required,
     );
     if let Some(old) = c.old {
@@ -51,12 +50,13 @@ pub fn cluster(c: &Change<'_, TerraformCluster>) -> Violations {
 }
 
 /// The rules of a cluster spec at `path` (`spec`, or `spec.template.spec` of a template).
+/// `spec.defaults.jobs` is checked whenever it changes, deleting or not: the destroy Jobs of
+/// the cluster's machines and pools run with it.
 pub fn cluster_spec(
     v: &mut Violations,
     path: &str,
     new: &TerraformClusterSpec,
     old: Option<&TerraformClusterSpec>,
-    deleting: bool,
     identity: IdentityRef,
 ) {
     workspace(
@@ -65,12 +65,10 @@ pub fn cluster_spec(
         Role::Cluster,
         &new.workspace,
         old.map(|o| &o.workspace),
-        deleting,
     );
     let defaults_jobs =
         |spec: &TerraformClusterSpec| spec.defaults.as_ref().and_then(|d| d.jobs.clone());
-    if !deleting
-        && old.is_none_or(|old| defaults_jobs(old) != defaults_jobs(new))
+    if old.is_none_or(|old| defaults_jobs(old) != defaults_jobs(new))
         && let Some(policy) = defaults_jobs(new)
     {
         job_policy(v, &format!("{path}.defaults.jobs"), &policy);
@@ -110,7 +108,7 @@ pub fn machine(c: &Change<'_, TerraformMachine>, manager: &ManagerUser) -> Viola
 /// Workspace rules and the immutable fields of a machine spec.
 fn machine_spec(v: &mut Violations, path: &str, c: &Change<'_, TerraformMachine>) {
     let (new, old) = (&c.new.spec.workspace, c.old.map(|o| &o.spec.workspace));
-    workspace(v, path, Role::Machine, new, old, c.deleting());
+    workspace(v, path, Role::Machine, new, old);
     let Some(old) = old else { return };
     const REPLACE: &str = "a machine is replaced, never changed: roll its MachineDeployment to a new TerraformMachineTemplate, or delete the Machine";
     if new.source != old.source {
@@ -171,7 +169,6 @@ pub fn machine_pool(c: &Change<'_, TerraformMachinePool>) -> Violations {
         Role::MachinePool,
         &c.new.spec.workspace,
         c.old.map(|o| &o.spec.workspace),
-        c.deleting(),
     );
     v
 }

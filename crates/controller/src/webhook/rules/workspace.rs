@@ -10,20 +10,19 @@ use crate::webhook::violations::{Problem, Violations};
 /// Source, Job policy, variables, variables sources and identity of `new` (at `path`,
 /// normally `spec`). On an update (`old` set) only what changed is checked, so an object
 /// stored before a rule existed never has an unrelated update (removing a finalizer, say)
-/// refused. The Job policy of an object being deleted is never checked.
+/// refused. An object being deleted is checked alike: its destroy Jobs run with the policy it
+/// holds then.
 pub fn workspace(
     v: &mut Violations,
     path: &str,
     role: Role,
     new: &WorkspaceSpec,
     old: Option<&WorkspaceSpec>,
-    deleting: bool,
 ) {
     if old.is_none_or(|old| old.source != new.source) {
         source_image(v, &format!("{path}.source.image"), &new.source.image);
     }
-    if !deleting
-        && old.is_none_or(|old| old.jobs != new.jobs)
+    if old.is_none_or(|old| old.jobs != new.jobs)
         && let Some(policy) = &new.jobs
     {
         job_policy(v, &format!("{path}.jobs"), policy);
