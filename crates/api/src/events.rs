@@ -106,3 +106,32 @@ pub const IMAGE_INSPECT_FAILED: &str = "ImageInspectFailed";
 pub const IDENTITY_SECRET_FOUND: &str = "IdentitySecretFound";
 /// Warning: an identity's credentials Secret does not exist.
 pub const IDENTITY_SECRET_NOT_FOUND: &str = "IdentitySecretNotFound";
+
+/// The object became paused (`Paused=True`).
+pub const PAUSED: &str = "Paused";
+/// It is no longer paused.
+pub const RESUMED: &str = "Resumed";
+/// The state Secret of an object that applied before is gone.
+pub const STATE_LOST: &str = "StateLost";
+/// The state could not be read (corrupt, inconsistent, encrypted).
+pub const STATE_UNREADABLE: &str = "StateUnreadable";
+/// The module's outputs broke the contract (`OutputsValid=False`).
+pub const OUTPUTS_INVALID: &str = "OutputsInvalid";
+/// A drift check found drift.
+pub const DRIFT_DETECTED: &str = "DriftDetected";
+/// A drift check found none after drift had been found.
+pub const DRIFT_RESOLVED: &str = "DriftResolved";
+/// An apply that remediates drift started.
+pub const DRIFT_REMEDIATION_STARTED: &str = "DriftRemediationStarted";
+/// The infrastructure is healthy again.
+pub const INSTANCE_HEALTHY: &str = "InstanceHealthy";
+/// The infrastructure became unhealthy, degraded, stopped or terminated.
+pub const INSTANCE_UNHEALTHY: &str = "InstanceUnhealthy";
+/// A restore Job failed; that serial is not retried while its request stands.
+pub const STATE_RESTORE_FAILED: &str = "StateRestoreFailed";
+/// The identity does not allow the object's namespace.
+pub const IDENTITY_NOT_ALLOWED: &str = "IdentityNotAllowed";
+/// A credential mirror was created in the object's namespace.
+pub const MIRROR_CREATED: &str = "MirrorCreated";
+/// A Manual plan waiting for approval was replaced by a newer one.
+pub const PLAN_SUPERSEDED: &str = "PlanSuperseded";

@@ -28,6 +28,7 @@ pub mod restore;
 mod snapshot;
 #[cfg(test)]
 mod tests;
+pub mod transitions;
 
 use std::time::Duration;
 

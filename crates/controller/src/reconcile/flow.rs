@@ -403,6 +403,7 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
     }
     if let Some(hold) = decide::hold(preamble) {
         pass.count_hold(&hold);
+        announce_transitions(pass, &work.conds).await;
         let provisioned = provisioned(A::workspace(&work.status));
         let action = pass
             .hold(
@@ -526,12 +527,22 @@ async fn go<A: Adapter>(
                     let reason = captf_api::events::JOB_CREATED;
                     pass.publish_about(EventType::Normal, reason, &note, &job.name)
                         .await;
+                    if start.remediation {
+                        let note = format!(
+                            "Job {} applies the module again over the drift found",
+                            job.name
+                        );
+                        let reason = captf_api::events::DRIFT_REMEDIATION_STARTED;
+                        pass.publish_about(EventType::Normal, reason, &note, &job.name)
+                            .await;
+                    }
                 }
                 A::launched(pass, &start, &acted);
             }
             Effect::CleanUp => crate::reconcile::act::secrets::cleanup(&ctx.client, key).await?,
             Effect::PatchStatus => {
                 let provisioned = provisioned(A::workspace(&w.status));
+                announce_transitions(pass, &w.conds).await;
                 let conds = w.conds.clone();
                 let active = acted.active.clone();
                 pass.write_status(object.status(), &w.status, conds, provisioned, active)
@@ -551,6 +562,20 @@ async fn go<A: Adapter>(
         Decided::RemoveFinalizer => Action::await_change(),
         _ => pass.requeue(acted.requeue.or(decision.requeue)),
     })
+}
+
+/// The events the pass's conditions announce by changing ([`decide::transitions`]), just
+/// before the status that holds them is written.
+async fn announce_transitions<A: Adapter>(pass: &Pass<'_, A>, after: &Conditions) {
+    let before = pass.object.status().and_then(A::conditions);
+    for a in decide::transitions::transitions(before.map_or(&[], Vec::as_slice), after) {
+        let type_ = if a.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        pass.publish(type_, a.reason, &a.note).await;
+    }
 }
 
 /// What `captf.io/restore-state` asks (spec §11.8: the annotation and the restore recorded

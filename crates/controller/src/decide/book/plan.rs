@@ -68,6 +68,19 @@ pub fn plan(f: &Finished, before: &PlanBefore, now: Timestamp) -> (Shown, Booked
                     .is_some_and(|p| !approvals::is_empty(p) && p != shown.plan_hash);
                 if superseded {
                     booked.effects.push(BookEffect::CountApproval("superseded"));
+                    let old = before.shown.unwrap_or_default();
+                    let note = format!(
+                        "plan {old} is superseded by plan {} of Job {}",
+                        shown.plan_hash, f.name
+                    );
+                    // An approval of the old plan is void now: that is worth a warning.
+                    booked.effects.push(BookEffect::Announce(
+                        if before.approve_plan == Some(old) {
+                            Note::warning(events::PLAN_SUPERSEDED, note)
+                        } else {
+                            Note::normal(events::PLAN_SUPERSEDED, note)
+                        },
+                    ));
                 }
                 booked.effects.push(BookEffect::CountApproval("created"));
                 let (ns, name) = (before.key.namespace(), before.key.name());

@@ -732,6 +732,21 @@ fn a_manual_plan_is_shown_applied_superseded_or_failed() -> anyhow::Result<()> {
             vec![
                 "ApplyJobSucceeded=Unknown PlanAwaitingApproval",
                 "approvals superseded",
+                "event PlanSuperseded",
+                "approvals created",
+                "event PlanReady",
+            ],
+        ),
+        (
+            "a plan that replaces an approved one: the approval is void, a warning says so",
+            with_plan(finished(Plan, true, false), "p2:new"),
+            Some("p2:old"),
+            Some("p2:old"),
+            "show p2:new",
+            vec![
+                "ApplyJobSucceeded=Unknown PlanAwaitingApproval",
+                "approvals superseded",
+                "warn PlanSuperseded",
                 "approvals created",
                 "event PlanReady",
             ],

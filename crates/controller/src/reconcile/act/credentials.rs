@@ -28,6 +28,8 @@ pub struct Outcome {
     pub ready: Option<String>,
     /// The mirror this pass deleted because the identity no longer allows the namespace.
     pub mirror_removed: Option<String>,
+    /// The mirror this pass created (it did not exist).
+    pub mirror_created: Option<String>,
 }
 
 impl Outcome {
@@ -41,6 +43,7 @@ impl Outcome {
             ),
             ready: None,
             mirror_removed: None,
+            mirror_created: None,
         }
     }
 }
@@ -182,9 +185,11 @@ async fn mirror(
                 ),
                 ready: None,
                 mirror_removed: None,
+                mirror_created: None,
             });
         }
     }
+    let created = existing.is_none().then(|| name.clone());
     if !existing
         .as_ref()
         .is_some_and(|e| mirror_current(e, &hash, owner))
@@ -229,6 +234,7 @@ async fn mirror(
         mirrored: (Status::True, reasons::MIRRORED, String::new()),
         ready: Some(identity.to_owned()),
         mirror_removed: None,
+        mirror_created: created,
     })
 }
 
@@ -630,6 +636,17 @@ where
                 captf_api::events::MIRROR_REMOVED,
                 &format!(
                     "deleted the credential mirror {ns}/{mirror}: TerraformClusterIdentity {} no longer allows the namespace",
+                    identity.unwrap_or_default()
+                ),
+            )
+            .await;
+        }
+        if let Some(mirror) = &creds.mirror_created {
+            self.publish(
+                EventType::Normal,
+                captf_api::events::MIRROR_CREATED,
+                &format!(
+                    "created the credential mirror {ns}/{mirror} of TerraformClusterIdentity {}",
                     identity.unwrap_or_default()
                 ),
             )
