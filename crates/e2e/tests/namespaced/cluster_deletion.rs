@@ -429,3 +429,120 @@ async fn a_deletion_without_its_durable_inputs_starts_no_destroy_and_can_be_aban
         "released without a destroy"
     );
 }
+
+/// [`a_deletion_without_its_durable_inputs_starts_no_destroy_and_can_be_abandoned`] for a
+/// TerraformMachine and a TerraformMachinePool: without their durable inputs neither starts a
+/// destroy, each says why, and abandon by UID releases each.
+#[tokio::test]
+async fn a_machine_or_pool_without_its_durable_inputs_starts_no_destroy_and_can_be_abandoned() {
+    use captf_api::names::{ObjectKey, WorkloadKind};
+    use captf_api::{TerraformMachine, TerraformMachinePool};
+
+    let (scene, cluster) = ready_cluster("inputs-gone-members").await;
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = &scene;
+    let (machine, pool) = ("machine-0", "workers");
+    write_bootstrap(client, ns, machine).await;
+    write_bootstrap(client, ns, pool).await;
+    create_machine(
+        client,
+        ns,
+        &cluster,
+        machine,
+        "captf.local/modules/noop-machine:e2e",
+        "",
+        "",
+    )
+    .await;
+    create_machine_pool(
+        client,
+        ns,
+        &cluster,
+        pool,
+        "captf.local/modules/noop-machinepool:e2e",
+        1,
+        "",
+    )
+    .await;
+    let machines: Api<TerraformMachine> = Api::namespaced(client.clone(), ns);
+    let pools: Api<TerraformMachinePool> = Api::namespaced(client.clone(), ns);
+    let tm = wait_until(&machines, machine, "the machine Ready", manager, ready).await;
+    let tmp = wait_until(&pools, pool, "the pool Ready", manager, ready).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
+    for (kind, name) in [
+        (WorkloadKind::Machine, machine),
+        (WorkloadKind::MachinePool, pool),
+    ] {
+        let key = ObjectKey::new(ns, kind, name).expect("key");
+        secrets
+            .delete(&key.durable_inputs_secret(), &DeleteParams::default())
+            .await
+            .expect("delete the durable inputs");
+    }
+    machines
+        .delete(machine, &DeleteParams::default())
+        .await
+        .expect("delete the machine");
+    pools
+        .delete(pool, &DeleteParams::default())
+        .await
+        .expect("delete the pool");
+    let cannot_render = |c: Option<(String, String, String)>| {
+        c.is_some_and(|(s, r, m)| {
+            s == "False" && r == "DestroyFailed" && m.contains("durable inputs Secret is missing")
+        })
+    };
+    wait_until(
+        &machines,
+        machine,
+        "the machine's destroy cannot render",
+        manager,
+        |t| cannot_render(condition(t, "ApplyJobSucceeded")),
+    )
+    .await;
+    wait_until(
+        &pools,
+        pool,
+        "the pool's destroy cannot render",
+        manager,
+        |t| cannot_render(condition(t, "ApplyJobSucceeded")),
+    )
+    .await;
+    let destroys = |names: Vec<String>| {
+        names
+            .into_iter()
+            .filter(|j| j.contains("-destroy-"))
+            .count()
+    };
+    assert_eq!(destroys(job_names(client, ns).await), 0, "no destroy Job");
+
+    let abandon = |uid: &str| serde_json::json!({"metadata": {"annotations": {"captf.io/abandon-infrastructure": uid}}});
+    merge_patch(
+        &machines,
+        machine,
+        abandon(&tm.metadata.uid.clone().expect("uid")),
+    )
+    .await;
+    merge_patch(
+        &pools,
+        pool,
+        abandon(&tmp.metadata.uid.clone().expect("uid")),
+    )
+    .await;
+    wait_for("the machine and the pool released", TIMEOUT, || async {
+        let gone =
+            machines.get_opt(machine).await?.is_none() && pools.get_opt(pool).await?.is_none();
+        Ok(gone.then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    assert_eq!(
+        destroys(job_names(client, ns).await),
+        0,
+        "released without a destroy"
+    );
+}

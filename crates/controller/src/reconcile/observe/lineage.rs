@@ -125,6 +125,9 @@ pub struct LineageWrites {
     pub mismatch: Option<String>,
 }
 
+/// The transition counter of a lost state ([`crate::metrics::Counted`]).
+const COUNTED_LOST: &str = "state_lost";
+
 /// What [`classify`] found of the object's own state, and the lineage it replaces.
 struct Own<'a> {
     record: Option<String>,
@@ -198,13 +201,17 @@ where
         let identity = classify(state, recorded, adopt, ever_applied);
         let (generation, now) = (self.generation, self.now);
         let mut writes = LineageWrites::default();
+        if !matches!(identity, Identity::Missing) || !ever_applied {
+            self.first_count(COUNTED_LOST, None);
+        }
         let view = match identity {
             Identity::Missing if ever_applied => {
-                // Counted once, when the state is first found gone (as a mismatch is).
-                if conds
+                // Counted once, when the state is first found gone: not again by a pass that
+                // starts from a cached object older than the status that said so.
+                let new = conds
                     .get(types::STATE_READABLE)
-                    .is_none_or(|c| c.reason != reasons::STATE_LOST)
-                {
+                    .is_none_or(|c| c.reason != reasons::STATE_LOST);
+                if self.first_count(COUNTED_LOST, Some("lost")) && new {
                     self.count_state_error("lost");
                 }
                 conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups (docs/backups.md)", generation, now);
@@ -376,6 +383,12 @@ where
         StateView::Found {
             inputs_hash: s.inputs_hash.clone(),
         }
+    }
+
+    /// [`crate::metrics::Counted::first`] for this object.
+    fn first_count(&self, counter: &'static str, value: Option<&str>) -> bool {
+        let uid = self.object.meta().uid.as_deref().unwrap_or_default();
+        self.ctx.metrics.counted.first(uid, counter, value)
     }
 
     fn count_state_error(&self, reason: &'static str) {
