@@ -691,3 +691,102 @@ async fn a_lost_state_is_counted_once_and_fires_the_unreadable_alert() {
         "nothing applies over a lost state: {names:?}"
     );
 }
+
+/// Replaces the state's one chunk with `doc` (gzip, as the backend stores it).
+async fn replace_state_document(s: &Scene, suffix: &str, doc: &serde_json::Value) {
+    let secrets: Api<Secret> = Api::namespaced(s.client.clone(), &s.ns);
+    let data = k8s_openapi::ByteString(gzip_state(doc));
+    secrets
+        .patch(
+            &format!("tfstate-default-{suffix}"),
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"data": {"tfstate": data}})),
+        )
+        .await
+        .expect("replace the state");
+}
+
+/// A state the manager cannot read at a newer serial (OpenTofu's state encryption, or a state
+/// format version it does not know): held with its reason, nothing applies over it, and no
+/// backup is taken of it, so the last good backup stays the newest.
+async fn held_and_not_backed_up(
+    s: &Scene,
+    name: &str,
+    reason: &str,
+    doc: impl Fn(&serde_json::Value) -> serde_json::Value,
+) {
+    let first = ready(s, OPENTOFU, name, "").await;
+    let sfx = suffix(&first);
+    let good = serial(&first).expect("serial");
+    let secrets: Api<Secret> = Api::namespaced(s.client.clone(), &s.ns);
+    let base = secrets
+        .get(&format!("tfstate-default-{sfx}"))
+        .await
+        .expect("state");
+    replace_state_document(s, &sfx, &doc(&state_document(&base))).await;
+    let api: Api<TerraformCluster> = Api::namespaced(s.client.clone(), &s.ns);
+    change_inputs(&api, name, "two").await;
+    let held = wait_until(&api, name, reason, &s.manager, |t| {
+        has(t, "StateReadable", "False", reason)
+    })
+    .await;
+    let newer = good + 1;
+    let backups = held
+        .status
+        .as_ref()
+        .and_then(|st| st.workspace.state_backups.clone())
+        .unwrap_or_default();
+    assert!(
+        backups.iter().all(|b| b.serial <= good),
+        "no backup of the unreadable serial {newer}: {backups:?}"
+    );
+    assert!(
+        secrets
+            .get_opt(&format!("captf-state-backup-{sfx}-{newer}"))
+            .await
+            .expect("get")
+            .is_none(),
+        "no backup Secret of serial {newer}"
+    );
+    let names = job_names(&s.client, &s.ns).await;
+    assert_eq!(
+        count(&names, &format!("captf-c-{name}-apply-")),
+        1,
+        "nothing applies over it: {names:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_encrypted_or_unknown_version_state_is_held_and_never_backed_up() {
+    let s = scene("unreadable", &[]).await;
+    tokio::join!(
+        held_and_not_backed_up(&s, "encrypted", "StateEncrypted", |doc| {
+            serde_json::json!({
+                "serial": doc["serial"].as_u64().unwrap_or(1) + 1,
+                "lineage": doc["lineage"],
+                "meta": {"key_provider.pbkdf2.k": "eyJ9"},
+                "encrypted_data": "AAAA",
+                "encryption_version": "v0",
+            })
+        }),
+        held_and_not_backed_up(&s, "unknown-version", "StateCorrupt", |doc| {
+            let mut doc = doc.clone();
+            doc["version"] = 5.into();
+            doc["serial"] = (doc["serial"].as_u64().unwrap_or(1) + 1).into();
+            doc
+        }),
+    );
+    let metrics = Manager::get(&s.manager.metrics).expect("metrics");
+    for reason in ["encrypted", "corrupt"] {
+        assert!(
+            sample(
+                &metrics,
+                &format!(
+                    "captf_state_read_errors_total{{kind=\"TerraformCluster\",reason=\"{reason}\"}}"
+                )
+            )
+            .is_some_and(|n| n >= 1.0),
+            "{reason}: {metrics}"
+        );
+    }
+}
