@@ -104,7 +104,8 @@ pub struct Merged {
 }
 
 /// What to do about variables over a limit.
-const MOVE_THEM: &str = "move large values to a ConfigMap or Secret named in spec.variablesFrom";
+pub(crate) const MOVE_LARGE_VALUES: &str =
+    "move large values to a ConfigMap or Secret named in spec.variablesFrom";
 
 fn joined(over: &[Exceeded]) -> String {
     over.iter()
@@ -125,7 +126,7 @@ fn inline_within_limits(workspace: &WorkspaceSpec) -> Result<(), Gate> {
     Err((
         Status::False,
         reasons::VARIABLES_INVALID,
-        format!("spec.variables: {}; {MOVE_THEM}", joined(&over)),
+        format!("spec.variables: {}; {MOVE_LARGE_VALUES}", joined(&over)),
     ))
 }
 
@@ -515,7 +516,14 @@ mod tests {
         };
         let cm = |name: &str| source(ConfigMap, name, false, true);
         let strings = |name: &str| source(ConfigMap, name, false, false);
-        let cases: Vec<(&str, WorkspaceSpec, Vec<Option<Fetched>>, Option<&str>)> = vec![
+        // (what, workspace, its sources, a fragment of the refusal)
+        type Case<'a> = (
+            &'a str,
+            WorkspaceSpec,
+            Vec<Option<Fetched>>,
+            Option<&'a str>,
+        );
+        let cases: Vec<Case<'_>> = vec![
             (
                 "spec.variables at the values limit",
                 workspace(Some(json!({"a": vec![0; 9_999]})), vec![]),

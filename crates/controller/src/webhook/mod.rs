@@ -5,6 +5,7 @@
 //! The rules are pure functions ([`rules`], [`guards`]); [`review`] is the edge that decodes a
 //! request and asks the API server what a rule cannot know by itself.
 
+pub mod bounded;
 pub mod guards;
 pub mod review;
 pub mod rules;
