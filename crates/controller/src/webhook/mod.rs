@@ -41,8 +41,9 @@ use crate::tls::{
 pub struct ServerLimits {
     /// Connections open at once; more wait, unaccepted, until one closes.
     pub connections: usize,
-    /// From the first byte of a request's headers (or the end of the previous request) to
-    /// the last: a connection that sends none in time, an idle one included, is closed.
+    /// From the handshake, or the answer to the previous request, to the last byte of the
+    /// next request's headers: a connection that sends none in time, an idle one included, is
+    /// closed.
     pub header_timeout: Duration,
     /// From the end of the headers to the last byte of the body.
     pub body_timeout: Duration,
