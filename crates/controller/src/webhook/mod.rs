@@ -295,6 +295,8 @@ mod tests {
     /// Long enough for anything this machine does; no test waits it out when all is well.
     const DEADLINE: Duration = Duration::from_secs(20);
 
+    /// The timeouts of a server under test, and the time something that must not happen is
+    /// given to happen.
     const SHORT: Duration = Duration::from_millis(300);
 
     /// The webhook server on a free port, within `limits`; its address and certificate.
@@ -307,6 +309,8 @@ mod tests {
             "VersionTLS12",
         )
         .expect("TLS config");
+        // Loaded: the server reads the files no more.
+        let _ = std::fs::remove_dir_all(&dir);
         let tcp = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = tcp.local_addr().expect("addr");
         let listener = tls_listener(tcp, config, "test", limits.connections).expect("listener");
