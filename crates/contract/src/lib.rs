@@ -2,8 +2,8 @@
 //!
 //! - [`Role`], [`VERSION`] and reserved names ([`role`]);
 //! - typed inputs per role and `captf_tags` ([`inputs`]), what the root declares ([`input_specs`]);
-//! - user variables and their name rules ([`variables`]), and the variables schema an image
-//!   publishes ([`varschema`]);
+//! - user variables and their name rules ([`variables`]), the variables schema an image
+//!   publishes ([`varschema`]), and how large variables may be ([`bounds`]);
 //! - the generated `main.tf.json` and `terraform.tfvars.json` ([`render()`]);
 //! - the `h2:` inputs hash and the pool approval hash ([`hash`], byte layout documented there);
 //! - canonical JSON, including the exports canonicalizability check ([`canonical`]);
@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bounds;
 pub mod canonical;
 mod decode;
 pub mod error;

@@ -14,13 +14,21 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
 /// Longest TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most connections a listener holds open at once, handshakes included; more wait in the
+/// kernel's accept queue until one closes. Every connection holds buffers, and one that sends
+/// a request body holds that body too.
+pub const MAX_CONNECTIONS: usize = 64;
 /// How often mounted certificate files are checked for a change.
 pub const CERT_CHECK_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -268,25 +276,81 @@ fn self_signed(provider: &CryptoProvider) -> Result<CertifiedKey, String> {
         .map_err(|e| format!("self-signed certificate: {e}"))
 }
 
+/// A connection of a [`TlsListener`]: while it is open it holds one of the listener's
+/// places.
+pub struct Held<S> {
+    io: S,
+    _place: OwnedSemaphorePermit,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Held<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Held<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
 /// Connections that completed their TLS handshake. Handshakes run in their own tasks, so a
-/// client that stalls one holds up no other.
+/// client that stalls one holds up no other; at most `max_connections` are open at once,
+/// handshakes included.
 pub struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    ready: mpsc::Receiver<(Held<TlsStream<TcpStream>>, SocketAddr)>,
     local: SocketAddr,
 }
 
-/// Accepts on `tcp` and hands out connections once their handshake is done; `server` names the
-/// listener in the logs.
+/// Accepts on `tcp`, at most `max_connections` at once, and hands out connections once their
+/// handshake is done; `server` names the listener in the logs.
 pub fn tls_listener(
     tcp: TcpListener,
     config: Arc<rustls::ServerConfig>,
     server: &'static str,
+    max_connections: usize,
 ) -> std::io::Result<TlsListener> {
     let acceptor = TlsAcceptor::from(config);
     let local = tcp.local_addr()?;
-    let (sender, ready) = mpsc::channel(64);
+    let (sender, ready) = mpsc::channel(max_connections.max(1));
+    let places = Arc::new(Semaphore::new(max_connections));
     tokio::spawn(async move {
         loop {
+            // A place first: past the cap, connections wait in the kernel's queue, unread.
+            let place = tokio::select! {
+                _ = sender.closed() => return,
+                place = places.clone().acquire_owned() => place,
+            };
+            let Ok(place) = place else { return };
             let accepted = tokio::select! {
                 _ = sender.closed() => return,
                 accepted = tcp.accept() => accepted,
@@ -304,7 +368,11 @@ pub fn tls_listener(
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                     Ok(Ok(tls)) => {
-                        let _ = sender.send((tls, peer)).await;
+                        let held = Held {
+                            io: tls,
+                            _place: place,
+                        };
+                        let _ = sender.send((held, peer)).await;
                     }
                     Ok(Err(error)) => {
                         tracing::debug!(%peer, %error, "{server}: TLS handshake failed")
@@ -318,7 +386,7 @@ pub fn tls_listener(
 }
 
 impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
+    type Io = Held<TlsStream<TcpStream>>;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {

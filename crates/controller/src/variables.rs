@@ -3,11 +3,17 @@
 //! Secret is declared sensitive. The merged variables are then held to the variables schema
 //! the module image publishes, when it publishes one. Errors name the source and the key, never
 //! a value.
+//!
+//! Nothing is copied or parsed before it is measured: `spec.variables` is held to
+//! [`SPEC_VARIABLES`] before its values are copied (the webhook, which refuses more, may be
+//! off), and each source value to the running total of [`MERGED_VARIABLES`] before it is
+//! parsed, so what one pass builds is bounded whatever the object or its sources hold.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use captf_api::conditions::{Status, reasons};
 use captf_api::{VariablesFormat, VariablesSource, WorkspaceSpec};
+use captf_contract::bounds::{self, Exceeded, Limits, MERGED_VARIABLES, SPEC_VARIABLES, Size};
 use captf_contract::varschema::{Given, LABEL, Schema, Seen};
 use captf_contract::{Role, Variable, Variables};
 
@@ -97,6 +103,69 @@ pub struct Merged {
     pub from_strings: BTreeSet<String>,
 }
 
+/// What to do about variables over a limit.
+pub(crate) const MOVE_LARGE_VALUES: &str =
+    "move large values to a ConfigMap or Secret named in spec.variablesFrom";
+
+fn joined(over: &[Exceeded]) -> String {
+    over.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `spec.variables` within [`SPEC_VARIABLES`], measured in place.
+fn inline_within_limits(workspace: &WorkspaceSpec) -> Result<(), Gate> {
+    let Some(variables) = &workspace.variables else {
+        return Ok(());
+    };
+    let over = SPEC_VARIABLES.exceeded(&bounds::measure_variables(variables, &SPEC_VARIABLES));
+    if over.is_empty() {
+        return Ok(());
+    }
+    Err((
+        Status::False,
+        reasons::VARIABLES_INVALID,
+        format!("spec.variables: {}; {MOVE_LARGE_VALUES}", joined(&over)),
+    ))
+}
+
+/// The running measure of every variable a pass has read, as one JSON object, against
+/// [`MERGED_VARIABLES`]. A value a later one overrides still counts: it was read.
+struct Total {
+    size: Size,
+    members: usize,
+}
+
+impl Total {
+    fn new() -> Total {
+        // `{}`, nested 1 deep.
+        let size = Size {
+            bytes: 2,
+            depth: 1,
+            values: 0,
+        };
+        Total { size, members: 0 }
+    }
+
+    /// Counts one more variable `name` of `value`'s size: what the variables are over once
+    /// it is counted.
+    fn count(&mut self, name: &str, value: &Size, limits: &Limits) -> Result<(), String> {
+        // The name, its colon and, after the first, a comma.
+        self.size.bytes += bounds::json_len(name) + 1 + usize::from(self.members > 0);
+        self.members += 1;
+        self.size.add(value, 1);
+        let over = limits.exceeded(&self.size);
+        if over.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "the variables read up to {name:?} are over the limits of a pass: {}",
+            joined(&over)
+        ))
+    }
+}
+
 /// The variables of `workspace` for `role`, from its inline variables and its sources
 /// (`fetched[i]` for `spec.variablesFrom[i]`, `None` when missing).
 pub fn merge(
@@ -105,7 +174,19 @@ pub fn merge(
     workspace: &WorkspaceSpec,
     fetched: &[Option<Fetched>],
 ) -> Result<Merged, Gate> {
+    merge_within(role, namespace, workspace, fetched, &MERGED_VARIABLES)
+}
+
+fn merge_within(
+    role: Role,
+    namespace: &str,
+    workspace: &WorkspaceSpec,
+    fetched: &[Option<Fetched>],
+    limits: &Limits,
+) -> Result<Merged, Gate> {
     let invalid = |message: String| (Status::False, reasons::VARIABLES_INVALID, message);
+    inline_within_limits(workspace)?;
+    let mut total = Total::new();
     let mut out = Variables::new();
     let mut from_strings = BTreeSet::new();
     for (index, source) in workspace.variables_from.iter().flatten().enumerate() {
@@ -141,12 +222,27 @@ pub fn merge(
                 .map_err(|e| invalid(format!("{what}: key {key:?}: {e}")))?;
             let text = String::from_utf8(bytes)
                 .map_err(|_| invalid(format!("{what}: the value of {key:?} is not UTF-8")))?;
+            let not_json = || {
+                invalid(format!(
+                    "{what}: the value of {key:?} is not valid JSON (format: JSON; value omitted)"
+                ))
+            };
+            // Measured before it is parsed: the source's bytes are in memory already, the
+            // value they would parse to is not yet.
+            let size = if json {
+                bounds::measure_json(&text, limits.depth.saturating_sub(1)).ok_or_else(not_json)?
+            } else {
+                Size {
+                    bytes: bounds::json_len(&text),
+                    depth: 0,
+                    values: 1,
+                }
+            };
+            total
+                .count(&key, &size, limits)
+                .map_err(|why| invalid(format!("{what}: {why}")))?;
             let value = if json {
-                serde_json::from_str(&text).map_err(|_| {
-                    invalid(format!(
-                        "{what}: the value of {key:?} is not valid JSON (format: JSON; value omitted)"
-                    ))
-                })?
+                serde_json::from_str(&text).map_err(|_| not_json())?
             } else {
                 serde_json::Value::String(text)
             };
@@ -164,14 +260,18 @@ pub fn merge(
             );
         }
     }
-    for (name, value) in workspace.variables.clone().unwrap_or_default() {
-        captf_contract::validate_variable_name(role, &name)
+    for (name, value) in workspace.variables.iter().flatten() {
+        captf_contract::validate_variable_name(role, name)
             .map_err(|e| invalid(format!("spec.variables: {e}")))?;
-        from_strings.remove(&name);
+        let size = bounds::measure_value(value, limits.depth.saturating_sub(1));
+        total
+            .count(name, &size, limits)
+            .map_err(|why| invalid(format!("spec.variables: {why}")))?;
+        from_strings.remove(name);
         out.insert(
-            name,
+            name.clone(),
             Variable {
-                value,
+                value: value.clone(),
                 sensitive: false,
             },
         );
@@ -396,6 +496,125 @@ mod tests {
                     );
                 }
                 (got, want) => panic!("{name}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    /// `depth` arrays around a number.
+    fn nested(depth: usize) -> serde_json::Value {
+        (0..depth).fold(json!(1), |inner, _| json!([inner]))
+    }
+
+    #[test]
+    fn limits_table() {
+        use SourceKind::ConfigMap;
+        // Small limits for a pass, so the sources stay small; spec.variables has its own always.
+        let pass = Limits {
+            bytes: 100,
+            depth: 3,
+            values: 10,
+        };
+        let cm = |name: &str| source(ConfigMap, name, false, true);
+        let strings = |name: &str| source(ConfigMap, name, false, false);
+        // (what, workspace, its sources, a fragment of the refusal)
+        type Case<'a> = (
+            &'a str,
+            WorkspaceSpec,
+            Vec<Option<Fetched>>,
+            Option<&'a str>,
+        );
+        let cases: Vec<Case<'_>> = vec![
+            (
+                "spec.variables at the values limit",
+                workspace(Some(json!({"a": vec![0; 9_999]})), vec![]),
+                vec![],
+                None,
+            ),
+            (
+                "spec.variables one value over",
+                workspace(Some(json!({"a": vec![0; 10_000]})), vec![]),
+                vec![],
+                Some(
+                    "spec.variables: 10001 values, at most 10000; move large values to a ConfigMap or Secret named in spec.variablesFrom",
+                ),
+            ),
+            (
+                "spec.variables too deep",
+                workspace(Some(json!({"a": nested(32)})), vec![]),
+                vec![],
+                Some("spec.variables: arrays and objects nested more than 32 deep"),
+            ),
+            (
+                "spec.variables too large",
+                workspace(Some(json!({"a": "x".repeat(256 * 1024)})), vec![]),
+                vec![],
+                Some("spec.variables: 262152 bytes as compact JSON, at most 262144"),
+            ),
+            (
+                "a source at the values limit",
+                workspace(None, vec![cm("cm")]),
+                vec![fetched(true, &[("a", b"[1,2,3,4,5,6,7,8,9]")])],
+                None,
+            ),
+            (
+                "a source value too deep, before it is parsed",
+                workspace(None, vec![cm("cm")]),
+                vec![fetched(true, &[("deep", b"[[[1]]]")])],
+                Some(
+                    "spec.variablesFrom[0] (ConfigMap ns/cm): the variables read up to \"deep\" are over the limits of a pass: arrays and objects nested more than 3 deep",
+                ),
+            ),
+            (
+                "values of two sources together",
+                workspace(None, vec![cm("one"), cm("two")]),
+                vec![
+                    fetched(true, &[("a", b"[1,2,3,4,5]")]),
+                    fetched(true, &[("b", b"[1,2,3,4]")]),
+                ],
+                Some(
+                    "spec.variablesFrom[1] (ConfigMap ns/two): the variables read up to \"b\" are over the limits of a pass: 11 values, at most 10",
+                ),
+            ),
+            (
+                "a string source's bytes",
+                workspace(None, vec![strings("cm")]),
+                vec![fetched(true, &[("s", "x".repeat(95).as_bytes())])],
+                Some(
+                    "(ConfigMap ns/cm): the variables read up to \"s\" are over the limits of a pass: 103 bytes as compact JSON, at most 100",
+                ),
+            ),
+            (
+                "spec.variables count with the sources",
+                workspace(Some(json!({"b": [1, 2, 3, 4]})), vec![cm("cm")]),
+                vec![fetched(true, &[("a", b"[1,2,3,4,5]")])],
+                Some(
+                    "spec.variables: the variables read up to \"b\" are over the limits of a pass: 11 values",
+                ),
+            ),
+        ];
+        for (name, workspace, fetched, want) in cases {
+            // The first four hold spec.variables alone to its limits, within a real pass's.
+            let limits = if fetched.is_empty() {
+                &MERGED_VARIABLES
+            } else {
+                &pass
+            };
+            match (
+                merge_within(Role::Machine, "ns", &workspace, &fetched, limits),
+                want,
+            ) {
+                (Ok(_), None) => {}
+                (Err((status, reason, message)), Some(fragment)) => {
+                    assert_eq!(
+                        (status, reason),
+                        (Status::False, reasons::VARIABLES_INVALID)
+                    );
+                    assert!(message.contains(fragment), "{name}: {message}");
+                }
+                (got, want) => panic!(
+                    "{name}: got {:?}, want {want:?}",
+                    got.map(|m| m.variables.len())
+                ),
             }
         }
     }

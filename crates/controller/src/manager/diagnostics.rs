@@ -75,7 +75,7 @@ async fn run(
     client: kube::Client,
     metrics: Router,
 ) -> Result<(), Error> {
-    let listener = tls_listener(tcp, config, "metrics server")
+    let listener = tls_listener(tcp, config, "metrics server", crate::tls::MAX_CONNECTIONS)
         .map_err(|e| Error::Startup(format!("metrics server: {e}")))?;
     let auth = Arc::new(Auth::new(client));
     let app = metrics.layer(axum::middleware::from_fn_with_state(auth, authorize));

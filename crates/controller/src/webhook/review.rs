@@ -22,6 +22,7 @@ use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use serde::de::DeserializeOwned;
 
 use super::Endpoint;
+use super::bounded::{self, Refused};
 use super::guards;
 use super::rules::{self, Change, ManagerUser};
 use super::violations::Violations;
@@ -78,11 +79,11 @@ pub async fn review(
     endpoint: Endpoint,
     body: &[u8],
 ) -> AdmissionReview<DynamicObject> {
-    let request = match read(body) {
-        Ok(request) => request,
-        Err(why) => return AdmissionResponse::invalid(why).into_review(),
+    let (request, limits) = match read(endpoint, body) {
+        Ok(read) => read,
+        Err(answer) => return *answer,
     };
-    let outcome = decide(webhook, endpoint, &request).await;
+    let outcome = decide(webhook, endpoint, &request, limits).await;
     tracing::debug!(
         kind = endpoint.kind(),
         namespace = request.namespace.as_deref().unwrap_or_default(),
@@ -95,40 +96,59 @@ pub async fn review(
     respond(&request, endpoint, outcome).into_review()
 }
 
-/// The request of an AdmissionReview body, or why the body is none.
-fn read(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, String> {
-    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)
-        .map_err(|e| format!("the body is not an AdmissionReview: {e}"))?;
-    review
+/// The request of an AdmissionReview body, parsed only once it is within the limits
+/// ([`bounded`]), and the limits its object breaks; or the answer to a body that is refused
+/// unparsed.
+fn read(
+    endpoint: Endpoint,
+    body: &[u8],
+) -> Result<(AdmissionRequest<DynamicObject>, Violations), Box<AdmissionReview<DynamicObject>>> {
+    let prepared = bounded::prepare(endpoint, body).map_err(|Refused { uid, message }| {
+        let mut response = AdmissionResponse::invalid(message);
+        response.uid = uid;
+        response.result.code = 400;
+        Box::new(response.into_review())
+    })?;
+    let unreadable = |why: String| Box::new(AdmissionResponse::invalid(why).into_review());
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(&prepared.body)
+        .map_err(|e| unreadable(format!("the body is not an AdmissionReview: {e}")))?;
+    let request = review
         .try_into()
-        .map_err(|_| "the AdmissionReview carries no request".to_owned())
+        .map_err(|_| unreadable("the AdmissionReview carries no request".to_owned()))?;
+    Ok((request, prepared.violations))
 }
 
 async fn decide(
     webhook: &Webhook,
     endpoint: Endpoint,
     request: &AdmissionRequest<DynamicObject>,
+    limits: Violations,
 ) -> Outcome {
     match request.operation {
-        Operation::Create | Operation::Update => write(webhook, endpoint, request).await,
+        Operation::Create | Operation::Update => write(webhook, endpoint, request, limits).await,
         Operation::Delete => delete(webhook, endpoint, request).await,
         Operation::Connect => Outcome::Allowed,
     }
 }
 
+/// A create or update: `limits` are what the object breaks of the size limits, found before
+/// it was parsed.
 async fn write(
     webhook: &Webhook,
     endpoint: Endpoint,
     request: &AdmissionRequest<DynamicObject>,
+    limits: Violations,
 ) -> Outcome {
     match judge(&webhook.manager, endpoint, request) {
         Err(outcome) => outcome,
-        // The schema is read only once every other rule holds: a malformed image reference
-        // or variable name is reported by those first.
-        Ok(Judged::Workload(violations, Some(subject))) if violations.is_empty() => {
-            Outcome::of(variables_schema(webhook, endpoint, request, subject).await)
-        }
-        Ok(Judged::Workload(violations, _)) => Outcome::of(violations),
+        Ok(Judged::Workload(violations, subject)) => match (limits.then(violations), subject) {
+            // The schema is read only once every other rule holds: a malformed image
+            // reference or variable name is reported by those first.
+            (violations, Some(subject)) if violations.is_empty() => {
+                Outcome::of(variables_schema(webhook, endpoint, request, subject).await)
+            }
+            (violations, _) => Outcome::of(violations),
+        },
         Ok(Judged::Identity(verdict)) => identity_write(webhook, request, verdict).await,
     }
 }
@@ -474,15 +494,18 @@ pub fn review_offline(
     endpoint: Endpoint,
     body: &[u8],
 ) -> AdmissionReview<DynamicObject> {
-    let request = match read(body) {
-        Ok(request) => request,
-        Err(why) => return AdmissionResponse::invalid(why).into_review(),
+    let (request, limits) = match read(endpoint, body) {
+        Ok(read) => read,
+        Err(answer) => return *answer,
     };
     let outcome = match request.operation {
         Operation::Create | Operation::Update => match judge(manager, endpoint, &request) {
             Err(outcome) => outcome,
-            Ok(Judged::Workload(mut violations, Some(subject))) if violations.is_empty() => {
-                if let Some(schema) = schema {
+            Ok(Judged::Workload(violations, subject)) => {
+                let mut violations = limits.then(violations);
+                if let (Some(subject), Some(schema)) = (subject, schema)
+                    && violations.is_empty()
+                {
                     rules::variables_schema::variables_fit(
                         &mut violations,
                         subject.path,
@@ -492,7 +515,6 @@ pub fn review_offline(
                 }
                 Outcome::of(violations)
             }
-            Ok(Judged::Workload(violations, _)) => Outcome::of(violations),
             Ok(Judged::Identity(verdict)) => Outcome::of(verdict.violations),
         },
         Operation::Delete => {
@@ -570,6 +592,66 @@ mod tests {
             m["spec"]["providerID"] = json!(id);
         }
         m
+    }
+
+    fn machine_with_variables(variables: serde_json::Value) -> serde_json::Value {
+        let mut m = machine("ghcr.io/x/m:v1", None);
+        m["spec"]["variables"] = variables;
+        m
+    }
+
+    #[tokio::test]
+    async fn variables_over_their_limits_are_refused_with_the_other_causes() {
+        let webhook = offline();
+        let mut over = machine_with_variables(json!({"zones": vec!["a"; 9_999], "captf_x": 1}));
+        over["spec"]["source"]["image"] = json!("UPPER/Case");
+        let answer = review(
+            &webhook,
+            Endpoint::Machine,
+            &body("CREATE", over, serde_json::Value::Null),
+        )
+        .await;
+        let response = answer.response.expect("response");
+        assert_eq!((response.allowed, response.result.code), (false, 422));
+        assert!(
+            response.result.message.starts_with(
+                "TerraformMachine.infrastructure.cluster.x-k8s.io \"m\" is invalid: [spec.variables: Too many: 10001 values, at most 10000; move large values to a ConfigMap or Secret named in spec.variablesFrom, spec.source.image: Invalid value: "
+            ),
+            "{}",
+            response.result.message
+        );
+        let causes = response.result.details.expect("details").causes;
+        assert_eq!(
+            causes
+                .iter()
+                .map(|c| (c.field.as_str(), c.reason.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("spec.variables", "FieldValueTooMany"),
+                ("spec.source.image", "FieldValueInvalid")
+            ]
+        );
+        // Within the limits, the same variables are held to the rules as before.
+        let answer = review(
+            &webhook,
+            Endpoint::Machine,
+            &body(
+                "CREATE",
+                machine_with_variables(json!({"zones": vec!["a"; 9_998], "captf_x": 1})),
+                serde_json::Value::Null,
+            ),
+        )
+        .await;
+        let response = answer.response.expect("response");
+        assert_eq!((response.allowed, response.result.code), (false, 422));
+        assert!(
+            response
+                .result
+                .message
+                .contains("spec.variables[\"captf_x\"]"),
+            "{}",
+            response.result.message
+        );
     }
 
     #[tokio::test]
@@ -670,6 +752,11 @@ mod tests {
             body(
                 "CREATE",
                 machine("UPPER/Case", None),
+                serde_json::Value::Null,
+            ),
+            body(
+                "CREATE",
+                machine_with_variables(json!({"zones": vec!["a"; 10_000]})),
                 serde_json::Value::Null,
             ),
             b"{not json".to_vec(),

@@ -14,6 +14,8 @@ pub enum Problem {
     Forbidden,
     /// A list or map has too many entries.
     TooMany,
+    /// A value is too large.
+    TooLong,
 }
 
 impl Problem {
@@ -24,6 +26,7 @@ impl Problem {
             Problem::Invalid => "FieldValueInvalid",
             Problem::Forbidden => "FieldValueForbidden",
             Problem::TooMany => "FieldValueTooMany",
+            Problem::TooLong => "FieldValueTooLong",
         }
     }
 
@@ -34,11 +37,13 @@ impl Problem {
             Problem::Invalid => "Invalid value",
             Problem::Forbidden => "Forbidden",
             Problem::TooMany => "Too many",
+            Problem::TooLong => "Too long",
         }
     }
 }
 
-/// One wrong field: the path (`spec.jobs.env[2].name`), how it is wrong, and what to do.
+/// One wrong field: the path (`spec.jobs.env[2].name`, empty for the object as a whole), how
+/// it is wrong, and what to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
     pub field: String,
@@ -48,13 +53,10 @@ pub struct Violation {
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {}: {}",
-            self.field,
-            self.problem.words(),
-            self.detail
-        )
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        write!(f, "{}: {}", self.problem.words(), self.detail)
     }
 }
 
@@ -86,6 +88,12 @@ impl Violations {
     /// `field` may not change once the object exists.
     pub fn immutable(&mut self, field: impl Into<String>, what_to_do: &str) {
         self.invalid(field, format!("the field is immutable; {what_to_do}"));
+    }
+
+    /// These violations, then `later`'s.
+    pub fn then(mut self, later: Violations) -> Violations {
+        self.0.extend(later.0);
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -132,6 +140,12 @@ mod tests {
         assert_eq!(
             v.iter().map(|v| v.problem.cause()).collect::<Vec<_>>(),
             ["FieldValueRequired", "FieldValueInvalid"]
+        );
+        let mut whole = Violations::default();
+        whole.push("", Problem::TooLong, "the object is 2 bytes");
+        assert_eq!(
+            whole.message("TerraformCluster", "c"),
+            "TerraformCluster.infrastructure.cluster.x-k8s.io \"c\" is invalid: Too long: the object is 2 bytes"
         );
     }
 }

@@ -6,6 +6,7 @@
 
 mod approvals;
 mod backstop;
+mod bounds;
 mod cluster_changes;
 mod cluster_deletion;
 mod cluster_lifecycle;

@@ -2,8 +2,8 @@
 //! ValidatingWebhookConfiguration, pointed at a manager that is not the leader, rejects each bad
 //! input with a message naming the field and the fix, lets valid objects through, and keeps
 //! working when the serving certificate is rotated on disk; variables are held to the schema the
-//! module image publishes in a real registry (variables.rs); a deleting object's Job policy is
-//! held to the rules like a live one's (deleting.rs).
+//! module image publishes in a real registry (variables.rs), and to their size limits; a
+//! deleting object's Job policy is held to the rules like a live one's (deleting.rs).
 
 mod deleting;
 mod variables;
@@ -226,6 +226,23 @@ async fn the_api_server_asks_the_standby_and_every_bad_input_is_named() {
             "spec.variables[\"captf_cluster\"]",
             "spec.variables[\"count\"]",
             "(value omitted)",
+        ],
+    );
+    // Variables over their limits: named with the limit, measured before they are parsed.
+    assert_refused(
+        create(
+            &clusters,
+            cluster(
+                "big-variables",
+                json!({"variables": {"zones": vec!["a"; 10_000]}}),
+            ),
+        )
+        .await,
+        422,
+        &[
+            "TerraformCluster.infrastructure.cluster.x-k8s.io \"big-variables\" is invalid",
+            "spec.variables: Too many: 10001 values, at most 10000",
+            "move large values to a ConfigMap or Secret named in spec.variablesFrom",
         ],
     );
     assert_refused(
