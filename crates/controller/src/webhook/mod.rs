@@ -215,8 +215,12 @@ async fn read_body(
 async fn run(mut listener: TlsListener, router: Router, header_timeout: Duration) {
     use axum::serve::Listener as _;
     let mut http = hyper::server::conn::http1::Builder::new();
+    // One review per connection: hyper's header deadline also closes an idle kept-alive
+    // connection, which the API server's client keeps for longer (90 s) and may reuse at that
+    // instant; the POST on it then fails without a retry and the write is refused.
     http.timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(header_timeout);
+        .header_read_timeout(header_timeout)
+        .keep_alive(false);
     loop {
         let (io, peer) = listener.accept().await;
         let router = router.clone();
