@@ -41,7 +41,8 @@ pub use outputs::{
     MachinePoolOutputs, PoolInstance, RoleOutputs, Violation, required_outputs,
 };
 pub use render::{
-    EXPORTS_SENSITIVE_OUTPUT, MAX_RENDERED_BYTES, Rendered, render, render_restore_root,
+    EXPORTS_SENSITIVE_FILE, EXPORTS_SENSITIVE_OUTPUT, MAX_RENDERED_BYTES, Rendered,
+    exports_sensitive_root, render, render_restore_root,
 };
 pub use role::{MAX_VARIABLES, META_ARGUMENTS, RESERVED_PREFIX, Role, VERSION, versions};
 pub use spec::{InputSpec, input_names, input_specs};

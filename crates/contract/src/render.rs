@@ -45,10 +45,22 @@ impl Rendered {
     }
 }
 
-/// The cluster root's output saying whether the module's `exports` output is sensitive
-/// (`issensitive()`, OpenTofu 1.7 and Terraform 1.8 on). A state without it was written by an
-/// older root: whether its exports are sensitive is unknown.
+/// The root output saying whether the module's `exports` output is sensitive, which the
+/// sensitive re-export hides. Not in the rendered root: `issensitive()` exists only from
+/// Terraform 1.8 and OpenTofu 1.7, and modules written for the original run on Terraform 1.5,
+/// so the runner adds [`exports_sensitive_root`] next to it when its engine has the function. A
+/// state without this output does not say whether its exports are sensitive.
 pub const EXPORTS_SENSITIVE_OUTPUT: &str = "captf_exports_sensitive";
+
+/// The file the runner adds to a root that re-exports `exports`.
+pub const EXPORTS_SENSITIVE_FILE: &str = "captf_exports_sensitive.tf.json";
+
+/// The contents of [`EXPORTS_SENSITIVE_FILE`]: the [`EXPORTS_SENSITIVE_OUTPUT`] output.
+pub fn exports_sensitive_root() -> Vec<u8> {
+    canonical_json_pretty(&json!({"output": {EXPORTS_SENSITIVE_OUTPUT: {
+        "value": format!("${{issensitive(module.{MODULE_NAME}.exports)}}"),
+    }}}))
+}
 
 /// Renders the root module, tfvars and inputs hash for `role`.
 ///
@@ -153,7 +165,7 @@ fn root(role: Role, variables: &Variables) -> Value {
 
     // Every re-export is sensitive: a module may mark any output sensitive and a
     // non-sensitive root output referencing it would fail plan.
-    let mut outputs: Map<String, Value> = required_outputs(role)
+    let outputs: Map<String, Value> = required_outputs(role)
         .iter()
         .map(|name| {
             (
@@ -162,14 +174,6 @@ fn root(role: Role, variables: &Variables) -> Value {
             )
         })
         .collect();
-    // Whether the module marks its exports sensitive, which the re-export above hides: the
-    // manager never publishes sensitive exports in status.exports.
-    if role == Role::Cluster {
-        outputs.insert(
-            EXPORTS_SENSITIVE_OUTPUT.to_owned(),
-            json!({"value": format!("${{issensitive(module.{MODULE_NAME}.exports)}}")}),
-        );
-    }
 
     let mut root = Map::new();
     root.insert("terraform".into(), terraform_block());

@@ -222,7 +222,7 @@ fn main_tf_json_has_the_documented_shape() {
         assert_eq!(root["variable"], Value::Object(expected_vars), "{name}");
         assert_eq!(root["module"], json!({"role": expected_module}), "{name}");
 
-        let mut outputs: serde_json::Map<String, Value> = required_outputs(role)
+        let outputs: serde_json::Map<String, Value> = required_outputs(role)
             .iter()
             .map(|o| {
                 (
@@ -231,14 +231,6 @@ fn main_tf_json_has_the_documented_shape() {
                 )
             })
             .collect();
-        // A cluster root also says whether the module's exports are sensitive (not sensitive
-        // itself, so it can be read from the state).
-        if role == Role::Cluster {
-            outputs.insert(
-                "captf_exports_sensitive".into(),
-                json!({"value": "${issensitive(module.role.exports)}"}),
-            );
-        }
         assert_eq!(root["output"], Value::Object(outputs), "{name}");
         assert_eq!(
             root.as_object().map(|m| m.len()),

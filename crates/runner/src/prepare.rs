@@ -249,6 +249,30 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
         .map_err(|e| Error::io("setting the mode of", path, e))
 }
 
+/// Whether an engine of `version` (`terraform_version` of `version -json`) has `issensitive()`:
+/// Terraform 1.8 and OpenTofu 1.7 added it. Both engines report the same numbers, so OpenTofu
+/// 1.7 counts as without it; an unknown version does too.
+pub fn has_issensitive(version: &str) -> bool {
+    let mut parts = version.split(['.', '-']).map(str::parse::<u64>);
+    match (parts.next(), parts.next()) {
+        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) >= (1, 8),
+        _ => false,
+    }
+}
+
+/// Adds [`captf_contract::EXPORTS_SENSITIVE_FILE`] to `root` when its rendered root re-exports
+/// `exports` (a cluster's): the state then records whether the module marks its exports
+/// sensitive, and the manager publishes only exports that are not. Returns whether it did.
+pub fn add_exports_flag(root: &Path) -> Result<bool> {
+    let doc = read_json(&root.join(MAIN_TF_FILE))?;
+    if doc.pointer("/output/exports").is_none() {
+        return Ok(false);
+    }
+    let path = root.join(captf_contract::EXPORTS_SENSITIVE_FILE);
+    write_private(&path, &captf_contract::exports_sensitive_root())?;
+    Ok(true)
+}
+
 /// Values of the root variables the rendered root declares `sensitive` (from the copies in
 /// `root`). A missing tfvars file yields nothing (a restore root has no variables).
 pub fn sensitive_root_values(root: &Path) -> Result<Vec<Value>> {
@@ -471,6 +495,49 @@ mod tests {
         assert_eq!(
             c,
             "provider_installation {\n  filesystem_mirror {\n    path    = \"/captf/providers\"\n    include = [\"*/*/*\"]\n  }\n  direct {\n    exclude = [\"*/*/*\"]\n  }\n}\n"
+        );
+    }
+
+    #[test]
+    fn issensitive_exists_from_1_8() {
+        for (version, has) in [
+            ("1.5.7", false),
+            ("1.7.5", false),
+            ("1.8.0", true),
+            ("1.12.6", true),
+            ("1.15.5", true),
+            ("2.0.0-alpha1", true),
+            ("1.9.0-beta2", true),
+            ("", false),
+            ("v1.8.0", false),
+        ] {
+            assert_eq!(has_issensitive(version), has, "{version:?}");
+        }
+    }
+
+    #[test]
+    fn the_exports_flag_goes_only_beside_a_root_that_re_exports_exports() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cluster =
+            r#"{"output":{"exports":{"value":"${module.role.exports}","sensitive":true}}}"#;
+        std::fs::write(dir.path().join(MAIN_TF_FILE), cluster).expect("write");
+        assert!(add_exports_flag(dir.path()).expect("cluster"));
+        let flag = std::fs::read(dir.path().join(captf_contract::EXPORTS_SENSITIVE_FILE))
+            .expect("flag file");
+        let flag: Value = serde_json::from_slice(&flag).expect("json");
+        assert_eq!(
+            flag["output"][captf_contract::EXPORTS_SENSITIVE_OUTPUT]["value"],
+            "${issensitive(module.role.exports)}"
+        );
+        let machine = tempfile::tempdir().expect("tempdir");
+        let root = r#"{"output":{"provider_id":{"value":"${module.role.provider_id}"}}}"#;
+        std::fs::write(machine.path().join(MAIN_TF_FILE), root).expect("write");
+        assert!(!add_exports_flag(machine.path()).expect("machine"));
+        assert!(
+            !machine
+                .path()
+                .join(captf_contract::EXPORTS_SENSITIVE_FILE)
+                .exists()
         );
     }
 

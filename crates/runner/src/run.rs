@@ -354,6 +354,12 @@ impl<'a> Runner<'a> {
         if let Some(rt) = self.doc.runtime.as_mut() {
             rt.version = version.clone();
         }
+        if a.op != Operation::Restore
+            && prepare::has_issensitive(&version)
+            && let Err(e) = prepare::add_exports_flag(&prepared.root)
+        {
+            return self.fail(ErrorKind::Step, Some(PREPARE_STEP), &e.to_string());
+        }
         self.event(
             Severity::Normal,
             events::RUN_STARTED,
