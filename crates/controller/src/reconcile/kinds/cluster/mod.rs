@@ -337,7 +337,7 @@ async fn apply_outputs(
             "the module marks its exports output sensitive, so they are not published in status.exports (anyone who may view the object could read them); machines and pools still read them from the state",
         ),
         Published::Unknown => Some(
-            "the state was written before the root said whether the module's exports are sensitive, so they are not published in status.exports until the next apply records it",
+            "the state does not say whether the module's exports are sensitive (an engine before 1.8 cannot tell, or the state was written before CAPTF asked), so they are not published in status.exports; machines and pools still read them from the state",
         ),
     };
     if let Some(text) = withheld {
@@ -401,7 +401,7 @@ enum Published {
     Yes,
     /// The module marks its `exports` output sensitive.
     Sensitive,
-    /// The state does not say (written by a root from before the flag).
+    /// The state does not say (an engine without `issensitive()`, or written before).
     Unknown,
     /// Over [`captf_api::cluster::MAX_PUBLISHED_EXPORTS_BYTES`].
     TooLarge,
