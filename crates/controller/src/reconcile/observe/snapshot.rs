@@ -50,11 +50,16 @@ where
         let before = reason(conds);
         let restore = self.backup_named(asked, workspace, conds).await?;
         let after = reason(conds);
-        if after != before
-            && after
-                .as_ref()
-                .is_some_and(|(r, _)| r == reasons::RESTORE_BACKUP_NOT_FOUND)
-        {
+        // The request is read live and the conditions may come from a cache that lags the
+        // status this manager wrote: the transition record keeps a refusal counted once.
+        let uid = self.object.meta().uid.as_deref().unwrap_or_default();
+        let counted = &self.ctx.metrics.counted;
+        let refused = after
+            .as_ref()
+            .filter(|(r, _)| r == reasons::RESTORE_BACKUP_NOT_FOUND)
+            .map(|(_, m)| m.as_ref());
+        let new = refused.is_some() && after != before;
+        if counted.first(uid, "restore_not_found", refused) && new {
             self.ctx
                 .metrics
                 .state_restores_total
