@@ -14,6 +14,47 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 const IMAGE: &str = "captf.local/modules/noop-cluster:e2e";
 
+/// How many destroy Jobs `ns` holds.
+async fn destroy_jobs(client: &kube::Client, ns: &str) -> usize {
+    job_names(client, ns)
+        .await
+        .iter()
+        .filter(|j| j.contains("-destroy-"))
+        .count()
+}
+
+/// Abandons the TerraformCluster `name` with its `uid` and checks it is released without a
+/// destroy, its `InfrastructureAbandoned` note saying `why`.
+async fn abandoned(
+    client: &kube::Client,
+    ns: &str,
+    manager: &captf_e2e::Manager,
+    name: &str,
+    uid: &str,
+    why: &str,
+) {
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
+    annotate(&api, name, "captf.io/abandon-infrastructure", Some(uid)).await;
+    wait_for("the TerraformCluster to be released", TIMEOUT, || async {
+        Ok(api.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    let note = event(client, ns, "InfrastructureAbandoned")
+        .await
+        .note
+        .unwrap_or_default();
+    assert!(
+        note.contains("without a destroy") && note.contains(why),
+        "{note}"
+    );
+    assert_eq!(
+        destroy_jobs(client, ns).await,
+        0,
+        "released without a destroy"
+    );
+}
+
 #[tokio::test]
 async fn a_paused_deletion_waits_and_says_why_then_destroys_when_unpaused() {
     let Scene {
@@ -195,43 +236,13 @@ async fn a_deletion_without_state_is_held_until_abandoned_by_uid() {
         condition(t, "Deleting").is_some_and(|c| c.2.contains("not-this-uid"))
     })
     .await;
-    assert!(
-        !job_names(&client, &ns)
-            .await
-            .iter()
-            .any(|j| j.contains("-destroy-")),
+    assert_eq!(
+        destroy_jobs(&client, &ns).await,
+        0,
         "no destroy without state"
     );
 
-    annotate(&api, name, "captf.io/abandon-infrastructure", Some(&uid)).await;
-    wait_for("the TerraformCluster to be released", TIMEOUT, || async {
-        Ok(api.get_opt(name).await?.is_none().then_some(()))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
-    let abandoned = wait_for("the InfrastructureAbandoned event", TIMEOUT, || async {
-        Ok(events
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("InfrastructureAbandoned")))
-    })
-    .await
-    .expect("event");
-    let note = abandoned.note.unwrap_or_default();
-    assert!(
-        note.contains("without a destroy") && note.contains("StateLost"),
-        "{note}"
-    );
-    assert!(
-        !job_names(&client, &ns)
-            .await
-            .iter()
-            .any(|j| j.contains("-destroy-")),
-        "released without a destroy"
-    );
+    abandoned(&client, &ns, &manager, name, &uid, "StateLost").await;
 }
 
 #[tokio::test]
@@ -409,25 +420,17 @@ async fn a_deletion_without_its_durable_inputs_starts_no_destroy_and_can_be_aban
     })
     .await;
     assert!(stuck.metadata.deletion_timestamp.is_some());
-    let no_destroy = |names: Vec<String>| !names.iter().any(|j| j.contains("-destroy-"));
-    assert!(no_destroy(job_names(&client, &ns).await), "no destroy Job");
+    assert_eq!(destroy_jobs(&client, &ns).await, 0, "no destroy Job");
 
-    annotate(&api, name, "captf.io/abandon-infrastructure", Some(&uid)).await;
-    wait_for("the TerraformCluster to be released", TIMEOUT, || async {
-        Ok(api.get_opt(name).await?.is_none().then_some(()))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
-    let abandoned = event(&client, &ns, "InfrastructureAbandoned").await;
-    let note = abandoned.note.unwrap_or_default();
-    assert!(
-        note.contains("without a destroy") && note.contains("durable inputs Secret is gone"),
-        "{note}"
-    );
-    assert!(
-        no_destroy(job_names(&client, &ns).await),
-        "released without a destroy"
-    );
+    abandoned(
+        &client,
+        &ns,
+        &manager,
+        name,
+        &uid,
+        "durable inputs Secret is gone",
+    )
+    .await;
 }
 
 /// [`a_deletion_without_its_durable_inputs_starts_no_destroy_and_can_be_abandoned`] for a
@@ -512,13 +515,7 @@ async fn a_machine_or_pool_without_its_durable_inputs_starts_no_destroy_and_can_
         |t| cannot_render(condition(t, "ApplyJobSucceeded")),
     )
     .await;
-    let destroys = |names: Vec<String>| {
-        names
-            .into_iter()
-            .filter(|j| j.contains("-destroy-"))
-            .count()
-    };
-    assert_eq!(destroys(job_names(client, ns).await), 0, "no destroy Job");
+    assert_eq!(destroy_jobs(client, ns).await, 0, "no destroy Job");
 
     let abandon = |uid: &str| serde_json::json!({"metadata": {"annotations": {"captf.io/abandon-infrastructure": uid}}});
     merge_patch(
@@ -541,7 +538,7 @@ async fn a_machine_or_pool_without_its_durable_inputs_starts_no_destroy_and_can_
     .await
     .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
     assert_eq!(
-        destroys(job_names(client, ns).await),
+        destroy_jobs(client, ns).await,
         0,
         "released without a destroy"
     );
