@@ -582,6 +582,16 @@ async fn announce_transitions<A: Adapter>(pass: &Pass<'_, A>, after: &Conditions
 /// last, read live), so a stale cache neither runs a failed serial again nor misses a request
 /// set again after a success.
 async fn restore_asked<A: Adapter>(pass: &Pass<'_, A>, w: &Work<A>) -> Result<RestoreAsk> {
+    // Nothing asked nor recorded in the cache: no read. A request set since brings a watch
+    // event, and with it the pass that reads it.
+    let cached = pass
+        .object
+        .annotations()
+        .contains_key(annotations::RESTORE_STATE)
+        || A::workspace(&w.status).last_restored_serial.is_some();
+    if !cached {
+        return Ok(RestoreAsk::Nothing);
+    }
     let api: Api<A> = Api::namespaced(pass.ctx.client.clone(), pass.key.namespace());
     let Some(live) = api
         .get_opt(pass.key.name())
