@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
     let review = serde_json::from_str::<Value>(&String::from_utf8_lossy(body)).ok();
     let request: Option<Value> = review.as_ref().and_then(|v| v.get("request").cloned());
     if response.allowed {
-        assert!(request.is_some(), "only a request is allowed");
+        assert!(holds_a_request(body), "only a request is allowed");
     } else if response.result.code == 0 {
         // No request could be read: kube's `AdmissionResponse::invalid`, which has no code.
         assert!(
@@ -84,6 +84,17 @@ fuzz_target!(|data: &[u8]| {
         assert_no_marker("the admission answer", &written);
     }
 });
+
+/// Whether `body` holds a `request`, read as the webhook reads a review: members it does not
+/// know are skipped unread. A `Value` refuses more (a lone surrogate escape in a member no one
+/// reads, say), so it cannot tell.
+fn holds_a_request(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        request: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Probe>(body).is_ok_and(|p| p.request.is_some())
+}
 
 /// Whether the marker stands in `spec.variables` values (or a template's) of the object or the
 /// old object, and nowhere else in the review: the rules never echo a variable's value.
