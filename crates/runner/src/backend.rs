@@ -177,8 +177,8 @@ pub async fn read(client: &kube::Client, b: &BackendSettings) -> Result<FoundSta
 /// Makes the backend's Secrets hold exactly `chunks` (a backup's, in order): each chunk is
 /// written over its Secret (or created), with the backend's labels and encoding, and any other
 /// chunk of the state is deleted. Nothing is decoded but the backup itself, so a corrupt, partial
-/// or foreign state is replaced as it is. Owner references of existing chunks are kept; the
-/// manager adopts the restored state afterwards.
+/// or foreign state is replaced as it is. Owner references and finalizers of existing chunks are
+/// kept; the manager adopts the restored state afterwards.
 pub async fn replace(
     client: &kube::Client,
     b: &BackendSettings,
@@ -205,6 +205,10 @@ pub async fn replace(
                 owner_references: existing
                     .as_ref()
                     .and_then(|s| s.metadata.owner_references.clone()),
+                // A replace sets the whole metadata: the manager's state protection stays.
+                finalizers: existing
+                    .as_ref()
+                    .and_then(|s| s.metadata.finalizers.clone()),
                 resource_version: existing
                     .as_ref()
                     .and_then(|s| s.metadata.resource_version.clone()),

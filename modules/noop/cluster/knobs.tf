@@ -81,6 +81,16 @@ variable "sleep_seconds" {
   }
 }
 
+variable "destroy_sleep_seconds" {
+  description = "When > 0, adds terraform_data.destroy_sleep[0], whose destroy runs `sleep N` (local-exec, no shell): a destroy that takes N seconds."
+  type        = number
+  default     = 0
+  validation {
+    condition     = var.destroy_sleep_seconds >= 0 && floor(var.destroy_sleep_seconds) == var.destroy_sleep_seconds
+    error_message = "destroy_sleep_seconds must be a whole number >= 0."
+  }
+}
+
 variable "drift" {
   description = "When true, every plan shows an in-place update of terraform_data.drift[0] (persistent drift with unchanged inputs)."
   type        = bool

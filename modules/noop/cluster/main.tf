@@ -33,6 +33,20 @@ resource "terraform_data" "sleep" {
   }
 }
 
+# Slow destroy: a destroy-time provisioner may only read its own resource, so the
+# duration is its input.
+resource "terraform_data" "destroy_sleep" {
+  count = var.destroy_sleep_seconds > 0 ? 1 : 0
+
+  input = var.destroy_sleep_seconds
+
+  provisioner "local-exec" {
+    when        = destroy
+    interpreter = ["sleep"]
+    command     = tostring(self.input)
+  }
+}
+
 # Apply-time failure: replaced on every plan (uuid() is unknown at plan time,
 # so is its id, and the postcondition can only be checked during apply).
 resource "terraform_data" "fail_apply" {

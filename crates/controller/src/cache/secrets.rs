@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
-use captf_api::labels;
+use captf_api::{finalizers, labels};
 use futures::{Stream, StreamExt};
 use kube::runtime::watcher;
 
@@ -32,6 +32,18 @@ impl Secrets {
     /// the index does not hold the Secret.
     pub fn owned_by(&self, namespace: &str, name: &str, uid: &str) -> Option<bool> {
         self.read(|index| index.owned_by(namespace, name, uid))
+    }
+
+    /// Whether the Secret `namespace/name` holds the manager's state protection finalizer:
+    /// `None` when the index does not hold the Secret.
+    pub fn protected(&self, namespace: &str, name: &str) -> Option<bool> {
+        self.read(|index| index.protected(namespace, name))
+    }
+
+    /// The Secrets of `namespace` named `prefix...` that the object of UID `uid` owns and
+    /// that lack the state protection finalizer.
+    pub fn unprotected_owned(&self, namespace: &str, uid: &str, prefix: &str) -> Vec<String> {
+        self.read(|index| index.unprotected_owned(namespace, uid, prefix))
     }
 
     /// Whether the index holds the managed Secret `namespace/name`.
@@ -165,8 +177,16 @@ fn is_mirror(secret: &SecretMeta) -> bool {
         .is_some_and(|v| v == labels::TRUE)
 }
 
-/// The owners' UIDs of each Secret of one namespace, by name.
-type Namespace = HashMap<Box<str>, Box<[Uid]>>;
+/// What the index keeps of each Secret of one namespace, by name.
+type Namespace = HashMap<Box<str>, Entry>;
+
+/// What the index keeps of one Secret.
+struct Entry {
+    /// Its owners' UIDs.
+    owners: Box<[Uid]>,
+    /// It holds [`finalizers::STATE_PROTECTION`].
+    protected: bool,
+}
 
 #[derive(Default)]
 struct Index {
@@ -179,8 +199,26 @@ struct Index {
 impl Index {
     fn owned_by(&self, namespace: &str, name: &str, uid: &str) -> Option<bool> {
         let uid = Uid::from(uid);
-        let owners = self.owners.get(namespace)?.get(name)?;
-        Some(owners.contains(&uid))
+        let entry = self.owners.get(namespace)?.get(name)?;
+        Some(entry.owners.contains(&uid))
+    }
+
+    fn protected(&self, namespace: &str, name: &str) -> Option<bool> {
+        Some(self.owners.get(namespace)?.get(name)?.protected)
+    }
+
+    fn unprotected_owned(&self, namespace: &str, uid: &str, prefix: &str) -> Vec<String> {
+        let uid = Uid::from(uid);
+        let Some(names) = self.owners.get(namespace) else {
+            return Vec::new();
+        };
+        let mut found: Vec<String> = names
+            .iter()
+            .filter(|(name, e)| !e.protected && name.starts_with(prefix) && e.owners.contains(&uid))
+            .map(|(name, _)| name.to_string())
+            .collect();
+        found.sort();
+        found
     }
 
     fn insert(&mut self, secret: &Arc<SecretMeta>) {
@@ -194,6 +232,13 @@ impl Index {
             .flatten()
             .map(|r| Uid::from(r.uid.as_str()))
             .collect();
+        let protected = secret
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == finalizers::STATE_PROTECTION);
+        let entry = Entry { owners, protected };
         // A Secret that stopped being a mirror is no longer kept whole.
         let mirror_key = (namespace.to_owned(), name.to_owned());
         if is_mirror(secret) {
@@ -203,11 +248,11 @@ impl Index {
         }
         match self.owners.get_mut(namespace) {
             Some(names) => {
-                names.insert(name.into(), owners);
+                names.insert(name.into(), entry);
             }
             None => {
                 self.owners
-                    .insert(namespace.into(), HashMap::from([(name.into(), owners)]));
+                    .insert(namespace.into(), HashMap::from([(name.into(), entry)]));
             }
         }
     }

@@ -258,13 +258,24 @@ fn deleting(s: &Snapshot, now: Timestamp, deletion: &Deletion) -> Decision {
     let held = s.state.held();
     // Abandon comes first, so a restore that cannot start or a destroy that keeps failing
     // cannot hide it; only where no destroy could succeed (nor start, without its inputs).
-    let cannot_destroy = held || deletion.destroy == Destroyed::Failed || deletion.inputs_lost;
+    let cannot_destroy = held
+        || deletion.destroy == Destroyed::Failed
+        || deletion.inputs_lost
+        || deletion.namespace_terminating;
     if deletion.abandon && cannot_destroy {
         return Decision {
             action: Action::RemoveFinalizer,
             reason: Reason::Abandoned,
             requeue: None,
         };
+    }
+    // No Job can start in a namespace being deleted, neither a restore nor a destroy: the
+    // state stays protected until someone destroys out of band and abandons.
+    if deletion.namespace_terminating
+        && deletion.destroy != Destroyed::Yes
+        && s.state != StateView::NotFound
+    {
+        return wait(Reason::DeletionHeld, schedule::STATE_PROBLEM_REQUEUE);
     }
     // A restore runs on a held deletion only: a readable state is destroyed as it is.
     if s.restore_requested && held {

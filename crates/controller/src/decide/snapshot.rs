@@ -111,6 +111,8 @@ pub struct Deletion {
     pub abandon: bool,
     /// The durable inputs a destroy renders from are gone: no destroy can start.
     pub inputs_lost: bool,
+    /// The namespace is being deleted: nothing can be created in it, so no Job can start.
+    pub namespace_terminating: bool,
 }
 
 /// What the destroys since the newest apply did.

@@ -483,6 +483,9 @@ async fn go<A: Adapter>(
     for effect in decision.effects() {
         match effect {
             Effect::Write => pass.write_deferred().await?,
+            // Nothing can be created in a namespace being deleted, and no Job starts there
+            // (decide holds the deletion): a mirror written now would only fail the pass.
+            Effect::EnsureCredentials if w.deleting && pass.namespace_terminating() => {}
             Effect::EnsureCredentials => {
                 let identity = seen.identity.as_deref();
                 let account = &job_policy.service_account_name;
@@ -539,7 +542,10 @@ async fn go<A: Adapter>(
                 }
                 A::launched(pass, &start, &acted);
             }
-            Effect::CleanUp => crate::reconcile::act::secrets::cleanup(&ctx.client, key).await?,
+            Effect::CleanUp => {
+                let uid = object.uid().unwrap_or_default();
+                crate::reconcile::act::secrets::cleanup(&ctx.client, key, &uid).await?
+            }
             Effect::PatchStatus => {
                 let provisioned = provisioned(A::workspace(&w.status));
                 announce_transitions(pass, &w.conds).await;

@@ -414,8 +414,16 @@ pub fn active_job(job: &Option<jobs::ObservedJob>) -> Option<ActiveJob> {
 }
 
 /// Why an abandon was allowed, for the event.
-pub fn abandon_cause(conds: &Conditions, state: &StateView, inputs_lost: bool) -> String {
+pub fn abandon_cause(
+    conds: &Conditions,
+    state: &StateView,
+    inputs_lost: bool,
+    namespace_terminating: bool,
+) -> String {
     match state {
+        _ if namespace_terminating && !state.held() => {
+            "the namespace is being deleted, so no destroy Job can start".to_owned()
+        }
         _ if inputs_lost && !state.held() => {
             "the durable inputs Secret is gone, so no destroy can be rendered".to_owned()
         }

@@ -30,6 +30,7 @@ mod runner_accounts;
 mod runner_faults;
 mod sensitive_exports;
 mod state_identity;
+mod state_protection;
 mod stopping_pods;
 mod templates;
 mod variables;

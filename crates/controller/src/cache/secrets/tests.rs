@@ -167,6 +167,50 @@ fn owned_by_table() {
 }
 
 #[test]
+fn the_index_knows_which_secrets_hold_the_state_protection() {
+    let held = |mut s: SecretMeta| {
+        s.metadata.finalizers = Some(vec![
+            "example.com/other".to_owned(),
+            finalizers::STATE_PROTECTION.to_owned(),
+        ]);
+        s
+    };
+    let mut index = Index::default();
+    for s in [
+        held(secret("ns", "backup-1", &[OWNER])),
+        secret("ns", "backup-2", &[OWNER]),
+        secret("ns", "backup-3", &[OTHER_OWNER]),
+        secret("ns", "other-4", &[OWNER]),
+        secret("elsewhere", "backup-5", &[OWNER]),
+        {
+            let mut s = secret("ns", "backup-6", &[OWNER]);
+            s.metadata.finalizers = Some(vec!["example.com/other".to_owned()]);
+            s
+        },
+    ] {
+        index.insert(&Arc::new(s));
+    }
+    assert_eq!(index.protected("ns", "backup-1"), Some(true));
+    assert_eq!(index.protected("ns", "backup-2"), Some(false));
+    assert_eq!(
+        index.protected("ns", "backup-6"),
+        Some(false),
+        "someone else's only"
+    );
+    assert_eq!(index.protected("ns", "missing"), None);
+    assert_eq!(
+        index.unprotected_owned("ns", OWNER, "backup-"),
+        ["backup-2", "backup-6"],
+        "owned, named so, in this namespace, and not held yet"
+    );
+    index.insert(&Arc::new(held(secret("ns", "backup-2", &[OWNER]))));
+    assert_eq!(
+        index.unprotected_owned("ns", OWNER, "backup-"),
+        ["backup-6"]
+    );
+}
+
+#[test]
 fn two_uids_are_the_same_exactly_when_their_strings_are() {
     let upper = OWNER.to_uppercase();
     let braced = format!("{{{OWNER}}}");

@@ -140,6 +140,51 @@ pub(super) fn rows() -> Rows {
             WaitFor(Reason::DependentsExist, Duration::from_secs(30)),
         ),
         (
+            "namespace being deleted: no destroy can start, the deletion is held",
+            cluster().with(|s| {
+                deleting(s);
+                deleting(s).namespace_terminating = true
+            }),
+            WaitFor(Reason::DeletionHeld, MIN),
+        ),
+        (
+            "namespace being deleted: a restore cannot start either",
+            cluster().with(|s| {
+                deleting(s);
+                deleting(s).namespace_terminating = true;
+                s.state = StateView::Lost;
+                s.restore_requested = true
+            }),
+            WaitFor(Reason::DeletionHeld, MIN),
+        ),
+        (
+            "namespace being deleted: abandon releases a readable state",
+            cluster().with(|s| {
+                deleting(s);
+                deleting(s).namespace_terminating = true;
+                deleting(s).abandon = true
+            }),
+            Release(Reason::Abandoned),
+        ),
+        (
+            "namespace being deleted: an object that never applied goes at once",
+            cluster().with(|s| {
+                deleting(s);
+                deleting(s).namespace_terminating = true;
+                s.state = StateView::NotFound
+            }),
+            Release(Reason::DeletingWithoutState),
+        ),
+        (
+            "namespace being deleted after the destroy succeeded: released",
+            cluster().with(|s| {
+                deleting(s);
+                deleting(s).namespace_terminating = true;
+                deleting(s).destroy = Destroyed::Yes
+            }),
+            Release(Reason::Destroyed),
+        ),
+        (
             "readable state and a destroy that can run: abandon is ignored",
             cluster().with(|s| {
                 deleting(s);

@@ -16,7 +16,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
 use captf_api::names::{ObjectKey, chunk_name};
-use captf_api::{MAX_STATE_BACKUPS, StateBackup, annotations, labels};
+use captf_api::{MAX_STATE_BACKUPS, StateBackup, annotations, finalizers, labels};
 use captf_state::{
     BackupInfo, Chunk, DEFAULT_MAX_CHUNKS, DIGEST_MISMATCH, DecodedState, StateError,
     backup_annotations, backup_set_shape, chunk_index, set_digest,
@@ -24,7 +24,7 @@ use captf_state::{
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 
 use crate::error::{Error, KubeContext, Result};
 use crate::job::build::STATE_DATA_KEY;
@@ -42,14 +42,36 @@ pub const RESULT_FAILED: &str = "failed";
 /// costs memory.
 pub const MAX_LISTED: u32 = 17 * DEFAULT_MAX_CHUNKS as u32;
 
+/// The object a backup Secret may belong to: its UID, and the kind and name that an owner
+/// reference left by an earlier object of the same name still carries.
+#[derive(Clone, Copy, Debug)]
+pub struct Object<'a> {
+    pub uid: &'a str,
+    pub kind: &'a str,
+    pub name: &'a str,
+}
+
+impl<'a> Object<'a> {
+    /// The object `owner` references.
+    pub fn of(owner: &'a OwnerReference) -> Self {
+        Object {
+            uid: &owner.uid,
+            kind: &owner.kind,
+            name: &owner.name,
+        }
+    }
+}
+
 /// Whose a set is, by its Secrets' owner references.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ownership {
     /// Every chunk names the object's UID: the manager wrote it for the object.
     Owned,
-    /// Some chunks name no owner at all (the rest the object): restored without owner
-    /// references (`captf dr import`, a namespace backup) or re-owned half-way. It counts when
-    /// it holds the object's own lineage, and is then re-owned.
+    /// Some chunks name no owner at all, or only an earlier object of the same kind and name
+    /// (the rest the object): restored without owner references (`captf dr import`, a
+    /// namespace backup), kept by the state protection after the earlier object went without
+    /// its cleanup, or re-owned half-way. It counts when it holds the object's own lineage,
+    /// and is then re-owned.
     Ownerless,
     /// A chunk names another owner: not the object's, whatever its labels say.
     Foreign,
@@ -122,12 +144,18 @@ pub fn newest_first(a: &BackupSet, b: &BackupSet) -> Ordering {
 
 /// Groups backup Secrets (their metadata) into sets by `captf.io/state-backup-set`, newest
 /// first, and checks what the metadata can tell: a set's data is still to be compared with its
-/// digest ([`settle`]). `uid` is the object's, for [`Ownership`]. Secrets already being deleted
-/// are ignored.
-pub fn sets(secrets: &[ObjectMeta], uid: &str) -> Vec<BackupSet> {
+/// digest ([`settle`]). `object` is whose they may be, for [`Ownership`]. Secrets being deleted
+/// are ignored, except those the state protection holds: someone else deleted them (the
+/// garbage collector, a namespace deletion, a hand), and they stay readable until released.
+pub fn sets(secrets: &[ObjectMeta], object: Object<'_>) -> Vec<BackupSet> {
     let mut groups: BTreeMap<String, Vec<(Chunk, Ownership)>> = BTreeMap::new();
     for meta in secrets {
-        if meta.deletion_timestamp.is_some() {
+        let held = meta
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == finalizers::STATE_PROTECTION);
+        if meta.deletion_timestamp.is_some() && !held {
             continue;
         }
         let chunk = Chunk {
@@ -143,7 +171,7 @@ pub fn sets(secrets: &[ObjectMeta], uid: &str) -> Vec<BackupSet> {
         groups
             .entry(set)
             .or_default()
-            .push((chunk, ownership(meta, uid)));
+            .push((chunk, ownership(meta, object)));
     }
     let mut out: Vec<BackupSet> = groups
         .into_iter()
@@ -162,15 +190,19 @@ pub fn sets(secrets: &[ObjectMeta], uid: &str) -> Vec<BackupSet> {
     out
 }
 
-/// One chunk's [`Ownership`].
-fn ownership(meta: &ObjectMeta, uid: &str) -> Ownership {
+/// One chunk's [`Ownership`]. A reference to another UID under the object's own kind and name
+/// is an earlier object's (two cannot share a name at once, so it is gone): as good as none.
+fn ownership(meta: &ObjectMeta, object: Object<'_>) -> Ownership {
     let refs = meta.owner_references.as_deref().unwrap_or_default();
-    if refs.is_empty() {
-        Ownership::Ownerless
-    } else if !uid.is_empty() && refs.iter().all(|r| r.uid == uid) {
+    let own = |r: &OwnerReference| !object.uid.is_empty() && r.uid == object.uid;
+    let earlier =
+        |r: &OwnerReference| r.uid != object.uid && r.kind == object.kind && r.name == object.name;
+    if refs.iter().any(|r| !own(r) && !earlier(r)) {
+        Ownership::Foreign
+    } else if !refs.is_empty() && refs.iter().all(own) {
         Ownership::Owned
     } else {
-        Ownership::Foreign
+        Ownership::Ownerless
     }
 }
 
@@ -203,7 +235,7 @@ pub fn settle(set: &mut BackupSet, read: std::result::Result<(String, u64), Stri
 }
 
 /// [`sets`] and [`settle`] over Secrets with their data in hand (a set just written).
-pub fn read_back(secrets: &[Secret], uid: &str) -> Vec<BackupSet> {
+pub fn read_back(secrets: &[Secret], object: Object<'_>) -> Vec<BackupSet> {
     let metas: Vec<ObjectMeta> = secrets.iter().map(|s| s.metadata.clone()).collect();
     let data = |name: &str| {
         secrets
@@ -212,7 +244,7 @@ pub fn read_back(secrets: &[Secret], uid: &str) -> Vec<BackupSet> {
             .and_then(|s| s.data.as_ref()?.get(STATE_DATA_KEY))
             .map(|b| b.0.as_slice())
     };
-    let mut out = sets(&metas, uid);
+    let mut out = sets(&metas, object);
     for set in &mut out {
         let payloads: std::result::Result<Vec<&[u8]>, String> = set
             .secrets
@@ -603,6 +635,7 @@ pub fn backup_secrets(
                 labels: Some(labels.clone()),
                 annotations: Some(annotations),
                 owner_references: Some(vec![owner.clone()]),
+                finalizers: Some(vec![finalizers::STATE_PROTECTION.to_owned()]),
                 ..Default::default()
             },
             type_: Some("Opaque".to_owned()),
@@ -669,7 +702,12 @@ pub async fn list(
         )));
     }
     let metas: Vec<ObjectMeta> = page.items.into_iter().map(|m| m.metadata).collect();
-    let (mut counted, ignored) = trusted(sets(&metas, whose.uid), whose.lineage);
+    let object = Object {
+        uid: whose.uid,
+        kind: key.kind().kind(),
+        name: key.name(),
+    };
+    let (mut counted, ignored) = trusted(sets(&metas, object), whose.lineage);
     let occupied = metas
         .iter()
         .filter(|m| {
@@ -768,10 +806,10 @@ pub async fn take(
             delete_all(&api, ns, &replace).await?;
             let secrets = backup_secrets(req, state, &name, &ordered);
             for secret in &secrets {
-                create(&api, ns, secret, &req.owner.uid).await?;
+                create(&api, ns, secret, Object::of(req.owner)).await?;
             }
             existing.retain(|s| s.base != name);
-            existing.extend(read_back(&secrets, &req.owner.uid));
+            existing.extend(read_back(&secrets, Object::of(req.owner)));
             existing.sort_by(newest_first);
             (name, true)
         }
@@ -805,7 +843,7 @@ pub async fn take(
 /// Creates one backup Secret. One that exists already counts as written only when it is this
 /// chunk of this set, owned by the object (an earlier attempt of the same copy); anything else
 /// under its name is an error naming it, never a backup taken.
-async fn create(api: &Api<Secret>, ns: &str, secret: &Secret, uid: &str) -> Result<()> {
+async fn create(api: &Api<Secret>, ns: &str, secret: &Secret, object: Object<'_>) -> Result<()> {
     let name = secret.metadata.name.as_deref().unwrap_or_default();
     match api.create(&PostParams::default(), secret).await {
         Ok(_) => Ok(()),
@@ -820,7 +858,7 @@ async fn create(api: &Api<Secret>, ns: &str, secret: &Secret, uid: &str) -> Resu
             };
             let ours = existing
                 .as_ref()
-                .is_some_and(|e| ownership(&e.metadata, uid) == Ownership::Owned);
+                .is_some_and(|e| ownership(&e.metadata, object) == Ownership::Owned);
             if ours
                 && same(annotations::STATE_BACKUP_DIGEST)
                 && same(annotations::STATE_BACKUP_CHUNK)
@@ -841,20 +879,11 @@ async fn create(api: &Api<Secret>, ns: &str, secret: &Secret, uid: &str) -> Resu
     }
 }
 
-/// Deletes `names` one by one (the manager's role grants delete, not deletecollection), with
-/// background propagation; one already gone is fine.
+/// Releases and deletes `names` one by one (the manager's role grants delete, not
+/// deletecollection); one already gone is fine.
 async fn delete_all(api: &Api<Secret>, ns: &str, names: &[String]) -> Result<()> {
     for name in names {
-        match api.delete(name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => {
-                return Err(Error::Kube {
-                    action: format!("deleting state backup {ns}/{name}"),
-                    source: e,
-                });
-            }
-        }
+        crate::reconcile::act::protection::delete(api, ns, name).await?;
     }
     Ok(())
 }

@@ -124,6 +124,22 @@ where
                 crate::reconcile::act::owners::repair(client, self.key, &orphans, owner_ref).await,
             );
         }
+        // The last record of what the module created, kept through an operator's slip
+        // (act::protection): the state's base chunk, the durable inputs and the backups.
+        let ns = self.key.namespace();
+        let caches = &self.ctx.caches;
+        let own = [self.key.state_secret(), self.key.durable_inputs_secret()];
+        let mut unprotected = crate::reconcile::act::protection::to_protect(caches, ns, &own);
+        let backups = format!("captf-state-backup-{}-", self.key.state_suffix());
+        unprotected.extend(
+            caches
+                .secrets
+                .unprotected_owned(ns, &owner_ref.uid, &backups),
+        );
+        if !unprotected.is_empty() {
+            let client = &self.ctx.client;
+            crate::reconcile::act::protection::protect(client, ns, &unprotected).await;
+        }
         if !repaired.is_empty() {
             self.publish(
                 EventType::Normal,

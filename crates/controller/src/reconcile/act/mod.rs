@@ -12,6 +12,7 @@ pub mod launch;
 pub mod leases;
 pub mod object;
 pub mod owners;
+pub mod protection;
 pub mod secrets;
 pub mod unstarted;
 
@@ -234,19 +235,30 @@ where
     /// `DeletionHeld`: says in `Deleting` why the destroy cannot run and both ways out.
     pub fn hold_deletion(&self, conds: &mut Conditions, state: &StateView) {
         let uid = self.object.uid().unwrap_or_default();
-        let mut message = format!(
-            "deletion is held: the state is {} (StateReadable), so a destroy cannot know what to remove. Restore a backup with captf.io/restore-state=<serial> (the destroy follows), or release the object without a destroy: kubectl annotate {} {} -n {} {}={uid} (what the module created then keeps running, unmanaged)",
-            match state {
-                StateView::Lost => "lost",
-                StateView::Foreign => "of another lineage",
-                StateView::Unadopted => "without an inputs hash",
-                _ => "unreadable",
-            },
-            self.kind.to_lowercase(),
-            self.key.name(),
-            self.key.namespace(),
-            annotations::ABANDON_INFRASTRUCTURE,
-        );
+        let mut message = if self.namespace_terminating() && *state != StateView::NotFound {
+            format!(
+                "deletion is held: namespace {ns} is being deleted, so no destroy Job can start in it. The state, its backups and the durable inputs are kept ({protection}) until the object is released. Destroy what the module created out of band (docs/runbooks/stuck-destroy.md), then release the object without a destroy: kubectl annotate {kind} {name} -n {ns} {abandon}={uid}",
+                ns = self.key.namespace(),
+                protection = captf_api::finalizers::STATE_PROTECTION,
+                kind = self.kind.to_lowercase(),
+                name = self.key.name(),
+                abandon = annotations::ABANDON_INFRASTRUCTURE,
+            )
+        } else {
+            format!(
+                "deletion is held: the state is {} (StateReadable), so a destroy cannot know what to remove. Restore a backup with captf.io/restore-state=<serial> (the destroy follows), or release the object without a destroy: kubectl annotate {} {} -n {} {}={uid} (what the module created then keeps running, unmanaged)",
+                match state {
+                    StateView::Lost => "lost",
+                    StateView::Foreign => "of another lineage",
+                    StateView::Unadopted => "without an inputs hash",
+                    _ => "unreadable",
+                },
+                self.kind.to_lowercase(),
+                self.key.name(),
+                self.key.namespace(),
+                annotations::ABANDON_INFRASTRUCTURE,
+            )
+        };
         if let Some(other) = self
             .object
             .annotations()
@@ -294,7 +306,7 @@ where
                 format!(
                     "removed finalizer {} without a destroy ({}); captf.io/abandon-infrastructure names this object's UID. What the module created keeps running, unmanaged; the backups go with the object",
                     key.kind().finalizer(),
-                    abandon_cause(conds, state, inputs_lost)
+                    abandon_cause(conds, state, inputs_lost, self.namespace_terminating())
                 ),
             ),
             decide::Reason::Destroyed => (

@@ -40,6 +40,8 @@ pub async fn write_durable_inputs(
             },
             "annotations": {annotations::IMAGE: image, annotations::IDENTITY: identity},
             "ownerReferences": [owner],
+            // A destroy renders from them: kept with the state (act::protection).
+            "finalizers": [captf_api::finalizers::STATE_PROTECTION],
         },
         "type": "Opaque",
         "data": {
@@ -196,10 +198,12 @@ async fn annotate_durable_inputs(
     }
 }
 
-/// Deletes what CAPTF kept for the object: state, lock, durable inputs, plan key, leases.
-/// Backups are left to the garbage collector, which removes them with the object: until the
-/// finalizer is gone they are the last copy should anything below fail half-way.
-pub async fn cleanup(client: &kube::Client, key: &ObjectKey) -> Result<()> {
+/// Deletes what CAPTF kept for the object: state, lock, durable inputs, plan key, leases, each
+/// released from the state protection first. Backups are released last and left to the
+/// garbage collector, which removes them with the object: until the finalizer is gone they are
+/// the last copy should anything below fail half-way. A backup that names another owner (a
+/// look-alike's) keeps its finalizer.
+pub async fn cleanup(client: &kube::Client, key: &ObjectKey, uid: &str) -> Result<()> {
     let ns = key.namespace();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let state_selector = format!(
@@ -216,16 +220,7 @@ pub async fn cleanup(client: &kube::Client, key: &ObjectKey) -> Result<()> {
         .during(|| format!("listing Secrets {state_selector} in {ns}"))?;
     names.extend(list.items.into_iter().map(|s| s.name_any()));
     for name in names {
-        match secrets.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => {
-                return Err(Error::Kube {
-                    action: format!("deleting Secret {ns}/{name}"),
-                    source: e,
-                });
-            }
-        }
+        crate::reconcile::act::protection::delete(&secrets, ns, &name).await?;
     }
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(client.clone(), ns);
@@ -239,6 +234,29 @@ pub async fn cleanup(client: &kube::Client, key: &ObjectKey) -> Result<()> {
                     source: e,
                 });
             }
+        }
+    }
+    let backup_selector = format!("{}={}", labels::STATE_BACKUP_SUFFIX, key.state_suffix());
+    let backups = secrets
+        .list_metadata(&ListParams::default().labels(&backup_selector))
+        .await
+        .during(|| format!("listing Secrets {backup_selector} in {ns}"))?;
+    let theirs = |meta: &kube::api::ObjectMeta| {
+        let refs = meta.owner_references.as_deref().unwrap_or_default();
+        refs.is_empty()
+            || refs
+                .iter()
+                .any(|r| r.uid == uid || (r.kind == key.kind().kind() && r.name == key.name()))
+    };
+    for meta in backups.items.into_iter().map(|s| s.metadata) {
+        let held = meta
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == captf_api::finalizers::STATE_PROTECTION);
+        if held && theirs(&meta) {
+            let name = meta.name.unwrap_or_default();
+            crate::reconcile::act::protection::release(&secrets, ns, &name).await?;
         }
     }
     Ok(())

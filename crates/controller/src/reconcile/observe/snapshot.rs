@@ -139,6 +139,17 @@ where
     }
 
     /// The object's lineage as recorded in its status (restored with it by `captf dr import`).
+    /// The object's namespace is being deleted (as the cache shows it): nothing can be created
+    /// in it.
+    pub fn namespace_terminating(&self) -> bool {
+        let namespace = kube::runtime::reflector::ObjectRef::new(self.key.namespace());
+        self.ctx
+            .caches
+            .namespaces
+            .get(&namespace)
+            .is_some_and(|ns| ns.metadata.deletion_timestamp.is_some())
+    }
+
     fn own_lineage<'w>(&self, workspace: &'w WorkspaceStatus) -> Option<&'w str> {
         workspace.state_lineage.as_deref()
     }
@@ -164,6 +175,7 @@ where
                 destroy,
                 abandon: abandon_requested(self.object),
                 inputs_lost: !seen.durable.renders_destroy(),
+                namespace_terminating: self.namespace_terminating(),
             })
         } else {
             Lifecycle::Live

@@ -12,6 +12,11 @@ const SUFFIX: &str = "f66792f9106e7299-c";
 const BASE7: &str = "captf-state-backup-f66792f9106e7299-c-7";
 
 const UID: &str = "uid-1";
+const OBJECT: Object<'static> = Object {
+    uid: UID,
+    kind: "TerraformCluster",
+    name: "prod",
+};
 
 fn key() -> ObjectKey {
     ObjectKey::new("team-a", WorkloadKind::Cluster, "prod").expect("valid key")
@@ -450,7 +455,7 @@ fn backup_secrets_shape() {
 #[test]
 fn built_secrets_read_back_as_one_complete_set() {
     let secrets = built(BASE7, 7, &["gz-a", "gz-b", "gz-c"], 5);
-    let sets = read_back(&secrets, UID);
+    let sets = read_back(&secrets, OBJECT);
     assert_eq!(sets.len(), 1);
     let s = &sets[0];
     assert_eq!(s.problem, None);
@@ -488,7 +493,7 @@ fn built_secrets_read_back_as_one_complete_set() {
     // Listed in any order: the same set.
     let mut reversed = secrets.clone();
     reversed.reverse();
-    assert_eq!(read_back(&reversed, UID), sets);
+    assert_eq!(read_back(&reversed, OBJECT), sets);
 }
 
 #[test]
@@ -533,9 +538,14 @@ fn grouping_finds_incomplete_sets() {
     // Serial 13: being deleted, ignored.
     let mut going = built(&base(13), 13, &["m"], 0);
     going[0].metadata.deletion_timestamp = Some(Time(t(1)));
+    going[0].metadata.finalizers = None;
     all.extend(going);
+    // Serial 2: deleted by someone else and held by the state protection: still a backup.
+    let mut held = built(&base(2), 2, &["n"], 0);
+    held[0].metadata.deletion_timestamp = Some(Time(t(1)));
+    all.extend(held);
 
-    let got: Vec<(String, u64, bool, usize, Vec<String>)> = read_back(&all, UID)
+    let got: Vec<(String, u64, bool, usize, Vec<String>)> = read_back(&all, OBJECT)
         .into_iter()
         .map(|s| (s.base.clone(), s.serial, s.complete(), s.chunks, s.secrets))
         .collect();
@@ -571,12 +581,13 @@ fn grouping_finds_incomplete_sets() {
             2,
             vec![base(3), format!("{}-part-1", base(3))],
         ),
+        (base(2), 2, true, 1, vec![base(2)]),
         (base(9), 0, false, 1, vec![base(9)]),
         (base(8), 0, false, 1, vec![base(8)]),
     ];
     assert_eq!(got, want);
 
-    let problems: BTreeMap<String, String> = read_back(&all, UID)
+    let problems: BTreeMap<String, String> = read_back(&all, OBJECT)
         .into_iter()
         .filter_map(|s| Some((s.base, s.problem?)))
         .collect();
@@ -813,6 +824,12 @@ fn skip_reasons_and_metric_results() {
 fn only_the_objects_own_sets_count() {
     let foreign = OwnerReference {
         uid: "uid-2".into(),
+        name: "other".into(),
+        ..owner()
+    };
+    // An earlier TerraformCluster named "prod", gone: its kept backups are as good as ownerless.
+    let earlier = OwnerReference {
+        uid: "uid-0".into(),
         ..owner()
     };
     // How each chunk of a two-chunk set is owned: `Some(refs)` or `None` for no references.
@@ -827,7 +844,40 @@ fn only_the_objects_own_sets_count() {
     );
     let mine = || Some(vec![owner()]);
     let theirs = || Some(vec![foreign.clone()]);
+    let before = || Some(vec![earlier.clone()]);
     let rows: Vec<Row> = vec![
+        (
+            "an earlier object of the same name, own lineage",
+            [before(), before()],
+            "lin-1",
+            Some("lin-1"),
+            Ownership::Ownerless,
+            true,
+        ),
+        (
+            "an earlier object of the same name, another lineage",
+            [before(), before()],
+            "lin-x",
+            Some("lin-1"),
+            Ownership::Ownerless,
+            false,
+        ),
+        (
+            "re-owned half-way from an earlier object, own lineage",
+            [mine(), before()],
+            "lin-1",
+            Some("lin-1"),
+            Ownership::Ownerless,
+            true,
+        ),
+        (
+            "an earlier object of the same name and another owner",
+            [before(), theirs()],
+            "lin-1",
+            Some("lin-1"),
+            Ownership::Foreign,
+            false,
+        ),
         (
             "owned",
             [mine(), mine()],
@@ -899,7 +949,7 @@ fn only_the_objects_own_sets_count() {
             secret.metadata.owner_references = refs;
             annotate(secret, "captf.io/state-backup-lineage", lineage);
         }
-        let listed = read_back(&secrets, UID);
+        let listed = read_back(&secrets, OBJECT);
         assert_eq!(listed[0].ownership, ownership, "{name}");
         assert!(listed[0].complete(), "{name}");
         let (counted, ignored) = trusted(listed, own);
@@ -912,7 +962,7 @@ fn only_the_objects_own_sets_count() {
 fn a_set_is_complete_only_once_its_data_matched_the_digest() {
     let secrets = built(BASE7, 7, &["gz-a", "gz-b"], 0);
     let metas: Vec<ObjectMeta> = secrets.iter().map(|s| s.metadata.clone()).collect();
-    let listed = sets(&metas, UID);
+    let listed = sets(&metas, OBJECT);
     assert_eq!(listed[0].problem, None);
     assert!(!listed[0].complete(), "judged from metadata alone");
     let mut set = listed[0].clone();
