@@ -1,12 +1,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use captf_api::names::{ObjectKey, WorkloadKind, chunk_name};
-use captf_state::{Chunk, DecodedState};
+use captf_state::{Chunk, DIGEST_MISMATCH, DecodedState};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use super::*;
+use crate::job::RestoreSource;
 
 const SUFFIX: &str = "f66792f9106e7299-c";
 const BASE7: &str = "captf-state-backup-f66792f9106e7299-c-7";
