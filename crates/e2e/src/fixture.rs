@@ -785,3 +785,30 @@ pub fn captf_ok(scene: &Scene, args: &[&str]) -> String {
     );
     ran.stdout
 }
+
+/// Deletes Secret `name` for good, as someone who means it would: its finalizers removed first
+/// (the manager's `captf.io/state-protection` would otherwise keep it, Terminating). A Secret
+/// already gone is fine.
+pub async fn delete_for_good(secrets: &Api<k8s_openapi::api::core::v1::Secret>, name: &str) {
+    let strip = serde_json::json!({"metadata": {"finalizers": null}});
+    match secrets
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&strip),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => return,
+        Err(e) => panic!("removing the finalizers of Secret {name}: {e}"),
+    }
+    match secrets
+        .delete(name, &kube::api::DeleteParams::default())
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => panic!("deleting Secret {name}: {e}"),
+    }
+}

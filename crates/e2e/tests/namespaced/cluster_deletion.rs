@@ -406,10 +406,7 @@ async fn a_deletion_without_its_durable_inputs_starts_no_destroy_and_can_be_aban
     .await;
     let uid = ready.metadata.uid.clone().expect("uid");
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
-    secrets
-        .delete(&format!("captf-inputs-c-{name}"), &DeleteParams::default())
-        .await
-        .expect("delete the durable inputs");
+    delete_for_good(&secrets, &format!("captf-inputs-c-{name}")).await;
     api.delete(name, &DeleteParams::default())
         .await
         .expect("delete");
@@ -481,10 +478,7 @@ async fn a_machine_or_pool_without_its_durable_inputs_starts_no_destroy_and_can_
         (WorkloadKind::MachinePool, pool),
     ] {
         let key = ObjectKey::new(ns, kind, name).expect("key");
-        secrets
-            .delete(&key.durable_inputs_secret(), &DeleteParams::default())
-            .await
-            .expect("delete the durable inputs");
+        delete_for_good(&secrets, &key.durable_inputs_secret()).await;
     }
     machines
         .delete(machine, &DeleteParams::default())

@@ -76,15 +76,12 @@ async fn state_secrets(client: &kube::Client, ns: &str, suffix: &str) -> Vec<Sec
         .items
 }
 
-/// Deletes every chunk of the state, as `kubectl delete secret` would.
+/// Deletes every chunk of the state for good, as `kubectl delete secret` would after the
+/// state protection was removed (without, the base chunk stays, Terminating and readable).
 async fn delete_state(client: &kube::Client, ns: &str, suffix: &str) {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     for s in state_secrets(client, ns, suffix).await {
-        let name = s.metadata.name.expect("name");
-        secrets
-            .delete(&name, &DeleteParams::default())
-            .await
-            .expect("delete state");
+        delete_for_good(&secrets, &s.metadata.name.expect("name")).await;
     }
 }
 
@@ -108,10 +105,7 @@ async fn replace_with_foreign_lineage(client: &kube::Client, ns: &str, suffix: &
         data: Some([("tfstate".to_owned(), ByteString(gzip_state(&doc)))].into()),
         ..Default::default()
     };
-    secrets
-        .delete(&base, &DeleteParams::default())
-        .await
-        .expect("delete");
+    delete_for_good(&secrets, &base).await;
     secrets
         .create(&PostParams::default(), &secret)
         .await
