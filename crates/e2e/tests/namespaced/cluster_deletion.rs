@@ -198,15 +198,10 @@ async fn a_deletion_without_state_is_held_until_abandoned_by_uid() {
         .and_then(|s| s.workspace.state_secret_suffix.clone())
         .expect("suffix");
 
-    // The state goes missing (an operator's mistake); the object then cannot be destroyed.
+    // The state goes missing (an operator's mistakes: its protection removed, then the
+    // Secret deleted); the object then cannot be destroyed.
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
-    secrets
-        .delete(
-            &format!("tfstate-default-{suffix}"),
-            &DeleteParams::default(),
-        )
-        .await
-        .expect("delete the state");
+    delete_for_good(&secrets, &format!("tfstate-default-{suffix}")).await;
     wait_until(&api, name, "StateLost", &manager, |t| {
         has(t, "StateReadable", "False", "StateLost")
     })

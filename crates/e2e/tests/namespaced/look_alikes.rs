@@ -52,6 +52,14 @@ async fn a_lookalike_run_lease_holds_nothing() {
     let lease_name = ObjectKey::new(&ns, WorkloadKind::Cluster, name)
         .expect("key")
         .run_lease();
+    // The object's own run lease goes at the bookkeeping, just after the status that says
+    // Ready: the look-alike takes its name once it is free.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    captf_testenv::wait_for("the apply's run lease released", TIMEOUT, || async {
+        Ok(leases.get_opt(&lease_name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
     let now = k8s_openapi::jiff::Timestamp::now();
     let lease: Lease = serde_json::from_value(serde_json::json!({
         "metadata": {"name": lease_name},
@@ -62,7 +70,6 @@ async fn a_lookalike_run_lease_holds_nothing() {
         },
     }))
     .expect("Lease");
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
     leases
         .create(&PostParams::default(), &lease)
         .await
