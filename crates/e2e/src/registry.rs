@@ -217,12 +217,26 @@ pub fn module_image(
     module: &std::path::Path,
     version: &str,
 ) -> anyhow::Result<captf_testenv::oci::Image> {
+    engine_module_image(role, module, version, false)
+}
+
+/// [`module_image`] with Terraform as its engine when `terraform`, else OpenTofu.
+pub fn engine_module_image(
+    role: &str,
+    module: &std::path::Path,
+    version: &str,
+    terraform: bool,
+) -> anyhow::Result<captf_testenv::oci::Image> {
     let tools = captf_testenv::tools::Tools::locate()?;
-    let tofu = captf_testenv::images::tofu_engine(&tools.tofu)?;
+    let engine = if terraform {
+        captf_testenv::images::terraform_engine(&tools.terraform)?
+    } else {
+        captf_testenv::images::tofu_engine(&tools.tofu)?
+    };
     captf_testenv::images::module_image(captf_testenv::images::ModuleImage {
         role,
         module: captf_testenv::images::module_layer(role, module)?,
-        engine: &tofu,
+        engine: &engine,
         providers: None,
         version,
         revision: "test",

@@ -11,8 +11,9 @@ use kube::api::{Api, ListParams};
 /// A value no status or event may show.
 const SECRET: &str = "s3cr3t-export-7f1c";
 
-/// The no-op cluster module with its `exports` output declared sensitive.
-fn sensitive_noop_cluster(dir: &std::path::Path) -> captf_testenv::oci::Image {
+/// The no-op cluster module with its `exports` output declared sensitive, on Terraform when
+/// `terraform`, else OpenTofu.
+fn sensitive_noop_cluster(dir: &std::path::Path, terraform: bool) -> captf_testenv::oci::Image {
     let module = captf_e2e::workspace().join("modules/noop/cluster");
     for entry in std::fs::read_dir(&module).expect("module") {
         let entry = entry.expect("entry");
@@ -27,23 +28,36 @@ fn sensitive_noop_cluster(dir: &std::path::Path) -> captf_testenv::oci::Image {
     );
     assert_ne!(marked, text, "the exports output is marked");
     std::fs::write(&outputs, marked).expect("outputs.tf");
-    captf_e2e::registry::module_image("cluster", dir, "sensitive").expect("module image")
+    captf_e2e::registry::engine_module_image("cluster", dir, "sensitive", terraform)
+        .expect("module image")
 }
 
 #[tokio::test]
-async fn sensitive_exports_are_never_published_in_status() {
+async fn sensitive_exports_are_never_published_in_status_with_opentofu() {
+    never_published("sensitive-tofu", false).await;
+}
+
+#[tokio::test]
+async fn sensitive_exports_are_never_published_in_status_with_terraform() {
+    never_published("sensitive-tf", true).await;
+}
+
+async fn never_published(prefix: &str, terraform: bool) {
     let Scene {
         env,
         client,
         ns,
         manager,
-    } = scene("sensitive", &[]).await;
+    } = scene(prefix, &[]).await;
     let registry = TestRegistry::start_for_node(&env, &ns)
         .await
         .expect("registry");
     let dir = tempfile::tempdir().expect("module folder");
     registry
-        .push_image("modules/sensitive:v1", &sensitive_noop_cluster(dir.path()))
+        .push_image(
+            "modules/sensitive:v1",
+            &sensitive_noop_cluster(dir.path(), terraform),
+        )
         .expect("push");
     registry
         .pull_secret(&client, &ns)
