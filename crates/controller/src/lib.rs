@@ -11,6 +11,7 @@ pub mod decide;
 pub mod dr;
 mod error;
 pub mod failpoint;
+pub mod http;
 pub mod identity;
 pub mod inputs;
 pub mod job;

@@ -283,6 +283,13 @@ pub struct Held<S> {
     _place: OwnedSemaphorePermit,
 }
 
+impl<S> Held<S> {
+    /// `io`, holding `place` while it is open.
+    pub fn new(io: S, place: OwnedSemaphorePermit) -> Self {
+        Held { io, _place: place }
+    }
+}
+
 impl<S: AsyncRead + Unpin> AsyncRead for Held<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,

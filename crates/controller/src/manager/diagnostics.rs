@@ -79,9 +79,9 @@ async fn run(
         .map_err(|e| Error::Startup(format!("metrics server: {e}")))?;
     let auth = Arc::new(Auth::new(client));
     let app = metrics.layer(axum::middleware::from_fn_with_state(auth, authorize));
-    axum::serve(listener, app)
-        .await
-        .map_err(|e| Error::Startup(format!("metrics server: {e}")))
+    let timeout = crate::http::TLS_HEADER_TIMEOUT;
+    crate::http::serve(listener, app, timeout, "metrics server").await;
+    Ok(())
 }
 
 // --- Authentication and authorization ----------------------------------------------------

@@ -723,9 +723,10 @@ async fn serve(what: &str, address: &str, router: Router) -> Result<(), Error> {
     // The bound address, not the asked one: with port 0 the log is where the port is found.
     let addr = listener.local_addr().unwrap_or(addr);
     tracing::info!(%addr, "{what} server listening");
-    axum::serve(listener, router)
-        .await
-        .map_err(|e| Error::Startup(format!("{what} server: {e}")))
+    let listener = crate::http::capped(listener, crate::http::PLAIN_MAX_CONNECTIONS);
+    let timeout = crate::http::PLAIN_HEADER_TIMEOUT;
+    crate::http::serve(listener, router, timeout, &format!("{what} server")).await;
+    Ok(())
 }
 
 async fn shutdown() {

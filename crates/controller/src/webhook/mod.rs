@@ -16,22 +16,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tower::ServiceExt;
 
 pub use review::Webhook;
 
 use crate::Error;
 use crate::settings::WebhookServer;
 use crate::tls::{
-    CERT_CHECK_INTERVAL, CertFiles, MAX_CONNECTIONS, TlsListener, WhenMissing, server_config,
-    tls_listener, watch_certificate,
+    CERT_CHECK_INTERVAL, CertFiles, MAX_CONNECTIONS, WhenMissing, server_config, tls_listener,
+    watch_certificate,
 };
 
 /// What the webhook server allows its clients, any pod that reaches its port included: a
@@ -210,32 +209,6 @@ async fn read_body(
     }
 }
 
-/// Serves `router` on `listener`'s connections, each closed once it takes longer than
-/// `header_timeout` to send a request's headers.
-async fn run(mut listener: TlsListener, router: Router, header_timeout: Duration) {
-    use axum::serve::Listener as _;
-    let mut http = hyper::server::conn::http1::Builder::new();
-    // One review per connection: hyper's header deadline also closes an idle kept-alive
-    // connection, which the API server's client keeps for longer (90 s) and may reuse at that
-    // instant; the POST on it then fails without a retry and the write is refused.
-    http.timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(header_timeout)
-        .keep_alive(false);
-    loop {
-        let (io, peer) = listener.accept().await;
-        let router = router.clone();
-        let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-            router.clone().oneshot(request.map(Body::new))
-        });
-        let connection = http.serve_connection(hyper_util::rt::TokioIo::new(io), service);
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%peer, %error, "webhook server: connection closed");
-            }
-        });
-    }
-}
-
 /// Serves the webhooks on `--webhook-port` once the certificate in `--webhook-cert-dir` loads
 /// (cert-manager may not have issued it yet); `ready` is set from then on. Port 0 serves
 /// nothing and is ready at once.
@@ -277,7 +250,8 @@ pub async fn serve(
     let listener = tls_listener(tcp, config, "webhook server", limits.connections)
         .map_err(|e| Error::Startup(format!("webhook server: {e}")))?;
     ready.store(true, Ordering::Relaxed);
-    run(listener, router(webhook, limits), limits.header_timeout).await;
+    let router = router(webhook, limits);
+    crate::http::serve(listener, router, limits.header_timeout, "webhook server").await;
     Ok(())
 }
 
@@ -329,10 +303,11 @@ mod tests {
             registry: None,
             schemas: Schemas::default(),
         });
-        tokio::spawn(run(
+        tokio::spawn(crate::http::serve(
             listener,
             router(webhook, limits),
             limits.header_timeout,
+            "webhook server",
         ));
         (addr, cert)
     }
