@@ -101,6 +101,32 @@ fn workspace(tc: &TerraformCluster) -> &captf_api::WorkspaceStatus {
     &tc.status.as_ref().expect("status").workspace
 }
 
+/// A TerraformCluster `name` of image `tag` with `spec_extra`, Ready and its Secrets
+/// protected: the object, its state suffix and its lineage.
+async fn protected_cluster(
+    scene: &Scene,
+    name: &str,
+    tag: &str,
+    spec_extra: &str,
+) -> (TerraformCluster, String, String) {
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene;
+    create_cluster(client, ns, name, &image(tag), spec_extra).await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
+    let ready = wait_until(&api, name, "Ready", manager, ready).await;
+    let suffix = workspace(&ready)
+        .state_secret_suffix
+        .clone()
+        .expect("suffix");
+    let lineage = workspace(&ready).state_lineage.clone().expect("lineage");
+    wait_protected(scene, &suffix, name).await;
+    (ready, suffix, lineage)
+}
+
 async fn namespace_deleted_during_destroy(prefix: &str, tag: &str) {
     let scene = scene(prefix, &[]).await;
     let Scene {
@@ -111,38 +137,16 @@ async fn namespace_deleted_during_destroy(prefix: &str, tag: &str) {
     } = &scene;
     let name = prefix;
     let slow = "  variables: {destroy_sleep_seconds: 120}";
-    create_cluster(client, ns, name, &image(tag), slow).await;
+    let (_, suffix, lineage) = protected_cluster(&scene, name, tag, slow).await;
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
-    let ready = wait_until(&api, name, "Ready", manager, ready).await;
-    let suffix = workspace(&ready)
-        .state_secret_suffix
-        .clone()
-        .expect("suffix");
-    let lineage = workspace(&ready).state_lineage.clone().expect("lineage");
-    wait_protected(&scene, &suffix, name).await;
 
     api.delete(name, &DeleteParams::default())
         .await
         .expect("delete");
     wait_for_job(client, ns, "-destroy-", manager).await;
-    // The engine holds the lock for its destroy: the destroy is under way when the namespace goes.
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(client.clone(), ns);
-    wait_for(
-        "the engine to lock the state for its destroy",
-        TIMEOUT,
-        || async {
-            let lease = leases
-                .get_opt(&format!("lock-tfstate-default-{suffix}"))
-                .await?;
-            Ok(lease
-                .and_then(|l| l.metadata.annotations)
-                .and_then(|a| a.get("app.terraform.io/lock-info").cloned())
-                .filter(|info| info.contains("OperationTypeApply")))
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    // The engine holds the lock for its destroy (an apply of the destroy plan): the destroy is
+    // under way when the namespace goes.
+    wait_for_apply_lock(client, ns, &suffix, manager).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
         .delete(ns, &DeleteParams::default())
@@ -241,16 +245,9 @@ async fn finalizer_removed_by_hand(prefix: &str, tag: &str) {
         ..
     } = &scene;
     let name = prefix;
-    create_cluster(client, ns, name, &image(tag), "").await;
+    let (first, suffix, lineage) = protected_cluster(&scene, name, tag, "").await;
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
-    let first = wait_until(&api, name, "Ready", manager, ready).await;
-    let suffix = workspace(&first)
-        .state_secret_suffix
-        .clone()
-        .expect("suffix");
-    let lineage = workspace(&first).state_lineage.clone().expect("lineage");
     let serial = workspace(&first).observed_state_serial.expect("serial");
-    wait_protected(&scene, &suffix, name).await;
 
     // The slip: a deletion that waits (here: paused), and its finalizer removed by hand.
     annotate(&api, name, "cluster.x-k8s.io/paused", Some("")).await;
