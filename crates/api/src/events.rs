@@ -12,6 +12,9 @@ pub const EXTERNALLY_MANAGED_RELEASED: &str = "ExternallyManagedReleased";
 pub const INFRASTRUCTURE_ABANDONED: &str = "InfrastructureAbandoned";
 /// A credential mirror was deleted when its last user went away.
 pub const MIRROR_REMOVED: &str = "MirrorRemoved";
+/// Any other condition changed status (Warning when into a bad state): each change not
+/// announced by a reason of its own.
+pub const CONDITION_CHANGED: &str = "ConditionChanged";
 /// A Job stuck without its per-run Secret was deleted.
 pub const STUCK_JOB_DELETED: &str = "StuckJobDeleted";
 /// Warning: a Job will force-unlock a stale state lock.

@@ -28,6 +28,11 @@ impl Conditions {
         self.list
     }
 
+    /// Every condition, in the order they are written.
+    pub fn iter(&self) -> impl Iterator<Item = &Condition> {
+        self.list.iter()
+    }
+
     /// The condition of `type_`, if set.
     pub fn get(&self, type_: &str) -> Option<&Condition> {
         self.list.iter().find(|c| c.type_ == type_)

@@ -403,12 +403,13 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
     }
     if let Some(hold) = decide::hold(preamble) {
         pass.count_hold(&hold);
-        announce_transitions(pass, &work.conds).await;
         let provisioned = provisioned(A::workspace(&work.status));
+        let before_conds = object.status().and_then(A::conditions);
         let action = pass
             .hold(
                 &hold,
                 before,
+                before_conds.map_or(&[], Vec::as_slice),
                 &work.status,
                 work.conds,
                 provisioned,
@@ -548,8 +549,12 @@ async fn go<A: Adapter>(
             }
             Effect::PatchStatus => {
                 let provisioned = provisioned(A::workspace(&w.status));
-                announce_transitions(pass, &w.conds).await;
-                let conds = w.conds.clone();
+                // Announced as written: Ready summarised from the rest.
+                let mut conds = w.conds.clone();
+                conds.summarize_ready(key.kind(), provisioned, pass.generation, pass.now);
+                let before = pass.object.status().and_then(A::conditions);
+                pass.announce_transitions(before.map_or(&[], Vec::as_slice), &conds)
+                    .await;
                 let active = acted.active.clone();
                 pass.write_status(object.status(), &w.status, conds, provisioned, active)
                     .await?;
@@ -568,20 +573,6 @@ async fn go<A: Adapter>(
         Decided::RemoveFinalizer => Action::await_change(),
         _ => pass.requeue(acted.requeue.or(decision.requeue)),
     })
-}
-
-/// The events the pass's conditions announce by changing ([`decide::transitions`]), just
-/// before the status that holds them is written.
-async fn announce_transitions<A: Adapter>(pass: &Pass<'_, A>, after: &Conditions) {
-    let before = pass.object.status().and_then(A::conditions);
-    for a in decide::transitions::transitions(before.map_or(&[], Vec::as_slice), after) {
-        let type_ = if a.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
-        pass.publish(type_, a.reason, &a.note).await;
-    }
 }
 
 /// What `captf.io/restore-state` asks (spec §11.8: the annotation and the restore recorded

@@ -177,6 +177,7 @@ where
         &self,
         hold: &decide::Hold,
         before: Option<&S>,
+        before_conds: &[captf_api::Condition],
         status: &S,
         mut conds: Conditions,
         provisioned: bool,
@@ -198,6 +199,7 @@ where
                 }
                 HoldEffect::PatchStatus => {
                     conds.summarize_ready(self.key.kind(), provisioned, self.generation, self.now);
+                    self.announce_transitions(before_conds, &conds).await;
                     let active = active_job(&active.cloned());
                     let g = self.generation;
                     patch_status(&api, self.key, before, status, conds.clone(), g, active).await?;
@@ -210,6 +212,19 @@ where
         Ok(Action::requeue(
             hold.requeue.unwrap_or(self.ctx.settings.sync_period),
         ))
+    }
+
+    /// The events the conditions announce by changing from `before` to `after`
+    /// ([`decide::transitions`]), just before the status that holds them is written.
+    pub async fn announce_transitions(&self, before: &[captf_api::Condition], after: &Conditions) {
+        for a in decide::transitions::transitions(before, after) {
+            let type_ = if a.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            self.publish(type_, a.reason, &a.note).await;
+        }
     }
 
     /// An event about the object.

@@ -86,6 +86,14 @@ async fn a_paused_deletion_waits_and_says_why_then_destroys_when_unpaused() {
     assert!(waiting.metadata.deletion_timestamp.is_some());
     let (_, _, message) = condition(&waiting, "Deleting").expect("Deleting");
     assert!(message.contains("cluster.x-k8s.io/paused"), "{message}");
+    // Ready falls with the deletion; no reason of its own says so: ConditionChanged does.
+    let fell = event(&client, &ns, "ConditionChanged").await;
+    assert_eq!(fell.type_.as_deref(), Some("Warning"));
+    let note = fell.note.unwrap_or_default();
+    assert!(
+        note.starts_with("Ready True -> False (NotReady): "),
+        "{note}"
+    );
     assert!(
         !job_names(&client, &ns)
             .await

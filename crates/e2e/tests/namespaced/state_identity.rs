@@ -684,6 +684,23 @@ async fn a_lost_state_is_counted_once_and_fires_the_unreadable_alert() {
         1,
         "nothing applies over a lost state: {names:?}"
     );
+    // The loss has its own event (StateLost), so no ConditionChanged says it again.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(s.client.clone(), &s.ns);
+    let changed: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("ConditionChanged"))
+        .collect();
+    assert!(
+        !changed.iter().any(|e| e
+            .note
+            .as_deref()
+            .is_some_and(|n| n.starts_with("StateReadable"))),
+        "a change announced by a reason of its own is not announced again: {changed:?}"
+    );
 }
 
 /// Replaces the state's one chunk with `doc` (gzip, as the backend stores it).
