@@ -198,6 +198,14 @@ impl Counted {
             }
         }
     }
+
+    /// Drops what was recorded for `object`: it is gone.
+    pub fn forget(&self, object: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|(o, _), _| o != object);
+    }
 }
 
 fn job_duration() -> Histogram {
@@ -561,6 +569,19 @@ mod tests {
             );
         }
         assert!(c.first("uid-a", "jobs_not_started", Some("notfound")));
+    }
+
+    #[test]
+    fn a_forgotten_object_counts_afresh() {
+        let c = Counted::default();
+        assert!(c.first("uid-a", "Ready", Some("x")));
+        assert!(c.first("uid-b", "Ready", Some("x")));
+        c.forget("uid-a");
+        assert!(c.first("uid-a", "Ready", Some("x")), "forgotten");
+        assert!(
+            !c.first("uid-b", "Ready", Some("x")),
+            "another object's kept"
+        );
     }
 
     #[test]

@@ -217,7 +217,23 @@ where
     /// The events the conditions announce by changing from `before` to `after`
     /// ([`decide::transitions`]), just before the status that holds them is written.
     pub async fn announce_transitions(&self, before: &[captf_api::Condition], after: &Conditions) {
+        let uid = self.object.meta().uid.as_deref().unwrap_or_default();
+        let of = |c: Option<&captf_api::Condition>| {
+            c.map_or(String::new(), |c| format!("{}/{}", c.status, c.reason))
+        };
         for a in decide::transitions::transitions(before, after) {
+            // A pass that starts from a cached object older than its own last status patch
+            // sees the same change again: announced once.
+            let was = of(before.iter().find(|c| c.type_ == a.condition));
+            let change = format!("{} {was} -> {}", a.reason, of(after.get(a.condition)));
+            if !self
+                .ctx
+                .metrics
+                .counted
+                .first(uid, a.condition, Some(&change))
+            {
+                continue;
+            }
             let type_ = if a.warning {
                 EventType::Warning
             } else {

@@ -86,14 +86,27 @@ async fn a_paused_deletion_waits_and_says_why_then_destroys_when_unpaused() {
     assert!(waiting.metadata.deletion_timestamp.is_some());
     let (_, _, message) = condition(&waiting, "Deleting").expect("Deleting");
     assert!(message.contains("cluster.x-k8s.io/paused"), "{message}");
-    // Ready falls with the deletion; no reason of its own says so: ConditionChanged does.
-    let fell = event(&client, &ns, "ConditionChanged").await;
-    assert_eq!(fell.type_.as_deref(), Some("Warning"));
-    let note = fell.note.unwrap_or_default();
-    assert!(
-        note.starts_with("Ready True -> False (NotReady): "),
-        "{note}"
-    );
+    // Ready falls with the deletion; no reason of its own says so: ConditionChanged does, as a
+    // warning.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let fell = wait_for("Ready's fall announced", TIMEOUT, || async {
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("ConditionChanged")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with("Ready True -> False"))
+            }))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
+    assert_eq!(fell.type_.as_deref(), Some("Warning"), "{fell:?}");
+    let series = fell.series.as_ref().map_or(1, |s| s.count);
+    assert_eq!(series, 1, "announced once: {fell:?}");
     assert!(
         !job_names(&client, &ns)
             .await

@@ -286,6 +286,9 @@ where
         let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
         remove_finalizer(&api, self.object, key.kind()).await?;
         ctx.metrics.forget(self.kind, key.namespace(), key.name());
+        if let Some(uid) = self.object.meta().uid.as_deref() {
+            ctx.metrics.counted.forget(uid);
+        }
         crate::sweep::after_release(&ctx.client, key.namespace()).await;
         Ok(())
     }
