@@ -142,23 +142,20 @@ async fn stuck_events(client: &kube::Client, ns: &str) -> Vec<k8s_openapi::api::
         .collect()
 }
 
-#[tokio::test]
-async fn a_job_whose_per_run_secret_is_gone_is_deleted_and_its_apply_starts_again() {
-    let Scene {
-        client,
-        ns,
-        manager,
-        ..
-    } = scene("stuck", &[]).await;
+/// The apply Job of the TerraformCluster `name` (created now) with its per-run Secret deleted
+/// before any pod could mount it: its pod, let in once the Secret is gone, waits for a volume
+/// that never comes. Returns the Job's name, UID and creation time.
+async fn stalled(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    manager: &captf_e2e::Manager,
+) -> (String, String, k8s_openapi::jiff::Timestamp) {
     // No pod may start yet, so the per-run Secret can go before any pod mounts it.
-    quota(&client, &ns, "no-pods", serde_json::json!({"pods": "0"})).await;
-    let name = "stuck";
-    create_cluster(&client, &ns, name, CLUSTER_IMAGE, "").await;
+    quota(client, ns, "no-pods", serde_json::json!({"pods": "0"})).await;
+    create_cluster(client, ns, name, CLUSTER_IMAGE, "").await;
     let first = wait_for("the apply Job", TIMEOUT, || async {
-        Ok(jobs_of(&client, &ns, name, "apply")
-            .await
-            .into_iter()
-            .next())
+        Ok(jobs_of(client, ns, name, "apply").await.into_iter().next())
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
@@ -170,7 +167,7 @@ async fn a_job_whose_per_run_secret_is_gone_is_deleted_and_its_apply_starts_agai
         .clone()
         .expect("created")
         .0;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let run_secret = captf_api::names::per_run_secret(&job);
     wait_for("the per-run Secret", TIMEOUT, || async {
         Ok(secrets.get_opt(&run_secret).await?.map(|_| ()))
@@ -181,19 +178,30 @@ async fn a_job_whose_per_run_secret_is_gone_is_deleted_and_its_apply_starts_agai
         .delete(&run_secret, &DeleteParams::default())
         .await
         .expect("delete the per-run Secret");
-    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), ns);
     quotas
         .delete("no-pods", &DeleteParams::default())
         .await
         .expect("lift the pod quota");
+    (job, uid, created)
+}
 
-    // After a minute the Job, whose pod waits for a volume that never comes, is deleted.
+/// Waits until the Job `uid` is gone with a `StuckJobDeleted` Warning naming `job`, no sooner
+/// than a minute after its creation.
+async fn deleted_as_stuck(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    manager: &captf_e2e::Manager,
+    (job, uid, created): (&str, &str, k8s_openapi::jiff::Timestamp),
+) {
+    let run_secret = captf_api::names::per_run_secret(job);
     let deleted = wait_for("the stuck Job deleted", TIMEOUT, || async {
-        let gone = !jobs_of(&client, &ns, name, "apply")
+        let gone = !jobs_of(client, ns, name, "apply")
             .await
             .iter()
-            .any(|j| j.metadata.uid.as_deref() == Some(uid.as_str()));
-        let events = stuck_events(&client, &ns).await;
+            .any(|j| j.metadata.uid.as_deref() == Some(uid));
+        let events = stuck_events(client, ns).await;
         Ok((gone && !events.is_empty()).then_some(events))
     })
     .await
@@ -206,11 +214,11 @@ async fn a_job_whose_per_run_secret_is_gone_is_deleted_and_its_apply_starts_agai
         .expect("the Job is the related object");
     assert_eq!(
         (related.kind.as_deref(), related.name.as_deref()),
-        (Some("Job"), Some(job.as_str()))
+        (Some("Job"), Some(job))
     );
     let note = event.note.clone().unwrap_or_default();
     assert!(
-        note.contains(&job) && note.contains(&run_secret) && note.contains("starts again"),
+        note.contains(job) && note.contains(&run_secret) && note.contains("starts again"),
         "{note}"
     );
     let at = event
@@ -224,7 +232,20 @@ async fn a_job_whose_per_run_secret_is_gone_is_deleted_and_its_apply_starts_agai
         "deleted {:?} after its creation",
         at.duration_since(created)
     );
+}
 
+#[tokio::test]
+async fn a_job_whose_per_run_secret_is_gone_is_deleted_and_its_apply_starts_again() {
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("stuck", &[]).await;
+    let name = "stuck";
+    let (job, uid, created) = stalled(&client, &ns, name, &manager).await;
+    // After a minute the Job, whose pod waits for a volume that never comes, is deleted.
+    deleted_as_stuck(&client, &ns, name, &manager, (&job, &uid, created)).await;
     // The apply starts again with a Secret of its own and succeeds; the manager's own
     // deletion is no interrupted apply.
     let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
@@ -242,6 +263,7 @@ async fn a_job_whose_per_run_secret_is_gone_is_deleted_and_its_apply_starts_agai
         !annotations.contains_key("captf.io/after-interrupted-apply"),
         "{annotations:?}"
     );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let durable = secrets
         .get(&format!("captf-inputs-c-{name}"))
         .await
@@ -254,6 +276,57 @@ async fn a_job_whose_per_run_secret_is_gone_is_deleted_and_its_apply_starts_agai
     let tc = api.get(name).await.expect("the cluster");
     let (_, reason, message) = condition(&tc, "ApplyJobSucceeded").expect("condition");
     assert!(!message.contains("disappeared"), "{reason}: {message}");
+    assert_eq!(
+        stuck_events(&client, &ns).await.len(),
+        1,
+        "one StuckJobDeleted"
+    );
+}
+
+#[tokio::test]
+async fn a_paused_objects_stuck_job_is_deleted_and_its_apply_waits_for_unpause() {
+    let Scene {
+        client,
+        ns,
+        manager,
+        ..
+    } = scene("stuck-paused", &[]).await;
+    let name = "stuck-paused";
+    let (job, uid, created) = stalled(&client, &ns, name, &manager).await;
+    let api: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    annotate(&api, name, "cluster.x-k8s.io/paused", Some("true")).await;
+    deleted_as_stuck(&client, &ns, name, &manager, (&job, &uid, created)).await;
+
+    // No Job runs, so clusterctl may move it; nothing starts while it is paused.
+    let block_move = "clusterctl.cluster.x-k8s.io/block-move";
+    wait_until(&api, name, "block-move cleared", &manager, |t| {
+        !t.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(block_move))
+    })
+    .await;
+    let applies = jobs_of(&client, &ns, name, "apply").await;
+    assert!(
+        applies.is_empty(),
+        "nothing starts while paused: {applies:?}"
+    );
+
+    annotate(&api, name, "cluster.x-k8s.io/paused", None).await;
+    wait_until(&api, name, "Ready", &manager, ready).await;
+    let applies = jobs_of(&client, &ns, name, "apply").await;
+    assert_eq!(applies.len(), 1, "{applies:?}");
+    assert_ne!(applies[0].metadata.uid.as_deref(), Some(uid.as_str()));
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let durable = secrets
+        .get(&format!("captf-inputs-c-{name}"))
+        .await
+        .expect("durable inputs");
+    let recorded = durable.metadata.annotations.unwrap_or_default();
+    assert!(
+        !recorded.contains_key("captf.io/interrupted-apply"),
+        "{recorded:?}"
+    );
     assert_eq!(
         stuck_events(&client, &ns).await.len(),
         1,
