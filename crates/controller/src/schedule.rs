@@ -14,6 +14,12 @@ pub const ACTIVE_JOB_REQUEUE: Duration = Duration::from_secs(60);
 /// Requeue while a Job has no ready pod: its pod may be waiting for an image, and nothing
 /// else wakes the pass (the manager does not watch pods).
 pub const UNREADY_JOB_REQUEUE: Duration = Duration::from_secs(30);
+/// How old an active Job must be before it can be stuck (never started, its per-run Secret
+/// gone): the Job controller, the scheduler and the kubelet have had their turn.
+pub const STUCK_JOB_AGE: Duration = Duration::from_secs(60);
+/// Requeue after a stuck Job was deleted: the next pass starts its operation again, once the
+/// garbage collector had a moment to take the Job's pods.
+pub const STUCK_JOB_REQUEUE: Duration = Duration::from_secs(5);
 /// Requeue while a deletion is held on lost or unreadable state.
 pub const STATE_PROBLEM_REQUEUE: Duration = Duration::from_secs(60);
 /// Requeue while a TerraformCluster's deletion waits for its machines and pools.

@@ -50,7 +50,13 @@ pub enum HoldEffect {
     PersistBlockMove,
     /// Say why the running Job has not started, if it has not (`JobNotStarted`).
     ExplainUnstarted,
+    /// The stuck Job's operation condition says it is deleted and starts again.
+    ExplainStuck,
+    /// Write status (a stuck Job no longer named in `status.activeJob`).
     PatchStatus,
+    /// Delete the stuck Job (background propagation), release its leases as bookkeeping
+    /// does, and say so (`StuckJobDeleted`, naming the Job). After the status patch.
+    DeleteStuckJob,
     BookFinished,
 }
 

@@ -38,7 +38,9 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 pub use effects::{Effect, HoldEffect};
 pub use finished::Finished;
-pub use preamble::{Admit, Dependencies, Entry, Hold, JobRun, Preamble, admit, hold};
+pub use preamble::{
+    Admit, Dependencies, Entry, Hold, JobRun, Preamble, UnstartedJob, admit, hold, stuck,
+};
 pub use reason::Reason;
 pub use snapshot::{
     ApplyAttempt, ApplyOutcome, Approvals, BlockedApply, Deletion, Destroyed, ExportsGuard,

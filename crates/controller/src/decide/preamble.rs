@@ -69,6 +69,34 @@ pub enum JobRun {
     Ready,
     /// No pod of it is ready yet: it may wait for an image, a node or a quota.
     Unready,
+    /// It never started and cannot ([`stuck`]): delete it, and start its operation again.
+    Stuck,
+}
+
+/// What a pass saw of an active Job with no ready pod, for [`stuck`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnstartedJob {
+    /// How long ago the Job was created (`None`: it does not say).
+    pub age: Option<Duration>,
+    /// Its per-run Secret `captf-run-<job>` exists.
+    pub run_secret: bool,
+    /// The phase of each of its pods (`None`: a pod that has none yet).
+    pub pod_phases: Vec<Option<String>>,
+}
+
+/// Whether an active Job is stuck (spec §13.4): older than [`schedule::STUCK_JOB_AGE`], its
+/// per-run Secret missing, and every pod still `Pending`. Its pods wait for a volume that will
+/// never appear (the Secret is written once, before the Job), and none ever ran, so nothing
+/// of it can have touched the state: it is deleted and its operation starts again with a
+/// Secret of its own. A Job with no pod at all counts (none started). A Job of unknown age,
+/// or with a pod that left `Pending` (it may have run), is never stuck.
+pub fn stuck(job: &UnstartedJob) -> bool {
+    job.age.is_some_and(|age| age >= schedule::STUCK_JOB_AGE)
+        && !job.run_secret
+        && job
+            .pod_phases
+            .iter()
+            .all(|phase| phase.as_deref() == Some("Pending"))
 }
 
 /// A pass that stops before it observes, and what it does instead.
@@ -83,11 +111,15 @@ pub struct Hold {
 
 /// Whether the pass stops before it observes: a paused object only books its finished Jobs
 /// (a deletion waits too, and says so), and while a Job runs nothing is read that it may be
-/// writing (the state, its lock) and nothing else starts; block-move stays set. `None`:
-/// observe, then [`decide`](super::decide).
+/// writing (the state, its lock) and nothing else starts; block-move stays set. A stuck Job
+/// is deleted, paused or not, after the status that no longer names it as active (so the pass
+/// after never takes it for an apply that vanished), and the pass after comes soon: it starts
+/// the operation again, or, paused, clears block-move. `None`: observe, then
+/// [`decide`](super::decide).
 pub fn hold(p: Preamble) -> Option<Hold> {
     use HoldEffect::*;
     let book = [PatchStatus, BookFinished];
+    let stuck = [ExplainStuck, PatchStatus, DeleteStuckJob, BookFinished];
     if p.paused {
         let mut effects = Vec::new();
         if p.deleting {
@@ -97,10 +129,24 @@ pub fn hold(p: Preamble) -> Option<Hold> {
         if p.job == JobRun::None {
             effects.push(ClearBlockMove);
         }
-        effects.extend(book);
+        let requeue = match p.job {
+            JobRun::Stuck => {
+                effects.extend(stuck);
+                Some(schedule::STUCK_JOB_REQUEUE)
+            }
+            // A paused object's Job that may never start is looked at as often as anyone's.
+            JobRun::Unready => {
+                effects.extend(book);
+                Some(schedule::UNREADY_JOB_REQUEUE)
+            }
+            JobRun::None | JobRun::Ready => {
+                effects.extend(book);
+                None
+            }
+        };
         return Some(Hold {
             reason: Reason::Paused,
-            requeue: None,
+            requeue,
             effects,
         });
     }
@@ -108,6 +154,13 @@ pub fn hold(p: Preamble) -> Option<Hold> {
         JobRun::None => return None,
         JobRun::Ready => schedule::ACTIVE_JOB_REQUEUE,
         JobRun::Unready => schedule::UNREADY_JOB_REQUEUE,
+        JobRun::Stuck => {
+            return Some(Hold {
+                reason: Reason::JobActive,
+                requeue: Some(schedule::STUCK_JOB_REQUEUE),
+                effects: stuck.to_vec(),
+            });
+        }
     };
     let mut effects = vec![PersistBlockMove, ExplainUnstarted];
     effects.extend(book);

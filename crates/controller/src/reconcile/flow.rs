@@ -36,6 +36,7 @@ use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::observe::snapshot::Observation;
 use crate::reconcile::observe::state::{self, DurableInputs, StateRead};
+use crate::reconcile::observe::unstarted;
 use crate::reconcile::pass::{Pass, finish_bookkeeping, first_visit};
 
 /// What a kind found from its verified owner: what it belongs to and, while it renders, its
@@ -393,7 +394,17 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         job: match active {
             None => decide::JobRun::None,
             Some(job) if crate::reconcile::act::image_pull::no_ready_pod(job) => {
-                decide::JobRun::Unready
+                // Only a listed Job can be stuck: a stopping one is gone already.
+                let listed = stopping.as_ref().is_none_or(|s| s.name != job.name);
+                let seen = if listed {
+                    unstarted::of_unready(&ctx.client, key.namespace(), job, pass.now).await?
+                } else {
+                    None
+                };
+                match seen {
+                    Some(seen) if decide::stuck(&seen) => decide::JobRun::Stuck,
+                    _ => decide::JobRun::Unready,
+                }
             }
             Some(_) => decide::JobRun::Ready,
         },

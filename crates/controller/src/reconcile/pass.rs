@@ -187,6 +187,8 @@ where
         use decide::HoldEffect;
 
         let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
+        // A stuck Job being deleted is no longer the active one.
+        let recorded = active.filter(|_| !hold.effects.contains(&HoldEffect::DeleteStuckJob));
         for effect in &hold.effects {
             match effect {
                 HoldEffect::ExplainPausedDeletion => conds.set(types::DELETING, Status::True, reasons::DELETING, "Deletion waits until the object is unpaused (Cluster spec.paused or the cluster.x-k8s.io/paused annotation); a paused object never runs a destroy", self.generation, self.now),
@@ -197,10 +199,20 @@ where
                         self.unstarted(job, &mut conds).await?;
                     }
                 }
+                HoldEffect::ExplainStuck => {
+                    if let Some(job) = active {
+                        self.explain_stuck(job, &mut conds);
+                    }
+                }
+                HoldEffect::DeleteStuckJob => {
+                    if let Some(job) = active {
+                        self.delete_stuck(job).await?;
+                    }
+                }
                 HoldEffect::PatchStatus => {
                     conds.summarize_ready(self.key.kind(), provisioned, self.generation, self.now);
                     self.announce_transitions(before_conds, &conds).await;
-                    let active = active_job(&active.cloned());
+                    let active = active_job(&recorded.cloned());
                     let g = self.generation;
                     patch_status(&api, self.key, before, status, conds.clone(), g, active).await?;
                 }

@@ -65,7 +65,7 @@ fn table() {
 #[test]
 fn what_holds_a_pass_before_it_observes() {
     use HoldEffect::*;
-    use JobRun::{None as Idle, Ready, Unready};
+    use JobRun::{None as Idle, Ready, Stuck, Unready};
     let active = |requeue: Duration| {
         Some(Hold {
             reason: Reason::JobActive,
@@ -78,15 +78,19 @@ fn what_holds_a_pass_before_it_observes() {
             ],
         })
     };
-    let paused = |effects: Vec<HoldEffect>| {
+    let paused_until = |requeue: Option<Duration>, effects: Vec<HoldEffect>| {
         Some(Hold {
             reason: Reason::Paused,
-            requeue: None,
+            requeue,
             effects,
         })
     };
+    let paused = |effects: Vec<HoldEffect>| paused_until(None, effects);
     let ready = crate::schedule::ACTIVE_JOB_REQUEUE;
     let unready = crate::schedule::UNREADY_JOB_REQUEUE;
+    let soon = Some(crate::schedule::STUCK_JOB_REQUEUE);
+    // The status that no longer names the Job comes before its deletion.
+    let delete = || vec![ExplainStuck, PatchStatus, DeleteStuckJob, BookFinished];
     let cases = [
         ("nothing holds it", false, false, Idle, None),
         ("nothing holds a deletion either", false, true, Idle, None),
@@ -112,6 +116,28 @@ fn what_holds_a_pass_before_it_observes() {
             active(ready),
         ),
         (
+            "a stuck Job is deleted, and the operation starts again soon",
+            false,
+            false,
+            Stuck,
+            Some(Hold {
+                reason: Reason::JobActive,
+                requeue: soon,
+                effects: delete(),
+            }),
+        ),
+        (
+            "a deletion's stuck Job is deleted too",
+            false,
+            true,
+            Stuck,
+            Some(Hold {
+                reason: Reason::JobActive,
+                requeue: soon,
+                effects: delete(),
+            }),
+        ),
+        (
             "paused: the sync period, and clusterctl may move it",
             true,
             false,
@@ -124,6 +150,27 @@ fn what_holds_a_pass_before_it_observes() {
             false,
             Ready,
             paused(vec![PatchStatus, BookFinished]),
+        ),
+        (
+            "paused with a Job that has not started: looked at as often as unpaused",
+            true,
+            false,
+            Unready,
+            paused_until(Some(unready), vec![PatchStatus, BookFinished]),
+        ),
+        (
+            "paused, a stuck Job is deleted all the same (it would block a move for good)",
+            true,
+            false,
+            Stuck,
+            paused_until(soon, delete()),
+        ),
+        (
+            "a paused deletion's stuck Job is deleted, and the deletion still waits",
+            true,
+            true,
+            Stuck,
+            paused_until(soon, [vec![ExplainPausedDeletion], delete()].concat()),
         ),
         (
             "a paused deletion says it waits",
@@ -262,5 +309,63 @@ fn what_a_pass_does_past_its_entry() {
             finalizer,
         };
         assert_eq!(admit(entry), want, "{case}");
+    }
+}
+
+#[test]
+fn a_job_is_stuck_only_when_it_never_started_and_cannot() {
+    let age = crate::schedule::STUCK_JOB_AGE;
+    let pending = || Some("Pending".to_owned());
+    let job =
+        |age: Option<Duration>, run_secret: bool, pod_phases: Vec<Option<String>>| UnstartedJob {
+            age,
+            run_secret,
+            pod_phases,
+        };
+    let cases = [
+        (
+            "a minute old, its Secret gone, its pod Pending",
+            job(Some(age), false, vec![pending()]),
+            true,
+        ),
+        (
+            "every pod Pending",
+            job(Some(age * 5), false, vec![pending(), pending()]),
+            true,
+        ),
+        (
+            "no pod at all (none started): stuck too",
+            job(Some(age), false, vec![]),
+            true,
+        ),
+        (
+            "younger than a minute: the Job controller, scheduler and kubelet get their turn",
+            job(Some(age - Duration::from_secs(1)), false, vec![pending()]),
+            false,
+        ),
+        ("of unknown age", job(None, false, vec![pending()]), false),
+        (
+            "its Secret is there: it may still start (or says why it does not)",
+            job(Some(age * 5), true, vec![pending()]),
+            false,
+        ),
+        (
+            "a pod runs: it may be writing the state",
+            job(Some(age), false, vec![Some("Running".into())]),
+            false,
+        ),
+        (
+            "one pod of two left Pending",
+            job(Some(age), false, vec![pending(), Some("Failed".into())]),
+            false,
+        ),
+        (
+            "a pod with no phase yet is not known to be Pending",
+            job(Some(age), false, vec![None]),
+            false,
+        ),
+    ];
+    for (case, job, want) in cases {
+        assert_eq!(stuck(&job), want, "{case}");
     }
 }

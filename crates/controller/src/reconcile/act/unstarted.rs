@@ -1,13 +1,16 @@
 //! A Job that has not started, said on the object: the pass that holds for an active Job
 //! asks [`crate::reconcile::observe::unstarted`] why, and says it on the operation's condition,
-//! in an event and in the metrics.
+//! in an event and in the metrics. A Job that cannot ever start ([`crate::decide::stuck`]) is
+//! deleted instead, and its operation starts again.
 
 use captf_api::conditions::{Status, reasons, types};
+use k8s_openapi::api::batch::v1::Job;
 use kube::Resource;
+use kube::api::{Api, DeleteParams};
 use kube::runtime::events::EventType;
 
 use crate::conditions::Conditions;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::reconcile::act::object::Workload;
 use crate::reconcile::observe::jobs::ObservedJob;
 use crate::reconcile::pass::Pass;
@@ -57,6 +60,49 @@ where
             }
             _ => {}
         }
+        Ok(())
+    }
+
+    /// A stuck Job, on its operation's condition: deleted, and its operation starts again.
+    pub fn explain_stuck(&self, job: &ObservedJob, conds: &mut Conditions) {
+        let type_ = crate::reconcile::act::launch::condition_of(job.op);
+        let text = stuck_message(&job.name, job.op);
+        let (g, now) = (self.generation, self.now);
+        conds.set(
+            type_,
+            Status::False,
+            reasons::JOB_NOT_STARTED,
+            &text,
+            g,
+            now,
+        );
+    }
+
+    /// Deletes the stuck Job `job` (background propagation: its pods go with it) once the
+    /// status no longer names it, releases its run lease (and a cluster's write lease) as
+    /// bookkeeping does for a finished Job, and says so: `StuckJobDeleted`, naming the Job.
+    /// Nothing records an interrupted apply: no pod of it ever ran.
+    pub async fn delete_stuck(&self, job: &ObservedJob) -> Result<()> {
+        let (client, ns) = (&self.ctx.client, self.key.namespace());
+        let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+        match jobs.delete(&job.name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(source) => {
+                return Err(Error::Kube {
+                    action: format!("deleting the stuck Job {ns}/{}", job.name),
+                    source,
+                });
+            }
+        }
+        crate::reconcile::finished::bookkeeping::release_run_lease(client, self.key, &job.name)
+            .await;
+        self.note_unstarted(None, None);
+        tracing::info!(namespace = ns, job = %job.name, "deleted a Job that never started and cannot (its per-run Secret is gone)");
+        let note = stuck_message(&job.name, job.op);
+        let reason = captf_api::events::STUCK_JOB_DELETED;
+        self.publish_about(EventType::Warning, reason, &note, &job.name)
+            .await;
         Ok(())
     }
 
@@ -118,4 +164,14 @@ where
             }
         }
     }
+}
+
+/// What a stuck Job's deletion says, on the condition and in the event.
+pub fn stuck_message(job: &str, op: captf_api::Operation) -> String {
+    format!(
+        "Job {job} never started: its per-run Secret {} is gone and its pods were still Pending after {} s, so CAPTF deleted it; the {} starts again with a Secret of its own",
+        captf_api::names::per_run_secret(job),
+        crate::schedule::STUCK_JOB_AGE.as_secs(),
+        op.as_str()
+    )
 }

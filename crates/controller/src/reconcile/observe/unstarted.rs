@@ -215,5 +215,48 @@ pub async fn of_active(
     ))
 }
 
+/// What [`crate::decide::stuck`] needs of an active Job with no ready pod, read only once
+/// it is old enough to be stuck: its pods' phases, and whether its per-run Secret exists (read
+/// live: a lagging cache must never make a Job look stuck).
+pub async fn of_unready(
+    client: &kube::Client,
+    namespace: &str,
+    job: &ObservedJob,
+    now: Timestamp,
+) -> Result<Option<crate::decide::UnstartedJob>> {
+    let age = job
+        .created_at
+        .map(|t| now.duration_since(t))
+        .and_then(|d| std::time::Duration::try_from(d).ok());
+    if age.is_none_or(|a| a < crate::schedule::STUCK_JOB_AGE) {
+        return Ok(None);
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let run_secret = captf_api::names::per_run_secret(&job.name);
+    let (list, secret) = futures::try_join!(
+        async {
+            pods.list(&ListParams::default().labels(&format!("job-name={}", job.name)))
+                .await
+                .during(|| format!("listing pods of Job {namespace}/{}", job.name))
+        },
+        async {
+            secrets
+                .get_metadata_opt(&run_secret)
+                .await
+                .during(|| format!("reading Secret {namespace}/{run_secret}"))
+        },
+    )?;
+    Ok(Some(crate::decide::UnstartedJob {
+        age,
+        run_secret: secret.is_some(),
+        pod_phases: list
+            .items
+            .into_iter()
+            .map(|p| p.status.and_then(|s| s.phase))
+            .collect(),
+    }))
+}
+
 #[cfg(test)]
 mod tests;
