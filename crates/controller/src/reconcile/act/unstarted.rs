@@ -78,14 +78,18 @@ where
         );
     }
 
-    /// Deletes the stuck Job `job` (background propagation: its pods go with it) once the
-    /// status no longer names it, releases its run lease (and a cluster's write lease) as
-    /// bookkeeping does for a finished Job, and says so: `StuckJobDeleted`, naming the Job.
-    /// Nothing records an interrupted apply: no pod of it ever ran.
+    /// Deletes the stuck Job `job` once the status no longer names it, releases its run lease
+    /// (and a cluster's write lease) as bookkeeping does for a finished Job, and says so, once:
+    /// `StuckJobDeleted`, naming the Job. Nothing records an interrupted apply: no pod of it
+    /// ever ran.
+    ///
+    /// Foreground propagation: the Job stays, being deleted and still stuck, until its pods
+    /// are gone, so the next Job of the operation (which takes the same name) can only be
+    /// created once no old pod is left to mount its new per-run Secret.
     pub async fn delete_stuck(&self, job: &ObservedJob) -> Result<()> {
         let (client, ns) = (&self.ctx.client, self.key.namespace());
         let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-        match jobs.delete(&job.name, &DeleteParams::background()).await {
+        match jobs.delete(&job.name, &DeleteParams::foreground()).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(source) => {
@@ -98,9 +102,14 @@ where
         crate::reconcile::finished::bookkeeping::release_run_lease(client, self.key, &job.name)
             .await;
         self.note_unstarted(None, None);
+        let uid = self.object.meta().uid.as_deref().unwrap_or_default();
+        let reason = captf_api::events::STUCK_JOB_DELETED;
+        if !self.ctx.metrics.counted.first(uid, reason, Some(&job.name)) {
+            // Deleted already, its pods still going.
+            return Ok(());
+        }
         tracing::info!(namespace = ns, job = %job.name, "deleted a Job that never started and cannot (its per-run Secret is gone)");
         let note = stuck_message(&job.name, job.op);
-        let reason = captf_api::events::STUCK_JOB_DELETED;
         self.publish_about(EventType::Warning, reason, &note, &job.name)
             .await;
         Ok(())
