@@ -13,6 +13,7 @@ mod cluster_lifecycle;
 mod crash_points;
 mod digest_pinning;
 mod drift;
+mod earlier_apply;
 mod events;
 mod hostile_state;
 mod job_not_started;
