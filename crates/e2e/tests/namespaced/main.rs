@@ -26,6 +26,7 @@ mod owners;
 mod plugin;
 mod pod_security;
 mod pools;
+mod repair_waits;
 mod restore;
 mod runner_accounts;
 mod runner_faults;
