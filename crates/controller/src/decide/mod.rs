@@ -263,7 +263,8 @@ fn deleting(s: &Snapshot, now: Timestamp, deletion: &Deletion) -> Decision {
     let cannot_destroy = held
         || deletion.destroy == Destroyed::Failed
         || deletion.inputs_lost
-        || deletion.namespace_terminating;
+        || deletion.namespace_terminating
+        || deletion.credentials_lost;
     if deletion.abandon && cannot_destroy {
         return Decision {
             action: Action::RemoveFinalizer,

@@ -113,6 +113,10 @@ pub struct Deletion {
     pub inputs_lost: bool,
     /// The namespace is being deleted: nothing can be created in it, so no Job can start.
     pub namespace_terminating: bool,
+    /// The identity is gone or does not allow the namespace, or its credentials cannot be
+    /// mirrored (`IdentityAllowed` or `CredentialsMirrored` False when last looked at): no
+    /// destroy can start.
+    pub credentials_lost: bool,
 }
 
 /// What the destroys since the newest apply did.
