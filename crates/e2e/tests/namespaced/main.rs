@@ -19,6 +19,7 @@ mod hostile_state;
 mod job_not_started;
 mod locks;
 mod look_alikes;
+mod lost_identity;
 mod machines;
 mod metrics_auth;
 mod module_kit;
