@@ -23,6 +23,7 @@ mod lost_identity;
 mod machines;
 mod metrics_auth;
 mod module_kit;
+mod owner_mismatch;
 mod owners;
 mod plugin;
 mod pod_security;
