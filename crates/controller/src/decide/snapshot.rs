@@ -249,6 +249,9 @@ pub struct PendingPlan {
     pub plan_hash: String,
     /// The plan changes nothing: it applies without approval.
     pub empty: bool,
+    /// The plan key it was fingerprinted with is gone: its hash can never match a plan made
+    /// with the key that replaces it, so no approval of it can apply anything.
+    pub key_lost: bool,
 }
 
 /// Health and schedule facts from status and state.
