@@ -20,6 +20,7 @@ mod job_not_started;
 mod locks;
 mod look_alikes;
 mod lost_identity;
+mod lost_plan_key;
 mod machines;
 mod metrics_auth;
 mod module_kit;
