@@ -5,7 +5,7 @@
 //! chunks are not re-owned while a Job holds the run lease, because the engine's own write of
 //! the state would conflict.
 
-use captf_api::TerraformCluster;
+use captf_api::{TerraformCluster, annotations, labels};
 use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -240,12 +240,12 @@ async fn while_the_run_lease_is_held(prefix: &str, engine: Engine) {
             name: Some(lease_name.clone()),
             labels: Some(
                 [
-                    ("captf.io/lease".to_owned(), "run".to_owned()),
-                    ("captf.io/managed".to_owned(), "true".to_owned()),
+                    (labels::LEASE.to_owned(), labels::LEASE_RUN.to_owned()),
+                    (labels::MANAGED.to_owned(), labels::TRUE.to_owned()),
                 ]
                 .into(),
             ),
-            annotations: Some([("captf.io/lease-op".to_owned(), "drift".to_owned())].into()),
+            annotations: Some([(annotations::LEASE_OP.to_owned(), "drift".to_owned())].into()),
             ..Default::default()
         },
         spec: Some(LeaseSpec {
