@@ -146,7 +146,9 @@ async fn only_one_sign_left(prefix: &str, engine: Engine, sign: Sign) {
     // The runbook's first line, and the condition's own words.
     let (_, _, message) = condition(&lost, "StateReadable").expect("StateReadable");
     assert!(
-        message.contains("applied before") && message.contains("captf.io/restore-state"),
+        message.contains("applied before")
+            && message.contains("captf.io/restore-state")
+            && message.contains("captf.io/state-backup-serial"),
         "{message}"
     );
     assert!(
