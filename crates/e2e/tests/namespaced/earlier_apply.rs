@@ -9,7 +9,7 @@ use captf_api::TerraformCluster;
 use captf_e2e::fixture::*;
 use captf_testenv::wait_for;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 
 /// What each case leaves of the earlier apply.
 #[derive(Clone, Copy, Debug)]
@@ -33,14 +33,12 @@ async fn secrets_by(client: &kube::Client, ns: &str, selector: &str) -> Vec<Secr
         .items
 }
 
+/// Deletes the Secrets `selector` selects for good (their `captf.io/state-protection`
+/// finalizer removed too, as the state-loss runbook says a lost state means).
 async fn delete_all(client: &kube::Client, ns: &str, selector: &str) {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     for s in secrets_by(client, ns, selector).await {
-        let name = s.metadata.name.expect("name");
-        secrets
-            .delete(&name, &DeleteParams::default())
-            .await
-            .expect("delete");
+        delete_for_good(&secrets, &s.metadata.name.expect("name")).await;
     }
 }
 
@@ -106,17 +104,11 @@ async fn only_one_sign_left(prefix: &str, engine: Engine, sign: Sign) {
                 .expect("remove the applied marker");
         }
         Sign::Backup => {
-            secrets
-                .delete(&durable_name, &DeleteParams::default())
-                .await
-                .expect("delete the durable inputs");
+            delete_for_good(&secrets, &durable_name).await;
         }
         Sign::Nothing => {
             delete_all(client, ns, &backups).await;
-            secrets
-                .delete(&durable_name, &DeleteParams::default())
-                .await
-                .expect("delete the durable inputs");
+            delete_for_good(&secrets, &durable_name).await;
         }
     }
     // No status: not provisioned, no lineage, no backups listed, as a restored object's.
