@@ -263,7 +263,8 @@ fn deleting(s: &Snapshot, now: Timestamp, deletion: &Deletion) -> Decision {
     let cannot_destroy = held
         || deletion.destroy == Destroyed::Failed
         || deletion.inputs_lost
-        || deletion.namespace_terminating;
+        || deletion.namespace_terminating
+        || deletion.credentials_lost;
     if deletion.abandon && cannot_destroy {
         return Decision {
             action: Action::RemoveFinalizer,
@@ -363,6 +364,11 @@ fn gate_apply(s: &Snapshot, now: Timestamp, reason: Reason) -> Option<Decision> 
             .filter(|p| current.as_deref() == Some(p.inputs_hash.as_str()));
         return Some(match plan {
             None => backoff(s, now, Start::op(Operation::Plan), Reason::PlanNeeded),
+            // Seed 002: losing the plan key voids the plan that waits; a new one is made (with
+            // a new key) before any approval of the old one can start an apply.
+            Some(plan) if plan.key_lost && !plan.empty => {
+                backoff(s, now, Start::op(Operation::Plan), Reason::PlanNeeded)
+            }
             Some(plan)
                 if plan.empty || s.approvals.plan.as_deref() == Some(plan.plan_hash.as_str()) =>
             {

@@ -113,6 +113,10 @@ pub struct Deletion {
     pub inputs_lost: bool,
     /// The namespace is being deleted: nothing can be created in it, so no Job can start.
     pub namespace_terminating: bool,
+    /// The identity is gone or does not allow the namespace, or its credentials cannot be
+    /// mirrored (`IdentityAllowed` or `CredentialsMirrored` False when last looked at): no
+    /// destroy can start.
+    pub credentials_lost: bool,
 }
 
 /// What the destroys since the newest apply did.
@@ -245,6 +249,9 @@ pub struct PendingPlan {
     pub plan_hash: String,
     /// The plan changes nothing: it applies without approval.
     pub empty: bool,
+    /// The plan key it was fingerprinted with is gone: its hash can never match a plan made
+    /// with the key that replaces it, so no approval of it can apply anything.
+    pub key_lost: bool,
 }
 
 /// Health and schedule facts from status and state.

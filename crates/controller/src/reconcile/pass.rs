@@ -470,6 +470,13 @@ pub fn abandon_cause(
         _ if inputs_lost && !state.held() => {
             "the durable inputs Secret is gone, so no destroy can be rendered".to_owned()
         }
+        _ if !state.held()
+            && conds
+                .get(types::APPLY_JOB_SUCCEEDED)
+                .is_some_and(|c| c.reason == reasons::IDENTITY_NOT_ALLOWED) =>
+        {
+            "no destroy Job can start without the identity's credentials: ApplyJobSucceeded IdentityNotAllowed (see IdentityAllowed and CredentialsMirrored)".to_owned()
+        }
         s if s.held() => format!(
             "StateReadable {}",
             conds

@@ -185,6 +185,23 @@ pub(super) fn rows() -> Rows {
             Release(Reason::Destroyed),
         ),
         (
+            "identity lost: abandon releases a destroy that cannot start",
+            cluster().with(|s| {
+                deleting(s);
+                deleting(s).credentials_lost = true;
+                deleting(s).abandon = true
+            }),
+            Release(Reason::Abandoned),
+        ),
+        (
+            "identity lost without abandon: the destroy is still what is due (the launch says why it cannot start)",
+            cluster().with(|s| {
+                deleting(s);
+                deleting(s).credentials_lost = true
+            }),
+            Run(Destroy, Reason::Deleting),
+        ),
+        (
             "readable state and a destroy that can run: abandon is ignored",
             cluster().with(|s| {
                 deleting(s);

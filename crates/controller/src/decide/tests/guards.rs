@@ -147,6 +147,7 @@ pub(super) fn rows() -> Rows {
                     inputs_hash: "h2:b".into(),
                     plan_hash: "p2:x".into(),
                     empty: false,
+                    key_lost: false,
                 });
                 s.approvals.plan = Some("p2:x".into())
             }),
@@ -161,6 +162,30 @@ pub(super) fn rows() -> Rows {
                     inputs_hash: "h2:b".into(),
                     plan_hash: "p2:e".into(),
                     empty: true,
+                    key_lost: false,
+                })
+            }),
+            Run(Apply, Reason::PlanEmpty),
+        ),
+        (
+            "manual: a plan whose key is lost is planned again, approved or not",
+            cluster().with(|s| {
+                awaiting_approval(s);
+                s.plan.as_mut().expect("plan").key_lost = true;
+                s.approvals.plan = Some("p2:x".into())
+            }),
+            Run(Plan, Reason::PlanNeeded),
+        ),
+        (
+            "manual: an empty plan applies though its key is lost (it needs no approval)",
+            cluster().with(|s| {
+                s.policy.apply_policy = ApplyPolicy::Manual;
+                s.inputs_hash = Some("h2:b".into());
+                s.plan = Some(PendingPlan {
+                    inputs_hash: "h2:b".into(),
+                    plan_hash: "p2:e".into(),
+                    empty: true,
+                    key_lost: true,
                 })
             }),
             Run(Apply, Reason::PlanEmpty),
@@ -174,6 +199,7 @@ pub(super) fn rows() -> Rows {
                     inputs_hash: "h2:b".into(),
                     plan_hash: "p2:x".into(),
                     empty: false,
+                    key_lost: false,
                 });
                 s.approvals.plan = Some("p2:x".into())
             }),

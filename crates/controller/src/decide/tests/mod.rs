@@ -129,6 +129,7 @@ fn awaiting_approval(s: &mut Snapshot) {
         inputs_hash: "h2:b".into(),
         plan_hash: "p2:x".into(),
         empty: false,
+        key_lost: false,
     });
 }
 

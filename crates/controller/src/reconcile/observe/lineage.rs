@@ -214,7 +214,7 @@ where
                 if self.first_count(COUNTED_LOST, Some("lost")) && new {
                     self.count_state_error("lost");
                 }
-                conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups (docs/backups.md)", generation, now);
+                conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups, or, when it lists none, the captf.io/state-backup-serial of a backup Secret labelled captf.io/state-backup-suffix=<suffix> (docs/runbooks/total-state-loss.md)", generation, now);
                 StateView::Lost
             }
             Identity::Missing => {

@@ -176,6 +176,13 @@ where
                 abandon: abandon_requested(self.object),
                 inputs_lost: !seen.durable.renders_destroy(),
                 namespace_terminating: self.namespace_terminating(),
+                credentials_lost: [types::IDENTITY_ALLOWED, types::CREDENTIALS_MIRRORED]
+                    .iter()
+                    .any(|t| {
+                        seen.conds
+                            .get(t)
+                            .is_some_and(|c| c.status.as_str() == Status::False.as_str())
+                    }),
             })
         } else {
             Lifecycle::Live

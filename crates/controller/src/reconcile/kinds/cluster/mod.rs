@@ -12,6 +12,7 @@ use captf_api::names::WorkloadKind;
 use captf_api::{Initialization, TerraformCluster, TerraformClusterStatus, annotations, labels};
 use captf_contract::{Role, RoleInputs};
 use kube::ResourceExt;
+use kube::api::Api;
 use kube::runtime::events::EventType;
 
 use crate::capi;
@@ -20,7 +21,7 @@ use crate::decide::Finished;
 use crate::decide::approvals;
 use crate::decide::book::Shown;
 use crate::decide::{self, Approvals, Lifecycle, Policy, Snapshot, StateView};
-use crate::error::Result;
+use crate::error::{KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::reconcile::act::Acted;
 use crate::reconcile::act::deferred::Write;
@@ -39,6 +40,8 @@ const KIND: &str = "TerraformCluster";
 pub struct Own {
     /// Deleting with machines or pools left: the destroy waits for them.
     dependents: bool,
+    /// A plan waits for approval and the plan key it was made with is gone.
+    plan_key_lost: bool,
 }
 
 /// A cluster: its owner is the CAPI Cluster; it renders every pass from that Cluster and its
@@ -139,6 +142,10 @@ impl Adapter for TerraformCluster {
 
     async fn observe(pass: &Pass<'_, Self>, work: &mut Work<Self>) -> Result<()> {
         if !work.deleting {
+            work.own.plan_key_lost = match &work.status.plan {
+                Some(plan) if !approvals::is_empty(&plan.plan_hash) => plan_key_lost(pass).await?,
+                _ => false,
+            };
             return Ok(());
         }
         let name = pass.object.cluster_name(work.deps.as_ref());
@@ -203,6 +210,7 @@ impl Adapter for TerraformCluster {
             inputs_hash: p.inputs_hash.clone(),
             plan_hash: p.plan_hash.clone(),
             empty: approvals::is_empty(&p.plan_hash),
+            key_lost: work.own.plan_key_lost,
         });
     }
 
@@ -219,6 +227,25 @@ impl Adapter for TerraformCluster {
             count_approval(pass.ctx, "approved");
         }
     }
+}
+
+/// Whether the object's plan key is gone (asked of the API server when the cache does not
+/// hold it, so a cache that lags never voids a plan).
+async fn plan_key_lost(pass: &Pass<'_, TerraformCluster>) -> Result<bool> {
+    let (ns, name) = (pass.key.namespace(), pass.key.plan_key_secret());
+    if pass.ctx.caches.secrets.contains(ns, &name) {
+        return Ok(false);
+    }
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(pass.ctx.client.clone(), ns);
+    let found = secrets
+        .get_metadata_opt(&name)
+        .await
+        .during(|| format!("reading the plan key {ns}/{name}"))?;
+    if found.is_none() {
+        tracing::info!(namespace = %ns, name = %pass.key.name(), "the plan key is gone: the plan that waits is made again with a new key");
+    }
+    Ok(found.is_none())
 }
 
 /// `ApplyJobSucceeded=Unknown/PlanAwaitingApproval` for `plan`, naming an approval of another
