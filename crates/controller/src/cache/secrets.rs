@@ -40,6 +40,11 @@ impl Secrets {
         self.read(|index| index.protected(namespace, name))
     }
 
+    /// The Secrets of `namespace` named `prefix...` that name no owner at all, sorted.
+    pub fn ownerless(&self, namespace: &str, prefix: &str) -> Vec<String> {
+        self.read(|index| index.ownerless(namespace, prefix))
+    }
+
     /// The Secrets of `namespace` named `prefix...` that the object of UID `uid` owns and
     /// that lack the state protection finalizer.
     pub fn unprotected_owned(&self, namespace: &str, uid: &str, prefix: &str) -> Vec<String> {
@@ -205,6 +210,19 @@ impl Index {
 
     fn protected(&self, namespace: &str, name: &str) -> Option<bool> {
         Some(self.owners.get(namespace)?.get(name)?.protected)
+    }
+
+    fn ownerless(&self, namespace: &str, prefix: &str) -> Vec<String> {
+        let Some(names) = self.owners.get(namespace) else {
+            return Vec::new();
+        };
+        let mut found: Vec<String> = names
+            .iter()
+            .filter(|(name, e)| e.owners.is_empty() && name.starts_with(prefix))
+            .map(|(name, _)| name.to_string())
+            .collect();
+        found.sort();
+        found
     }
 
     fn unprotected_owned(&self, namespace: &str, uid: &str, prefix: &str) -> Vec<String> {

@@ -194,7 +194,6 @@ async fn nothing_is_re_owned_while_paused_and_all_at_once_when_unpaused_with_ter
 /// restored status (`captf dr import` writes it back) lists it; they stay without an owner
 /// until the next serial is written.
 #[tokio::test]
-#[ignore = "bug: backups are re-owned only when a new serial is backed up (reconcile/act/keep.rs, keep_state/back_up)"]
 async fn backups_are_re_owned_on_the_first_unpaused_pass() {
     paused_then_unpaused("repair-backups", OPENTOFU, Pause::Annotation, true).await;
 }
@@ -294,13 +293,11 @@ async fn while_the_run_lease_is_held(prefix: &str, engine: Engine) {
 // state reads, without asking whether the run lease is held (`leases::run_holder`): these
 // fail with the chunks re-owned under the lease.
 #[tokio::test]
-#[ignore = "bug: state chunks are re-owned under a held run lease (reconcile/act/keep.rs, keep_state)"]
 async fn state_chunks_are_not_re_owned_while_a_job_holds_the_run_lease_with_opentofu() {
     while_the_run_lease_is_held("repair-lease-tofu", OPENTOFU).await;
 }
 
 #[tokio::test]
-#[ignore = "bug: state chunks are re-owned under a held run lease (reconcile/act/keep.rs, keep_state)"]
 async fn state_chunks_are_not_re_owned_while_a_job_holds_the_run_lease_with_terraform() {
     while_the_run_lease_is_held("repair-lease-tf", TERRAFORM).await;
 }
