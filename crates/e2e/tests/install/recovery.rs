@@ -199,7 +199,8 @@ kubectl get -n "$ns" clusters.cluster.x-k8s.io,machines.cluster.x-k8s.io,terrafo
 }
 
 /// Loses `ns` on `env` as a lost management cluster would: nothing is destroyed (every Cluster
-/// is paused first, and the finalizers dropped, which nothing there will ever run).
+/// is paused first, and the finalizers dropped, which nothing there will ever run), and nothing
+/// is kept (the state protection of the Secrets is dropped too: a lost cluster holds nothing).
 async fn lose(env: &TestEnv, client: &kube::Client, ns: &str) {
     let clusters: Api<kube::api::DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -236,7 +237,7 @@ async fn lose(env: &TestEnv, client: &kube::Client, ns: &str) {
         .await
         .expect("delete the namespace");
     let drop_finalizers = format!(
-        r#"for o in $(kubectl get -n {ns} -o name clusters.cluster.x-k8s.io,machines.cluster.x-k8s.io,terraformclusters,terraformmachines); do
+        r#"for o in $(kubectl get -n {ns} -o name clusters.cluster.x-k8s.io,machines.cluster.x-k8s.io,terraformclusters,terraformmachines,secrets); do
   kubectl patch -n {ns} "$o" --type=merge -p '{{"metadata":{{"finalizers":null}}}}' || true
 done"#
     );
