@@ -131,25 +131,33 @@ async fn recovered(scene: &Scene, name: &str, before: i64) {
         serial(&tc)
     );
     // Every apply Job (at most three here: the history keeps three of each result) is counted
-    // once, the interrupted one too.
-    let applies = jobs
-        .list(&ListParams::default().labels(&format!("{}=apply", captf_api::labels::OP)))
-        .await
-        .expect("Jobs")
-        .items
-        .len();
-    let metrics = captf_e2e::Manager::get(&manager.metrics).expect("metrics");
-    // Every result (succeeded, failed, deadline, interrupted) of the object's kind's applies.
+    // once, the interrupted one too, once each has been booked (a Job still running, or just
+    // finished, is counted at its bookkeeping).
     let series = "captf_jobs_total{kind=\"TerraformCluster\",op=\"apply\",";
-    let counted: f64 = metrics
-        .lines()
-        .filter(|l| l.starts_with(series))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
-    assert_eq!(
-        counted, applies as f64,
-        "{applies} apply Jobs, counted:\n{metrics}"
-    );
+    let counted_all = || async {
+        let applies = jobs
+            .list(&ListParams::default().labels(&format!("{}=apply", captf_api::labels::OP)))
+            .await?
+            .items
+            .len();
+        let metrics = captf_e2e::Manager::get(&manager.metrics)?;
+        // Every result (succeeded, failed, deadline, interrupted) of the object's kind's applies.
+        let counted: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with(series))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        anyhow::Ok((applies, counted, metrics))
+    };
+    let settled = captf_testenv::wait_for("every apply Job counted", TIMEOUT, || async {
+        let (applies, counted, _) = counted_all().await?;
+        Ok((counted == applies as f64).then_some(()))
+    })
+    .await;
+    if let Err(e) = settled {
+        let (applies, _, metrics) = counted_all().await.expect("metrics");
+        panic!("{e}: {applies} apply Jobs, counted:\n{metrics}");
+    }
 }
 
 #[tokio::test]
