@@ -512,17 +512,26 @@ async fn breaking_the_restore_on_purpose_fails_safely() {
             .await
             .expect("restore a Secret as it was");
     }
+    // The collector reaches the Secrets whose owner's UID is gone; the state protection keeps
+    // the base state Secret, the backups and the inputs, Terminating and readable.
+    let protected = |s: &Secret| {
+        s.finalizers()
+            .iter()
+            .any(|f| f == captf_api::finalizers::STATE_PROTECTION)
+    };
     wait(
         target_env,
-        "the Secrets with old owner references collected",
+        "the Secrets with old owner references kept Terminating or collected",
         || async {
-            let mut left = Vec::new();
+            let mut settled = true;
             for s in &raw {
-                if secrets.get_opt(&s.name_any()).await?.is_some() {
-                    left.push(s.name_any());
-                }
+                let now = secrets.get_opt(&s.name_any()).await?;
+                settled &= match now {
+                    Some(kept) => protected(&kept) && kept.metadata.deletion_timestamp.is_some(),
+                    None => !protected(s),
+                };
             }
-            Ok(left.is_empty().then_some(()))
+            Ok(settled.then_some(()))
         },
     )
     .await;
@@ -534,9 +543,10 @@ async fn breaking_the_restore_on_purpose_fails_safely() {
     }
 
     // Without state: held where any sign of an earlier apply survived, a second apply where
-    // none did; `owners` lost its state to the collector and is held by its status.
+    // none did; `owners` takes up the state the protection kept, as its own, and applies
+    // nothing.
     let tcs: Api<TerraformCluster> = Api::namespaced(target_client.clone(), &ns);
-    for name in ["owners", "inputs", "status"] {
+    for name in ["inputs", "status"] {
         wait(target_env, &format!("{name} StateLost"), || async {
             let t = tcs.get(name).await?;
             Ok((has(&t, "Paused", "False", "NotPaused")
@@ -545,6 +555,14 @@ async fn breaking_the_restore_on_purpose_fails_safely() {
         })
         .await;
     }
+    wait(target_env, "owners reads its kept state", || async {
+        let t = tcs.get("owners").await?;
+        Ok((has(&t, "Paused", "False", "NotPaused")
+            && has(&t, "StateReadable", "True", "StateRead")
+            && ready(&t))
+        .then_some(()))
+    })
+    .await;
     wait(
         target_env,
         "bare applied a second time, to Ready",
@@ -554,22 +572,27 @@ async fn breaking_the_restore_on_purpose_fails_safely() {
         },
     )
     .await;
-    // A StateLost object runs nothing at all, not even a drift check.
-    let ran: Vec<String> = Api::<Job>::namespaced(target_client.clone(), &ns)
+    // A StateLost object runs nothing at all, not even a drift check; `owners` needs no apply.
+    let ran: Vec<(String, String)> = Api::<Job>::namespaced(target_client.clone(), &ns)
         .list(&ListParams::default())
         .await
         .expect("Jobs")
         .items
         .iter()
         .filter_map(|j| {
-            j.labels()
-                .get("captf.infrastructure.cluster.x-k8s.io/owner-name")
-                .cloned()
+            let label = |k: &str| j.labels().get(k).cloned();
+            Some((
+                label("captf.infrastructure.cluster.x-k8s.io/owner-name")?,
+                label(captf_api::labels::OP)?,
+            ))
         })
         .collect();
     assert!(
-        !ran.is_empty() && ran.iter().all(|o| o == "bare"),
-        "only `bare` runs (and applies again): {ran:?}"
+        ran.iter().any(|(o, op)| o == "bare" && op == "apply")
+            && ran
+                .iter()
+                .all(|(o, op)| o == "bare" || (o == "owners" && op != "apply")),
+        "only `bare` applies again, and nothing runs for a StateLost object: {ran:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
