@@ -10,6 +10,9 @@ use kube::core::{ApiResource, GroupVersionKind};
 
 use crate::{Manager, apply_file, apply_yaml, workspace, write_images};
 
+pub use crate::engine::{Engine, OPENTOFU, TERRAFORM};
+pub use crate::passes::{idle_passes_of, passes, passes_of};
+
 /// Long enough for an apply through the test node on this machine, with margin.
 pub const TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -811,81 +814,4 @@ pub async fn delete_for_good(secrets: &Api<k8s_openapi::api::core::v1::Secret>, 
         Err(kube::Error::Api(e)) if e.code == 404 => {}
         Err(e) => panic!("deleting Secret {name}: {e}"),
     }
-}
-
-/// The no-op module images of one engine: OpenTofu (tag `e2e`) or Terraform
-/// (`e2e-terraform`).
-#[derive(Clone, Copy, Debug)]
-pub struct Engine {
-    pub tag: &'static str,
-}
-
-/// The OpenTofu no-op images.
-pub const OPENTOFU: Engine = Engine { tag: "e2e" };
-/// The Terraform no-op images.
-pub const TERRAFORM: Engine = Engine {
-    tag: "e2e-terraform",
-};
-
-impl Engine {
-    /// The image of the no-op module of `role` (`cluster`, `machine`, `machinepool`).
-    pub fn image(self, role: &str) -> String {
-        format!("captf.local/modules/noop-{role}:{}", self.tag)
-    }
-}
-
-/// The passes of `kind` objects that decided `op` (`none`: started nothing, or a Job's
-/// operation) for `reason`, held ones included (`captf_reconcile_op_decisions_total`), so far:
-/// a scene's manager sees its own namespace only.
-pub fn passes(manager: &Manager, kind: &str, op: &str, reason: &str) -> f64 {
-    let metrics = Manager::get(&manager.metrics).expect("metrics");
-    sample(
-        &metrics,
-        &format!(
-            "captf_reconcile_op_decisions_total{{kind=\"{kind}\",op=\"{op}\",reason=\"{reason}\"}}"
-        ),
-    )
-    .unwrap_or(0.0)
-}
-
-/// Makes `count` passes of the TerraformCluster `name` come, one after another (an annotation
-/// changes, which wakes it), each waited for until it decided `op` for `reason` (a decision
-/// to start a Job may still start none: the Job's own steps can refuse). The scene's only
-/// object must be this one, or the count means little.
-pub async fn passes_of(
-    api: &Api<TerraformCluster>,
-    name: &str,
-    manager: &Manager,
-    (op, reason): (&str, &str),
-    count: usize,
-) {
-    for n in 0..count {
-        let before = passes(manager, "TerraformCluster", op, reason);
-        let poke = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-            .to_string();
-        annotate(api, name, "example.com/poke", Some(&poke)).await;
-        wait_for(
-            &format!("pass {n} deciding {op} for {reason}"),
-            TIMEOUT,
-            || async {
-                Ok((passes(manager, "TerraformCluster", op, reason) > before).then_some(()))
-            },
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}\nmanager log:\n{}", manager.log()));
-    }
-}
-
-/// [`passes_of`] that started nothing (op `none`) and ended for `reason`.
-pub async fn idle_passes_of(
-    api: &Api<TerraformCluster>,
-    name: &str,
-    manager: &Manager,
-    reason: &str,
-    count: usize,
-) {
-    passes_of(api, name, manager, ("none", reason), count).await;
 }

@@ -5,8 +5,10 @@
 pub mod alerts;
 pub mod capi;
 pub mod demo;
+pub mod engine;
 pub mod fixture;
 pub mod install;
+pub mod passes;
 pub mod registry;
 pub mod stand_in;
 pub mod templates;
