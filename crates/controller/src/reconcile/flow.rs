@@ -25,6 +25,7 @@ use crate::error::{Error, KubeContext, Result};
 use crate::job::EffectivePolicy;
 use crate::reconcile::Context;
 use crate::reconcile::act::Acted;
+use crate::reconcile::act::deferred::Write;
 use crate::reconcile::act::keep::Keep;
 use crate::reconcile::act::launch::{Launch, RenderedExports, Starting};
 use crate::reconcile::act::object::{WithWorkspaceStatus, Workload, add_finalizer, set_block_move};
@@ -66,6 +67,9 @@ pub struct Work<A: Adapter> {
     /// What the object belongs to; `None` only while it is deleted without it.
     pub deps: Option<A::Deps>,
     pub deleting: bool,
+    /// The writes observe found due, in the order found; carried out after the decision
+    /// (`Effect::Write`), so observe only reads.
+    pub writes: Vec<Write>,
     /// What the kind carries between its own steps.
     pub own: A::Own,
 }
@@ -212,7 +216,6 @@ pub async fn run<A: Adapter>(object: Arc<A>, ctx: Arc<Context>) -> Result<Action
         kind,
         generation: object.meta().generation,
         now: Timestamp::now(),
-        deferred: Default::default(),
     };
     let deleting = object.meta().deletion_timestamp.is_some();
     if let Some(done) = pass.externally_managed(deleting).await? {
@@ -349,6 +352,7 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         durable,
         deps,
         deleting,
+        writes: Vec::new(),
         own: A::Own::default(),
     };
     let stopping = pass.stopping(&work.jobs).await?;
@@ -494,7 +498,7 @@ async fn go<A: Adapter>(
     let mut creds = None;
     for effect in decision.effects() {
         match effect {
-            Effect::Write => pass.write_deferred().await?,
+            Effect::Write => pass.write_deferred(std::mem::take(&mut w.writes)).await?,
             // Nothing can be created in a namespace being deleted, and no Job starts there
             // (decide holds the deletion): a mirror written now would only fail the pass.
             Effect::EnsureCredentials if w.deleting && pass.namespace_terminating() => {}
@@ -699,7 +703,8 @@ async fn observe<A: Adapter>(
     let observed_serial = A::workspace(&w.status).observed_state_serial;
     let previous = Conditions::from(object.status().and_then(A::conditions));
     let lock = &observed.lock;
-    let force_unlock = pass.inspect_lock(&state, lock, &previous, &mut w.conds);
+    let out = (&mut w.conds, &mut w.writes);
+    let force_unlock = pass.inspect_lock(&state, lock, &previous, out);
     let health = match &state {
         StateRead::Found(s, _) => A::outputs(pass, s, w).await?,
         _ => Reading::default(),

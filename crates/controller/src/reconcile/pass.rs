@@ -30,8 +30,6 @@ pub struct Pass<'a, K> {
     pub kind: &'static str,
     pub generation: Option<i64>,
     pub now: Timestamp,
-    /// The writes observe found due, in order ([`Pass::defer`]).
-    pub deferred: std::sync::Mutex<Vec<crate::reconcile::act::deferred::Write>>,
 }
 
 /// What [`Pass::first_reads`] read: the Jobs, the owner or its gate, the durable inputs.
@@ -119,13 +117,16 @@ where
     /// The engine's lock, while no Job runs: a dead runner's is handed to the next Job to
     /// release (`Some((lock id, pod))`), anyone else's is reported as StateLocked and never
     /// forced. `previous` are the conditions the pass started from: a lock new to them is
-    /// counted, and its warning deferred (posted after the decision).
+    /// counted, and its warning queued in `writes` (posted after the decision).
     pub fn inspect_lock(
         &self,
         state: &StateRead,
         lock: &crate::reconcile::observe::locks::Lock,
         previous: &Conditions,
-        conds: &mut Conditions,
+        (conds, writes): (
+            &mut Conditions,
+            &mut Vec<crate::reconcile::act::deferred::Write>,
+        ),
     ) -> Option<(String, String)> {
         match lock {
             crate::reconcile::observe::locks::Lock::Stale { id, pod } => {
@@ -158,7 +159,7 @@ where
                             reason: "locked",
                         })
                         .inc();
-                    self.defer(crate::reconcile::act::deferred::Write::Note {
+                    writes.push(crate::reconcile::act::deferred::Write::Note {
                         type_: EventType::Warning,
                         reason: captf_api::events::STATE_LOCKED,
                         text: message,

@@ -49,23 +49,9 @@ impl<K> Pass<'_, K>
 where
     K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
-    /// Records a write observe found due, for [`write_deferred`](Self::write_deferred).
-    pub fn defer(&self, write: Write) {
-        self.deferred
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(write);
-    }
-
-    /// Carries out the deferred writes in the order they were found, and stops at the first
-    /// that fails (the next pass finds them due again).
-    pub async fn write_deferred(&self) -> Result<()> {
-        let writes = std::mem::take(
-            &mut *self
-                .deferred
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+    /// Carries out the writes observe found due, in the order they were found, and stops at
+    /// the first that fails (the next pass finds them due again).
+    pub async fn write_deferred(&self, writes: Vec<Write>) -> Result<()> {
         let (client, key, ns) = (&self.ctx.client, self.key, self.key.namespace());
         for write in &writes {
             match write {

@@ -209,7 +209,7 @@ async fn read_outputs(
 ) -> Result<outputs::Reading> {
     let (tm, g, now) = (pass.object, pass.generation, pass.now);
     let (deps, finished) = (work.deps.as_ref(), &work.finished);
-    let (conds, status) = (&mut work.conds, &mut work.status);
+    let (conds, status, writes) = (&mut work.conds, &mut work.status, &mut work.writes);
     let policy = &policy(tm, deps, pass.ctx);
     status.workspace.observed_state_serial = i64::try_from(state.serial).ok().filter(|s| *s >= 1);
     let decoded = match outputs::decode(Role::Machine, state, conds, g, now) {
@@ -268,7 +268,7 @@ async fn read_outputs(
     if let Some(m) = decoded {
         let requested = deps.and_then(|d| d.machine.spec.failure_domain.as_deref());
         let fresh = state.inputs_hash.is_some() && !health.pending;
-        machine_outputs(pass, &m, requested, fresh, conds, status).await?;
+        machine_outputs(pass, &m, requested, fresh, (conds, status, writes)).await?;
     }
     if sampled && provisioned(&status.workspace) {
         status.unhealthy_samples =
@@ -281,6 +281,7 @@ async fn read_outputs(
             policy,
             status.unhealthy_samples,
             reason,
+            writes,
         )
         .await?;
     }
@@ -295,8 +296,11 @@ async fn machine_outputs(
     m: &captf_contract::MachineOutputs,
     requested_domain: Option<&str>,
     fresh: bool,
-    conds: &mut crate::conditions::Conditions,
-    status: &mut TerraformMachineStatus,
+    (conds, status, writes): (
+        &mut crate::conditions::Conditions,
+        &mut TerraformMachineStatus,
+        &mut Vec<Write>,
+    ),
 ) -> Result<()> {
     let (tm, g, now) = (pass.object, pass.generation, pass.now);
     let mismatch = match (&tm.spec.provider_id, requested_domain) {
@@ -324,11 +328,11 @@ async fn machine_outputs(
     status.failure_domain = m.failure_domain.clone();
     status.interruptible = Some(m.interruptible);
     if tm.spec.provider_id.is_none() {
-        pass.defer(Write::Own {
+        writes.push(Write::Own {
             patch: serde_json::json!({"spec": {"providerID": m.provider_id}}),
             what: "spec.providerID",
         });
-        pass.defer(Write::Note {
+        writes.push(Write::Note {
             type_: EventType::Normal,
             reason: captf_api::events::PROVIDER_ID_SET,
             text: format!("spec.providerID set to {}", m.provider_id),
@@ -338,7 +342,7 @@ async fn machine_outputs(
         status.workspace.initialization = Some(Initialization {
             provisioned: Some(true),
         });
-        pass.defer(Write::Note {
+        writes.push(Write::Note {
             type_: EventType::Normal,
             reason: captf_api::events::PROVISIONED,
             text: format!("provisioned as {}", m.provider_id),
@@ -355,6 +359,7 @@ async fn remediate(
     policy: &MachinePolicy,
     samples: Option<i32>,
     reason: &str,
+    writes: &mut Vec<Write>,
 ) -> Result<()> {
     let requested = machine
         .metadata
@@ -381,7 +386,7 @@ async fn remediate(
         }}}),
     };
     let name = machine.metadata.name.clone().unwrap_or_default();
-    pass.defer(Write::Capi {
+    writes.push(Write::Capi {
         resource: capi::machine_resource(),
         name: name.clone(),
         patch,
@@ -411,7 +416,7 @@ async fn remediate(
         .remediation_requests_total
         .get_or_create(&crate::metrics::Action { action })
         .inc();
-    pass.defer(Write::Note {
+    writes.push(Write::Note {
         type_,
         reason: event,
         text: note,

@@ -161,7 +161,8 @@ impl Adapter for TerraformCluster {
         work: &mut Work<Self>,
     ) -> Result<Reading> {
         let cluster = work.deps.as_ref();
-        apply_outputs(pass, cluster, state, &mut work.conds, &mut work.status).await?;
+        let (conds, status, writes) = (&mut work.conds, &mut work.status, &mut work.writes);
+        apply_outputs(pass, cluster, state, (conds, status, writes)).await?;
         Ok(Reading::default())
     }
 
@@ -295,8 +296,11 @@ async fn apply_outputs(
     pass: &Pass<'_, TerraformCluster>,
     cluster: Option<&capi::Cluster>,
     state: &captf_state::DecodedState,
-    conds: &mut Conditions,
-    status: &mut TerraformClusterStatus,
+    (conds, status, writes): (
+        &mut Conditions,
+        &mut TerraformClusterStatus,
+        &mut Vec<Write>,
+    ),
 ) -> Result<()> {
     let (tc, generation, now) = (pass.object, pass.generation, pass.now);
     status.workspace.observed_state_serial = i64::try_from(state.serial).ok().filter(|s| *s >= 1);
@@ -317,7 +321,7 @@ async fn apply_outputs(
         status.workspace.initialization = Some(Initialization {
             provisioned: Some(true),
         });
-        pass.defer(Write::Note {
+        writes.push(Write::Note {
             type_: EventType::Normal,
             reason: captf_api::events::PROVISIONED,
             text: format!("provisioned at state serial {}", state.serial),
@@ -345,7 +349,7 @@ async fn apply_outputs(
             .iter()
             .map(|f| f.name.as_str())
             .collect();
-        pass.defer(Write::Note {
+        writes.push(Write::Note {
             type_: EventType::Normal,
             reason: captf_api::events::FAILURE_DOMAINS_CHANGED,
             text: format!("status.failureDomains: [{}]", names.join(", ")),
@@ -369,7 +373,7 @@ async fn apply_outputs(
     };
     if let Some(text) = withheld {
         status.exports = None;
-        pass.defer(Write::Note {
+        writes.push(Write::Note {
             type_: EventType::Warning,
             reason: captf_api::events::EXPORTS_NOT_PUBLISHED,
             text: text.into(),
@@ -388,11 +392,11 @@ async fn apply_outputs(
             "metadata": {"annotations": {annotations::ENDPOINT_SOURCE: annotations::ENDPOINT_SOURCE_MODULE}},
             "spec": {"controlPlaneEndpoint": {"host": endpoint.host, "port": endpoint.port}},
         });
-        pass.defer(Write::Own {
+        writes.push(Write::Own {
             patch,
             what: "spec.controlPlaneEndpoint",
         });
-        pass.defer(Write::Note {
+        writes.push(Write::Note {
             type_: EventType::Normal,
             reason: captf_api::events::CONTROL_PLANE_ENDPOINT_SET,
             text: format!(

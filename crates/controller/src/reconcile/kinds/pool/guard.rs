@@ -133,12 +133,16 @@ const CLUSTER_OUTPUTS_VAR: &str = "captf_cluster_outputs";
 pub(super) async fn exports_guard(
     pass: &Pass<'_, TerraformMachinePool>,
     prepared: &Prepared,
-    durable: &mut DurableInputs,
+    durable: &DurableInputs,
     state_view: &StateView,
     jobs: &[ObservedJob],
-    conds: &mut Conditions,
+    (conds, writes): (&mut Conditions, &mut Vec<Write>),
 ) -> Result<(Rendering, Verdict)> {
-    let (applied, record) = keep_records(pass, prepared, durable, state_view).await?;
+    let Records {
+        applied,
+        record,
+        partial,
+    } = keep_records(prepared, durable, state_view, writes);
     let pending = Pending::parse(
         durable
             .annotations
@@ -157,11 +161,9 @@ pub(super) async fn exports_guard(
         approval_hash: &prepared.approval_hash,
         approval,
         pending: pending.as_ref(),
-        partial: durable
-            .annotations
-            .contains_key(annotations::PARTIAL_CLUSTER_OUTPUTS),
+        partial,
     });
-    settle_pending(pass, &verdict, durable, jobs, conds).await?;
+    settle_pending(pass, &verdict, jobs, conds, writes);
     let rendering = match (verdict.render, record, &pending) {
         (Render::Held, Some(held), Some(p)) => {
             let rendered = held_rendering(pass, prepared, held, p, jobs, conds)?;
@@ -188,32 +190,41 @@ pub(super) async fn exports_guard(
     Ok((rendering, verdict))
 }
 
+/// The guard's records as this pass leaves them on the durable inputs (the writes that keep
+/// them true are queued in `writes`): the hash of the exports last applied, their values, and
+/// whether a lost apply's partial change is marked.
+struct Records {
+    applied: Option<String>,
+    record: Option<serde_json::Value>,
+    partial: bool,
+}
+
 /// The guard's records on the durable inputs, kept true: the hash of the exports last applied
 /// (proven for a pool applied before it was recorded), their values while they fit the
-/// budget, and a lost apply's partial change. Returns the applied hash and the recorded values.
-async fn keep_records(
-    pass: &Pass<'_, TerraformMachinePool>,
+/// budget, and a lost apply's partial change. `durable` is what was read; what this pass
+/// writes is returned, never edited into it.
+fn keep_records(
     prepared: &Prepared,
-    durable: &mut DurableInputs,
+    durable: &DurableInputs,
     state_view: &StateView,
-) -> Result<(Option<String>, Option<serde_json::Value>)> {
+    writes: &mut Vec<Write>,
+) -> Records {
     const APPLIED: &str = annotations::APPLIED_CLUSTER_OUTPUTS_HASH;
+    let mut applied = durable.annotations.get(APPLIED).cloned();
     // A pool applied before the exports were recorded: the exports rendered now are proven
     // applied when the inputs rendered now are those the state was written from.
-    if !durable.annotations.contains_key(APPLIED)
+    if applied.is_none()
         && durable.applied()
         && matches!(state_view, StateView::Found { inputs_hash: Some(h) } if *h == prepared.current.inputs_hash)
     {
-        pass.defer(Write::ExportsMark {
+        writes.push(Write::ExportsMark {
             annotation: APPLIED,
             value: Some(prepared.exports_hash.clone()),
         });
-        durable
-            .annotations
-            .insert(APPLIED.into(), prepared.exports_hash.clone());
+        applied = Some(prepared.exports_hash.clone());
     }
-    let applied = durable.annotations.get(APPLIED).cloned();
     let parse = |bytes: &[u8]| serde_json::from_slice::<serde_json::Value>(bytes).ok();
+    let mut recorded_len = durable.applied_exports.as_ref().map(Vec::len);
     let mut record = durable
         .applied_exports
         .as_deref()
@@ -241,18 +252,17 @@ async fn keep_records(
             .and_then(|v| captf_contract::canonicalize_exports(v).ok())
             .filter(|b| exports::fits(room, b.len()))
         {
-            pass.defer(Write::AppliedExports(Some(bytes.clone())));
-            durable.applied_exports = Some(bytes);
+            recorded_len = Some(bytes.len());
+            writes.push(Write::AppliedExports(Some(bytes)));
             record = found;
         }
     }
     // The record shares the durable inputs' budget with what the next apply writes.
-    if let Some(len) = durable.applied_exports.as_ref().map(Vec::len)
+    if let Some(len) = recorded_len
         && record.is_some()
         && !exports::fits(room, len)
     {
-        pass.defer(Write::AppliedExports(None));
-        durable.applied_exports = None;
+        writes.push(Write::AppliedExports(None));
         record = None;
     }
     // A lost apply that rendered an exports change may have applied part of it.
@@ -262,55 +272,58 @@ async fn keep_records(
         .as_ref()
         .and_then(|t| t.get(CLUSTER_OUTPUTS_VAR))
         .map(member::exports_hash);
+    let mut partial = durable.annotations.contains_key(PARTIAL);
     if let Some(lost) = durable.interrupted_apply().map(str::to_owned)
-        && !durable.annotations.contains_key(PARTIAL)
+        && !partial
         && let (Some(applied), Some(lost_exports)) = (&applied, lost_exports)
         && *applied != lost_exports
     {
-        let partial = exports::Partial {
+        let mark = exports::Partial {
             job: lost,
             exports_hash: lost_exports,
         }
         .to_annotation();
-        pass.defer(Write::ExportsMark {
+        writes.push(Write::ExportsMark {
             annotation: PARTIAL,
-            value: Some(partial.clone()),
+            value: Some(mark),
         });
-        durable.annotations.insert(PARTIAL.into(), partial);
+        partial = true;
     }
-    Ok((applied, record))
+    Records {
+        applied,
+        record,
+        partial,
+    }
 }
 
 /// What the verdict says of the pending change: kept, or ended (applied, withdrawn or
 /// superseded), with the approval of a change that did not land used up.
-async fn settle_pending(
+fn settle_pending(
     pass: &Pass<'_, TerraformMachinePool>,
     verdict: &Verdict,
-    durable: &mut DurableInputs,
     jobs: &[ObservedJob],
     conds: &mut Conditions,
-) -> Result<()> {
+    writes: &mut Vec<Write>,
+) {
     match &verdict.pending {
-        PendingFate::Keep => return Ok(()),
+        PendingFate::Keep => return,
         PendingFate::Applied(_) => {}
         PendingFate::Withdrawn(p) | PendingFate::Superseded(p) => {
             // Its approval approved that change only; a change that returns is guarded anew.
-            pass.defer(Write::Consume {
+            writes.push(Write::Consume {
                 annotation: annotations::APPROVE_DESTRUCTIVE_PLAN,
                 value: p.approval_hash.clone(),
             });
         }
     }
     const PENDING: &str = annotations::PENDING_CLUSTER_OUTPUTS;
-    pass.defer(Write::ExportsMark {
+    writes.push(Write::ExportsMark {
         annotation: PENDING,
         value: None,
     });
-    durable.annotations.remove(PENDING);
     if let PendingFate::Withdrawn(p) = &verdict.pending {
         withdrawn(p, jobs, conds, pass.generation, pass.now);
     }
-    Ok(())
 }
 
 /// The pool rendered with the exports of its last successful apply (`held`) while change `p`

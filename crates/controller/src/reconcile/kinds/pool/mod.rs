@@ -127,9 +127,10 @@ impl Adapter for TerraformMachinePool {
         state: &captf_state::DecodedState,
         work: &mut Work<Self>,
     ) -> Result<outputs::Reading> {
-        let health = read_outputs(pass, state, &mut work.conds, &mut work.status).await?;
+        let (conds, status, writes) = (&mut work.conds, &mut work.status, &mut work.writes);
+        let health = read_outputs(pass, state, conds, status, writes).await?;
         if let Some(deps) = work.deps.as_ref().filter(|_| !work.deleting) {
-            autoscale(pass, &deps.owner, &work.status, &mut work.conds).await?;
+            autoscale(pass, &deps.owner, status, conds, writes).await?;
         }
         Ok(health)
     }
@@ -143,9 +144,9 @@ impl Adapter for TerraformMachinePool {
         let Some(prepared) = prepared else {
             return Ok(None);
         };
-        let (durable, jobs, conds) = (&mut work.durable, &work.jobs, &mut work.conds);
-        let (rendering, verdict) =
-            exports_guard(pass, prepared, durable, state, jobs, conds).await?;
+        let (durable, jobs) = (&work.durable, &work.jobs);
+        let out = (&mut work.conds, &mut work.writes);
+        let (rendering, verdict) = exports_guard(pass, prepared, durable, state, jobs, out).await?;
         work.own.guard = Some((verdict, prepared.approval_hash.clone()));
         Ok(Some(rendering))
     }
@@ -334,6 +335,7 @@ async fn read_outputs(
     state: &captf_state::DecodedState,
     conds: &mut Conditions,
     status: &mut TerraformMachinePoolStatus,
+    writes: &mut Vec<Write>,
 ) -> Result<outputs::Reading> {
     let (pool, g, now) = (pass.object, pass.generation, pass.now);
     status.workspace.observed_state_serial = i64::try_from(state.serial).ok().filter(|s| *s >= 1);
@@ -380,14 +382,14 @@ async fn read_outputs(
     .filter(|i| !i.is_empty());
     let list = Some(p.provider_id_list.clone());
     if pool.spec.provider_id_list != list || pool.spec.provider_id != p.provider_id {
-        pass.defer(Write::Own {
+        writes.push(Write::Own {
             patch: serde_json::json!({"spec": {
                 "providerIDList": p.provider_id_list,
                 "providerID": p.provider_id,
             }}),
             what: "spec.providerIDList",
         });
-        pass.defer(Write::Note {
+        writes.push(Write::Note {
             type_: EventType::Normal,
             reason: captf_api::events::PROVIDER_ID_SET,
             text: format!(
@@ -402,7 +404,7 @@ async fn read_outputs(
             provisioned: Some(true),
         });
         status.ready = Some(true);
-        pass.defer(Write::Note {
+        writes.push(Write::Note {
             type_: EventType::Normal,
             reason: captf_api::events::PROVISIONED,
             text: format!("provisioned at state serial {}", state.serial),
@@ -419,6 +421,7 @@ async fn autoscale(
     owner: &capi::MachinePool,
     status: &TerraformMachinePoolStatus,
     conds: &mut Conditions,
+    writes: &mut Vec<Write>,
 ) -> Result<()> {
     let (g, now) = (pass.generation, pass.now);
     let name = owner.metadata.name.clone().unwrap_or_default();
@@ -450,7 +453,7 @@ async fn autoscale(
             if ours {
                 // Autoscaling ended: give the claim back.
                 let patch = serde_json::json!({"metadata": {"annotations": {annotations::REPLICAS_MANAGED_BY: null}}});
-                pass.defer(Write::Capi {
+                writes.push(Write::Capi {
                     resource: capi::machine_pool_resource(),
                     name: name.clone(),
                     patch,
@@ -469,7 +472,7 @@ async fn autoscale(
             .get(types::AUTOSCALING_ACTIVE)
             .is_none_or(|c| c.reason != reasons::REPLICAS_MANAGED_EXTERNALLY)
         {
-            pass.defer(Write::Note {
+            writes.push(Write::Note {
                 type_: EventType::Warning,
                 reason: reasons::REPLICAS_MANAGED_EXTERNALLY,
                 text: message.clone(),
@@ -505,7 +508,7 @@ async fn autoscale(
     }}});
     if let Some(replicas) = observed.filter(|r| Some(*r) != owner.spec.replicas) {
         patch["spec"] = serde_json::json!({"replicas": replicas});
-        pass.defer(Write::Note {
+        writes.push(Write::Note {
             type_: EventType::Normal,
             reason: captf_api::events::REPLICAS_WRITTEN_BACK,
             text: format!(
@@ -514,7 +517,7 @@ async fn autoscale(
             ),
         });
     }
-    pass.defer(Write::Capi {
+    writes.push(Write::Capi {
         resource: capi::machine_pool_resource(),
         name: name.clone(),
         patch,
