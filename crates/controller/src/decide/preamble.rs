@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{HoldEffect, Reason};
+use super::{Effect, Reason};
 use crate::schedule;
 
 /// What a pass found first: the object's dependencies, its deletion and its finalizer.
@@ -106,7 +106,7 @@ pub struct Hold {
     pub reason: Reason,
     /// When to look again (absent: at the sync period).
     pub requeue: Option<Duration>,
-    pub effects: Vec<HoldEffect>,
+    pub effects: Vec<Effect>,
 }
 
 /// Whether the pass stops before it observes: a paused object only books its finished Jobs
@@ -117,7 +117,7 @@ pub struct Hold {
 /// the operation again, or, paused, clears block-move. `None`: observe, then
 /// [`decide`](super::decide).
 pub fn hold(p: Preamble) -> Option<Hold> {
-    use HoldEffect::*;
+    use Effect::*;
     let book = [PatchStatus, BookFinished];
     let stuck = [ExplainStuck, PatchStatus, DeleteStuckJob, BookFinished];
     if p.paused {
@@ -127,7 +127,7 @@ pub fn hold(p: Preamble) -> Option<Hold> {
         }
         // A paused object's running Job keeps block-move set; once none runs it may move.
         if p.job == JobRun::None {
-            effects.push(ClearBlockMove);
+            effects.push(BlockMove(false));
         }
         let requeue = match p.job {
             JobRun::Stuck => {
@@ -162,7 +162,7 @@ pub fn hold(p: Preamble) -> Option<Hold> {
             });
         }
     };
-    let mut effects = vec![PersistBlockMove, ExplainUnstarted];
+    let mut effects = vec![BlockMove(true), ExplainUnstarted];
     effects.extend(book);
     Some(Hold {
         reason: Reason::JobActive,

@@ -14,7 +14,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
@@ -25,12 +24,11 @@ use crate::error::{Error, KubeContext, Result};
 use crate::job::EffectivePolicy;
 use crate::reconcile::Context;
 use crate::reconcile::act::Acted;
-use crate::reconcile::act::deferred::Write;
-use crate::reconcile::act::keep::Keep;
-use crate::reconcile::act::launch::{Launch, RenderedExports, Starting};
-use crate::reconcile::act::object::{WithWorkspaceStatus, Workload, add_finalizer, set_block_move};
+use crate::reconcile::act::launch::{GATE_REQUEUE, RenderedExports};
+use crate::reconcile::act::object::{WithWorkspaceStatus, Workload};
 use crate::reconcile::finished::bookkeeping;
 use crate::reconcile::finished::status::Source;
+use crate::reconcile::interpret::{Scene, carry_out};
 use crate::reconcile::observe::jobs::{ObservedJob, Phase};
 use crate::reconcile::observe::lineage::LineageWrites;
 use crate::reconcile::observe::outputs::Reading;
@@ -38,7 +36,7 @@ use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::observe::snapshot::Observation;
 use crate::reconcile::observe::state::{self, DurableInputs, StateRead};
 use crate::reconcile::observe::unstarted;
-use crate::reconcile::pass::{Pass, finish_bookkeeping, first_visit};
+use crate::reconcile::pass::{Pass, first_visit};
 
 /// What a kind found from its verified owner: what it belongs to and, while it renders, its
 /// inputs; or the gate saying what is still missing.
@@ -69,7 +67,7 @@ pub struct Work<A: Adapter> {
     pub deleting: bool,
     /// The writes observe found due, in the order found; carried out after the decision
     /// (`Effect::Write`), so observe only reads.
-    pub writes: Vec<Write>,
+    pub writes: Vec<Effect>,
     /// What the kind carries between its own steps.
     pub own: A::Own,
 }
@@ -123,14 +121,15 @@ pub trait Adapter:
     fn job_policy(&self, deps: Option<&Self::Deps>) -> EffectivePolicy;
     fn policy(&self, deps: Option<&Self::Deps>, ctx: &Context, jobs: &EffectivePolicy) -> Policy;
 
-    /// The kind's side of a finished Job; `true` when it changed the durable inputs.
+    /// The kind's side of a finished Job: what it records in status (edited in `work`) and
+    /// the effects that follow, carried out before the durable inputs are read again.
     fn record(
         pass: &Pass<'_, Self>,
         finished: &Finished,
         work: &mut Work<Self>,
-    ) -> impl Future<Output = Result<bool>> + Send {
+    ) -> impl Future<Output = Result<Vec<Effect>>> + Send {
         let _ = (pass, finished, work);
-        async { Ok(false) }
+        async { Ok(Vec::new()) }
     }
     /// Reads of its own once no Job runs.
     fn observe(
@@ -237,10 +236,9 @@ enum Begun<A: Adapter> {
 /// The entry ([`decide::admit`]): the first reads, owner and dependencies, and the finalizer.
 /// Ends the pass while it is gated or held for the cluster's Job, or once the finalizer is added.
 async fn enter<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Entered<A>> {
-    let (object, ctx, key) = (pass.object, pass.ctx, pass.key);
-    let before = object.status();
-    let mut conds = Conditions::from(before.and_then(A::conditions));
-    let status = before.cloned().unwrap_or_default();
+    let object = pass.object;
+    let mut conds = Conditions::from(object.status().and_then(A::conditions));
+    let status = object.status().cloned().unwrap_or_default();
     first_visit(&mut conds, pass.generation, pass.now);
     let (jobs, owner, durable) = pass.first_reads::<A::Owner>(A::WITHOUT_OWNER).await?;
     let found = match owner {
@@ -249,7 +247,6 @@ async fn enter<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Entered
         }
         Err(gate) => Err(Hold::Gate(gate)),
     };
-    let api: Api<A> = Api::namespaced(ctx.client.clone(), key.namespace());
     let entry = decide::Entry {
         deleting,
         dependencies: match &found {
@@ -262,16 +259,27 @@ async fn enter<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Entered
             .iter()
             .any(|f| f == A::WORKLOAD.finalizer()),
     };
-    let provisioned_now = provisioned(A::workspace(&status));
+    let mut work = Work {
+        status,
+        conds,
+        jobs,
+        finished: Vec::new(),
+        durable,
+        deps: None,
+        deleting,
+        writes: Vec::new(),
+        own: A::Own::default(),
+    };
     let admit = decide::admit(entry);
     if admit == decide::Admit::ClusterBusy {
         let (cluster, job) = found.err().and_then(Hold::busy).unwrap_or_default();
-        tracing::debug!(namespace = key.namespace(), name = key.name(), %cluster, %job, "the cluster's Job may be writing its state; looking again soon");
-        let busy = (cluster.as_str(), job.as_str());
-        let action = pass
-            .busy(before, &status, conds, provisioned_now, busy)
-            .await?;
-        return Ok(Entered::Done(action));
+        tracing::debug!(namespace = pass.key.namespace(), name = pass.key.name(), %cluster, %job, "the cluster's Job may be writing its state; looking again soon");
+        let provisioned = provisioned(A::workspace(&work.status));
+        let effects = pass.busy(&mut work.conds, provisioned, (&cluster, &job));
+        carry_out(pass, effects, &mut work, Scene::Entry).await?;
+        return Ok(Entered::Done(Action::requeue(
+            crate::schedule::ACTIVE_JOB_REQUEUE,
+        )));
     }
     let found = found.map_err(|hold| match hold {
         Hold::Gate(gate) => gate,
@@ -281,113 +289,76 @@ async fn enter<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Entered
             format!("TerraformCluster {cluster}: its Job {job} may be writing its state"),
         ),
     });
-    let found = pass.dependencies(found, &mut conds);
-    match admit {
-        decide::Admit::Go | decide::Admit::ClusterBusy => {}
-        decide::Admit::Gated => {
-            let action = pass.gate(before, &status, conds, provisioned_now).await?;
-            return Ok(Entered::Done(action));
-        }
-        decide::Admit::AddFinalizer => {
-            add_finalizer(&api, object, A::WORKLOAD).await?;
-            return Ok(Entered::Done(Action::requeue(Duration::from_millis(100))));
-        }
+    let found = pass.dependencies(found, &mut work.conds);
+    let done = match admit {
+        decide::Admit::Go | decide::Admit::ClusterBusy => None,
+        // A live object whose dependencies are not ready: status written, nothing else done.
+        decide::Admit::Gated => Some((Effect::PatchStatus, GATE_REQUEUE)),
+        decide::Admit::AddFinalizer => Some((Effect::AddFinalizer, Duration::from_millis(100))),
+    };
+    if let Some((effect, requeue)) = done {
+        carry_out(pass, vec![effect], &mut work, Scene::Entry).await?;
+        return Ok(Entered::Done(Action::requeue(requeue)));
     }
     // Deleting without its owner: destroy from the durable inputs.
     let (deps, inputs) = found.map_or((None, None), |(deps, inputs)| (Some(deps), inputs));
-    Ok(Entered::In(Box::new(Admitted {
-        status,
-        conds,
-        jobs,
-        durable,
-        deps,
-        inputs,
-    })))
+    work.deps = deps;
+    Ok(Entered::In(Box::new(work), inputs))
 }
 
 /// How the entry ended.
 enum Entered<A: Adapter> {
     /// Gated, held for the cluster's Job, or the finalizer just added.
     Done(Action),
-    In(Box<Admitted<A>>),
-}
-
-/// What the entry found of an object that goes on.
-struct Admitted<A: Adapter> {
-    status: A::Status,
-    conds: Conditions,
-    jobs: Vec<ObservedJob>,
-    durable: DurableInputs,
-    deps: Option<A::Deps>,
-    inputs: Option<A::Inputs>,
+    /// Admitted: the pass so far, and what a live object renders from.
+    In(Box<Work<A>>, Option<A::Inputs>),
 }
 
 /// The preamble: the entry, pause, and every finished Job recorded. Ends the pass while it
 /// is gated, paused or a Job runs.
 async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A>> {
     let (object, ctx, key) = (pass.object, pass.ctx, pass.key);
-    let before = object.status();
-    let Admitted {
-        status,
-        mut conds,
-        jobs,
-        durable,
-        deps,
-        inputs,
-    } = match enter(pass, deleting).await? {
+    let (mut work, inputs) = match enter(pass, deleting).await? {
         Entered::Done(action) => return Ok(Begun::Done(action)),
-        Entered::In(entry) => *entry,
+        Entered::In(work, inputs) => (work, inputs),
     };
-    let api: Api<A> = Api::namespaced(ctx.client.clone(), key.namespace());
+    let w = work.as_mut();
     let paused = object.annotations().contains_key(annotations::PAUSED)
-        || deps.as_ref().is_some_and(A::paused_by);
-    pass.lifecycle(&mut conds, deleting, paused);
+        || w.deps.as_ref().is_some_and(A::paused_by);
+    pass.lifecycle(&mut w.conds, deleting, paused);
 
-    let finished = bookkeeping::collect(&ctx.client, key.namespace(), &jobs).await?;
-    let mut work = Work {
-        status,
-        conds,
-        jobs,
-        finished: Vec::new(),
-        durable,
-        deps,
-        deleting,
-        writes: Vec::new(),
-        own: A::Own::default(),
-    };
-    let stopping = pass.stopping(&work.jobs).await?;
-    let owner_ref = owner_reference(object)?;
-    let vanished = pass.vanished_apply(&work.jobs, stopping.as_ref()).await?;
+    let finished = bookkeeping::collect(&ctx.client, key.namespace(), &w.jobs).await?;
+    let stopping = pass.stopping(&w.jobs).await?;
+    let vanished = pass.vanished_apply(&w.jobs, stopping.as_ref()).await?;
     let interruptions = decide::book::interruptions(&finished, vanished.as_deref());
     // The durable inputs were read before the finished Jobs were recorded: read again if an
     // interrupted apply or the kind's record of one changed them.
-    let mut reread = !interruptions.effects.is_empty();
-    let workspace = A::workspace_mut(&mut work.status);
-    pass.booked(interruptions, &mut work.conds, workspace, &owner_ref)
-        .await?;
-    let pinned = work.durable.pinned_image();
+    let mut reread = interruptions
+        .effects
+        .iter()
+        .any(Effect::changes_durable_inputs);
+    let effects = pass.booked(interruptions, &mut w.conds, A::workspace_mut(&mut w.status));
+    carry_out(pass, effects, w, Scene::Entry).await?;
+    let pinned = w.durable.pinned_image();
     for f in &finished {
         let source = Source {
             spec_image: &object.spec().source.image,
             pinned: pinned.as_deref(),
         };
-        pass.record(
-            f,
-            &mut work.conds,
-            A::workspace_mut(&mut work.status),
-            &owner_ref,
-            source,
-        )
-        .await?;
+        let workspace = A::workspace_mut(&mut w.status);
+        let effects = pass.record(f, &mut w.conds, workspace, source);
+        carry_out(pass, effects, w, Scene::Entry).await?;
         // A successful apply re-pinned the image on the durable inputs.
         reread |= f.op == Operation::Apply && f.succeeded;
-        reread |= A::record(pass, f, &mut work).await?;
+        let effects = A::record(pass, f, w).await?;
+        reread |= effects.iter().any(Effect::changes_durable_inputs);
+        carry_out(pass, effects, w, Scene::Entry).await?;
     }
-    work.finished = finished;
+    w.finished = finished;
     if reread {
-        work.durable = state::durable_inputs(&ctx.client, key).await?;
+        w.durable = state::durable_inputs(&ctx.client, key).await?;
     }
-    let active = work
+    let active = w
         .jobs
         .iter()
         .find(|j| j.phase == Phase::Active)
@@ -418,42 +389,33 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
     }
     if let Some(hold) = decide::hold(preamble) {
         pass.count_hold(&hold);
-        let provisioned = provisioned(A::workspace(&work.status));
-        let before_conds = object.status().and_then(A::conditions);
-        let action = pass
-            .hold(
-                &hold,
-                before,
-                before_conds.map_or(&[], Vec::as_slice),
-                &work.status,
-                work.conds,
-                provisioned,
-                active,
-                &work.finished,
-            )
-            .await?;
-        return Ok(Begun::Done(action));
+        let active = active.cloned();
+        let scene = Scene::Held {
+            active: active.as_ref(),
+        };
+        carry_out(pass, hold.effects, w, scene).await?;
+        let requeue = hold.requeue.unwrap_or(ctx.settings.sync_period);
+        return Ok(Begun::Done(Action::requeue(requeue)));
     }
-    set_block_move(&api, object, false).await?;
-    Ok(Begun::Go(Box::new(work), inputs))
+    Ok(Begun::Go(work, inputs))
 }
 
 /// What the pass observed once no Job runs, for the decision and the launch.
-struct Seen {
+pub struct Seen {
     /// The TerraformClusterIdentity its Jobs run with.
-    identity: Option<String>,
-    state: StateRead,
-    view: StateView,
+    pub identity: Option<String>,
+    pub state: StateRead,
+    pub view: StateView,
     /// What the state's identity asks to be written (kept with the state).
-    lineage: LineageWrites,
+    pub lineage: LineageWrites,
     /// A dead runner's lock, handed to the next Job to release.
-    force_unlock: Option<(String, String)>,
-    health: Reading,
-    rendering: Option<Rendering>,
-    owner_ref: OwnerReference,
-    cluster_name: String,
+    pub force_unlock: Option<(String, String)>,
+    pub health: Reading,
+    pub rendering: Option<Rendering>,
+    pub owner_ref: OwnerReference,
+    pub cluster_name: String,
     /// `status.observedStateSerial` before the outputs recorded the serial read now.
-    observed_serial: Option<i64>,
+    pub observed_serial: Option<i64>,
 }
 
 /// No Job runs and the object is not paused: observe, decide, act, and patch status once.
@@ -493,97 +455,13 @@ async fn go<A: Adapter>(
     pass.applied_per_state(&snapshot, &decision, &mut w.conds);
 
     A::workspace_mut(&mut w.status).state_secret_suffix = Some(key.state_suffix());
-    let restore = restore.as_ref();
-    let mut acted = Acted::default();
-    let mut creds = None;
-    for effect in decision.effects() {
-        match effect {
-            Effect::Write => pass.write_deferred(std::mem::take(&mut w.writes)).await?,
-            // Nothing can be created in a namespace being deleted, and no Job starts there
-            // (decide holds the deletion): a mirror written now would only fail the pass.
-            Effect::EnsureCredentials if w.deleting && pass.namespace_terminating() => {}
-            Effect::EnsureCredentials => {
-                let identity = seen.identity.as_deref();
-                let account = &job_policy.service_account_name;
-                let ensured =
-                    pass.ensure_credentials(identity, account, &seen.owner_ref, &mut w.conds);
-                creds = Some(ensured.await?);
-            }
-            Effect::KeepState => {
-                let keep = Keep {
-                    state: &seen.state,
-                    jobs: &w.jobs,
-                    owner_ref: &seen.owner_ref,
-                    cluster_name: &seen.cluster_name,
-                    pending_restore: object
-                        .annotations()
-                        .get(annotations::RESTORE_STATE)
-                        .and_then(|v| v.parse().ok()),
-                    deleting: w.deleting,
-                    observed_serial: seen.observed_serial,
-                };
-                pass.keep_lineage(&seen.lineage).await?;
-                pass.keep_state(&keep, A::workspace_mut(&mut w.status))
-                    .await?;
-            }
-            Effect::ExplainHeldDeletion => pass.hold_deletion(&mut w.conds, &seen.view),
-            Effect::ExplainWait => A::wait(pass, decision.reason, w),
-            Effect::StartJob(start) => {
-                let creds = creds.as_ref();
-                acted = start_job(pass, w, &seen, creds, &start, decision.requeue, restore).await?;
-                if let Some(job) = &acted.active {
-                    let image = match &start.image {
-                        decide::ModuleImage::Pinned(pin) => pin.as_str(),
-                        _ => object.spec().source.image.as_str(),
-                    };
-                    let note = format!(
-                        "Created {} Job {} (attempt {}, image {image}): {}",
-                        job.operation.as_str(),
-                        job.name,
-                        job.attempt,
-                        decision.reason
-                    );
-                    let reason = captf_api::events::JOB_CREATED;
-                    pass.publish_about(EventType::Normal, reason, &note, &job.name)
-                        .await;
-                    if start.remediation {
-                        let note = format!(
-                            "Job {} applies the module again over the drift found",
-                            job.name
-                        );
-                        let reason = captf_api::events::DRIFT_REMEDIATION_STARTED;
-                        pass.publish_about(EventType::Normal, reason, &note, &job.name)
-                            .await;
-                    }
-                }
-                A::launched(pass, &start, &acted);
-            }
-            Effect::CleanUp => {
-                let uid = object.uid().unwrap_or_default();
-                crate::reconcile::act::secrets::cleanup(&ctx.client, key, &uid).await?
-            }
-            Effect::PatchStatus => {
-                let provisioned = provisioned(A::workspace(&w.status));
-                // Announced as written: Ready summarised from the rest.
-                let mut conds = w.conds.clone();
-                conds.summarize_ready(key.kind(), provisioned, pass.generation, pass.now);
-                let before = pass.object.status().and_then(A::conditions);
-                pass.announce_transitions(before.map_or(&[], Vec::as_slice), &conds)
-                    .await;
-                let active = acted.active.clone();
-                pass.write_status(object.status(), &w.status, conds, provisioned, active)
-                    .await?;
-            }
-            Effect::BookFinished => finish_bookkeeping(ctx, key, &w.finished, &w.jobs).await?,
-            Effect::PruneJobs => pass.prune(&w.jobs, &job_policy).await?,
-            Effect::RemoveFinalizer => pass.remove_finalizer().await?,
-            Effect::AnnounceRelease => {
-                let inputs_lost = !w.durable.renders_destroy();
-                pass.announce_release(decision.reason, &w.conds, &seen.view, inputs_lost)
-                    .await;
-            }
-        }
-    }
+    let effects = decision.effects(std::mem::take(&mut w.writes));
+    let scene = Scene::Decided {
+        seen: &seen,
+        decision: &decision,
+        restore: restore.as_ref(),
+    };
+    let acted = carry_out(pass, effects, w, scene).await?;
     Ok(match decision.action {
         Decided::RemoveFinalizer => Action::await_change(),
         _ => pass.requeue(acted.requeue.or(decision.requeue)),
@@ -631,48 +509,6 @@ async fn restore_asked<A: Adapter>(pass: &Pass<'_, A>, w: &Work<A>) -> Result<Re
         })
     };
     Ok(decide::restore::ask(annotation.map(String::as_str), last))
-}
-
-/// Starts the decided Job with what the pass observed.
-async fn start_job<A: Adapter>(
-    pass: &Pass<'_, A>,
-    w: &mut Work<A>,
-    seen: &Seen,
-    creds: Option<&crate::reconcile::act::credentials::Outcome>,
-    start: &decide::Start,
-    due: Option<Duration>,
-    restore: Option<&crate::reconcile::act::backups::BackupSet>,
-) -> Result<Acted> {
-    let object = pass.object;
-    let launch = Launch {
-        cluster_name: seen.cluster_name.clone(),
-        max_active_jobs: object.max_active_jobs(w.deps.as_ref()),
-        policy: object.job_policy(w.deps.as_ref()),
-        image: &object.spec().source.image,
-        pull_policy: object.spec().source.image_pull_policy,
-        owner_ref: &seen.owner_ref,
-        last_active: object
-            .status()
-            .and_then(|s| A::workspace(s).active_job.as_ref()),
-        provisioned: provisioned(A::workspace(&w.status)),
-        approval_hash: seen
-            .rendering
-            .as_ref()
-            .and_then(|r| r.approval_hash.clone()),
-        exports: seen.rendering.as_ref().and_then(|r| r.exports.clone()),
-        expect_state: crate::reconcile::observe::lineage::expected(&seen.state),
-    };
-    let starting = Starting {
-        launch,
-        jobs: &w.jobs,
-        start,
-        rendered: seen.rendering.as_ref().map(|r| &r.rendered),
-        creds,
-        interrupted: w.durable.interrupted_apply(),
-        restore,
-        force_unlock: seen.force_unlock.as_ref(),
-    };
-    pass.launch(due, &starting, &mut w.conds).await
 }
 
 /// What every live pass reads once no Job runs: state, lock and outputs (the

@@ -6,6 +6,7 @@
 pub mod act;
 pub mod finished;
 pub mod flow;
+pub mod interpret;
 pub mod kinds;
 pub mod observe;
 pub mod pass;

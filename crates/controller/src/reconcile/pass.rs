@@ -8,15 +8,13 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::Api;
-use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 
 use crate::conditions::Conditions;
-use crate::decide::Finished;
 use crate::decide::{self, StateView};
+use crate::decide::{Effect, Finished, Note};
 use crate::error::{KubeContext, Result};
 use crate::reconcile::Context;
-use crate::reconcile::act::object::{patch_status, set_block_move};
 use crate::reconcile::finished::bookkeeping;
 use crate::reconcile::observe::jobs::{self, ObservedJob};
 use crate::reconcile::observe::state::{DurableInputs, StateRead};
@@ -123,10 +121,7 @@ where
         state: &StateRead,
         lock: &crate::reconcile::observe::locks::Lock,
         previous: &Conditions,
-        (conds, writes): (
-            &mut Conditions,
-            &mut Vec<crate::reconcile::act::deferred::Write>,
-        ),
+        (conds, writes): (&mut Conditions, &mut Vec<Effect>),
     ) -> Option<(String, String)> {
         match lock {
             crate::reconcile::observe::locks::Lock::Stale { id, pod } => {
@@ -159,72 +154,15 @@ where
                             reason: "locked",
                         })
                         .inc();
-                    writes.push(crate::reconcile::act::deferred::Write::Note {
-                        type_: EventType::Warning,
-                        reason: captf_api::events::STATE_LOCKED,
-                        text: message,
-                    });
+                    writes.push(Effect::Event(Note::warning(
+                        captf_api::events::STATE_LOCKED,
+                        message,
+                    )));
                 }
                 None
             }
             _ => None,
         }
-    }
-
-    /// A pass that [`decide::hold`] stopped before it observed: its effects in order, then
-    /// when to look again.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn hold<S: serde::Serialize>(
-        &self,
-        hold: &decide::Hold,
-        before: Option<&S>,
-        before_conds: &[captf_api::Condition],
-        status: &S,
-        mut conds: Conditions,
-        provisioned: bool,
-        active: Option<&ObservedJob>,
-        finished: &[Finished],
-    ) -> Result<Action> {
-        use decide::HoldEffect;
-
-        let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
-        // A stuck Job being deleted is no longer the active one.
-        let recorded = active.filter(|_| !hold.effects.contains(&HoldEffect::DeleteStuckJob));
-        for effect in &hold.effects {
-            match effect {
-                HoldEffect::ExplainPausedDeletion => conds.set(types::DELETING, Status::True, reasons::DELETING, "Deletion waits until the object is unpaused (Cluster spec.paused or the cluster.x-k8s.io/paused annotation); a paused object never runs a destroy", self.generation, self.now),
-                HoldEffect::ClearBlockMove => set_block_move(&api, self.object, false).await?,
-                HoldEffect::PersistBlockMove => set_block_move(&api, self.object, true).await?,
-                HoldEffect::ExplainUnstarted => {
-                    if let Some(job) = active {
-                        self.unstarted(job, &mut conds).await?;
-                    }
-                }
-                HoldEffect::ExplainStuck => {
-                    if let Some(job) = active {
-                        self.explain_stuck(job, &mut conds);
-                    }
-                }
-                HoldEffect::DeleteStuckJob => {
-                    if let Some(job) = active {
-                        self.delete_stuck(job).await?;
-                    }
-                }
-                HoldEffect::PatchStatus => {
-                    conds.summarize_ready(self.key.kind(), provisioned, self.generation, self.now);
-                    self.announce_transitions(before_conds, &conds).await;
-                    let active = active_job(&recorded.cloned());
-                    let g = self.generation;
-                    patch_status(&api, self.key, before, status, conds.clone(), g, active).await?;
-                }
-                HoldEffect::BookFinished => {
-                    finish_bookkeeping(self.ctx, self.key, finished, &[]).await?;
-                }
-            }
-        }
-        Ok(Action::requeue(
-            hold.requeue.unwrap_or(self.ctx.settings.sync_period),
-        ))
     }
 
     /// The events the conditions announce by changing from `before` to `after`

@@ -10,6 +10,8 @@ use captf_api::{Operation, SourceStatus, annotations, events};
 use captf_runner::result::ErrorKind;
 
 use super::Finished;
+use super::effects::Effect;
+pub use super::effects::Note;
 use super::launch::condition_of;
 
 mod plan;
@@ -49,64 +51,6 @@ pub enum Recorded {
     RestoredSerial(Option<i64>),
 }
 
-/// An Event: `Normal` unless `warning`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Note {
-    pub warning: bool,
-    pub reason: &'static str,
-    pub message: String,
-    /// The Job the event is about: its related object, so each Job's event is its own and not
-    /// folded into the series of the object's first event of that reason.
-    pub job: Option<String>,
-}
-
-impl Note {
-    fn normal(reason: &'static str, message: String) -> Note {
-        Note {
-            warning: false,
-            reason,
-            message,
-            job: None,
-        }
-    }
-
-    fn warning(reason: &'static str, message: String) -> Note {
-        Note {
-            warning: true,
-            reason,
-            message,
-            job: None,
-        }
-    }
-}
-
-/// A write or an event that follows from a finished Job, in the order given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BookEffect {
-    /// The state the Job wrote becomes the object's.
-    AdoptState(Adoption),
-    /// The cluster exports the apply rendered (their hash) are recorded as applied.
-    RecordAppliedExports(String),
-    /// The annotation is removed while it still says `value`; `announce` once it was.
-    Consume {
-        annotation: &'static str,
-        value: String,
-        announce: Option<Note>,
-    },
-    Announce(Note),
-    /// `captf_state_restores_total{result}`.
-    CountRestore(&'static str),
-    /// Apply Job `0` disappeared while it ran: recorded on the durable inputs, so an apply
-    /// of the current inputs stays due until one started afterwards succeeds.
-    RecordInterrupted(String),
-    /// An apply that followed an interrupted one succeeded: the record goes.
-    ClearInterrupted,
-    /// The leases Job `0` took are released (only while it still holds them).
-    ReleaseLeases(String),
-    /// `captf_plan_approvals_total{result}`: a Manual plan's way from created to applied.
-    CountApproval(&'static str),
-}
-
 /// What adopting the state a Job wrote records: its Secrets get the object's owner
 /// reference, the durable inputs `captf.io/applied`, and these.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,27 +79,23 @@ pub enum Digest {
 pub struct Booked {
     pub conditions: Vec<Set>,
     pub recorded: Vec<Recorded>,
-    pub effects: Vec<BookEffect>,
+    pub effects: Vec<Effect>,
 }
 
 impl Booked {
     /// Without the effects that count: the Job was counted by a pass whose status patch
     /// recorded it before the pass stopped.
     pub fn uncounted(&mut self) {
-        self.effects.retain(|e| {
-            !matches!(
-                e,
-                BookEffect::CountApproval(_) | BookEffect::CountRestore(_)
-            )
-        });
+        self.effects
+            .retain(|e| !matches!(e, Effect::CountApproval(_) | Effect::CountRestore(_)));
     }
 
     /// Every event of this booking concerns Job `name`.
     fn about(mut self, name: &str) -> Self {
         for effect in &mut self.effects {
             let note = match effect {
-                BookEffect::Announce(note)
-                | BookEffect::Consume {
+                Effect::Event(note)
+                | Effect::Consume {
                     announce: Some(note),
                     ..
                 } => note,
@@ -229,7 +169,7 @@ pub fn book(f: &Finished, before: &Before) -> Booked {
     }
     answered(f, &mut booked);
     if let Some(note) = finished_event(f, &booked) {
-        booked.effects.push(BookEffect::Announce(note));
+        booked.effects.push(Effect::Event(note));
     }
     booked.about(&f.name)
 }
@@ -243,7 +183,7 @@ fn answered(f: &Finished, booked: &mut Booked) {
     ];
     for (asked, answer) in answers {
         if let Some(token) = f.annotations.get(answer) {
-            booked.effects.push(BookEffect::Consume {
+            booked.effects.push(Effect::Consume {
                 annotation: asked,
                 value: token.clone(),
                 announce: None,
@@ -266,15 +206,21 @@ pub fn interruptions(finished: &[Finished], vanished: Option<&str>) -> Booked {
                 .contains_key(annotations::AFTER_INTERRUPTED_APPLY)
     });
     if followed {
-        booked.effects.push(BookEffect::ClearInterrupted);
+        booked.effects.push(Effect::MarkInputs {
+            annotation: annotations::INTERRUPTED_APPLY,
+            value: None,
+        });
     }
     let Some(name) = vanished else {
         return booked;
     };
     booked.effects.extend([
-        BookEffect::RecordInterrupted(name.to_owned()),
-        BookEffect::ReleaseLeases(name.to_owned()),
-        BookEffect::Announce(Note::warning(
+        Effect::MarkInputs {
+            annotation: annotations::INTERRUPTED_APPLY,
+            value: Some(name.to_owned()),
+        },
+        Effect::ReleaseLeases(name.to_owned()),
+        Effect::Event(Note::warning(
             events::JOB_FAILED,
             format!("Job {name} disappeared while it ran; the apply runs again"),
         )),
@@ -298,15 +244,16 @@ fn applied(f: &Finished, before: &Before, booked: &mut Booked) {
         reasons::APPLY_SUCCEEDED,
         f.summary(),
     );
-    booked.effects.push(BookEffect::AdoptState(Adoption {
+    booked.effects.push(Effect::AdoptState(Adoption {
         inputs_hash: f.inputs_hash().map(str::to_owned),
         lineage: None,
         digest: f.pin.clone().map_or(Digest::Unpin, Digest::Pin),
     }));
     if let Some(exports) = f.annotations.get(annotations::CLUSTER_OUTPUTS_HASH) {
-        booked
-            .effects
-            .push(BookEffect::RecordAppliedExports(exports.clone()));
+        booked.effects.push(Effect::MarkInputs {
+            annotation: annotations::APPLIED_CLUSTER_OUTPUTS_HASH,
+            value: Some(exports.clone()),
+        });
     }
     // The apply a destructive approval let through uses it up: a cluster's names the plan,
     // a pool's its approval hash (the inputs without bootstrap data), so a later apply is
@@ -320,7 +267,7 @@ fn applied(f: &Finished, before: &Before, booked: &mut Booked) {
     .into_iter()
     .filter_map(|k| f.annotations.get(k).map(String::as_str));
     if let Some(approved) = before.approve_destructive.filter(|a| used.any(|u| u == *a)) {
-        booked.effects.push(BookEffect::Consume {
+        booked.effects.push(Effect::Consume {
             annotation: annotations::APPROVE_DESTRUCTIVE_PLAN,
             value: approved.to_owned(),
             announce: Some(Note::normal(
@@ -333,7 +280,7 @@ fn applied(f: &Finished, before: &Before, booked: &mut Booked) {
         });
     }
     if let Some(note) = pinned(f, before) {
-        booked.effects.push(BookEffect::Announce(note));
+        booked.effects.push(Effect::Event(note));
     }
     booked.recorded.push(Recorded::Source(SourceStatus {
         image: Some(before.spec_image.to_owned()),
@@ -518,26 +465,25 @@ fn restored(f: &Finished, ok: bool, booked: &mut Booked) {
     };
     booked.set(types::RESTORE_JOB_SUCCEEDED, s, r, message.clone());
     let result = if ok { "succeeded" } else { "failed" };
-    booked.effects.push(BookEffect::CountRestore(result));
+    booked.effects.push(Effect::CountRestore(result));
     if !ok {
         return;
     }
-    booked.effects.push(BookEffect::AdoptState(Adoption {
+    booked.effects.push(Effect::AdoptState(Adoption {
         inputs_hash: f.inputs_hash().map(str::to_owned),
         lineage: f.annotations.get(annotations::STATE_LINEAGE).cloned(),
         digest: Digest::Keep,
     }));
     if let Some(serial) = serial {
-        booked.effects.push(BookEffect::Consume {
+        booked.effects.push(Effect::Consume {
             annotation: annotations::RESTORE_STATE,
             value: serial.clone(),
             announce: None,
         });
     }
-    booked.effects.push(BookEffect::Announce(Note::normal(
-        events::STATE_RESTORED,
-        message,
-    )));
+    booked
+        .effects
+        .push(Effect::Event(Note::normal(events::STATE_RESTORED, message)));
 }
 
 /// What was wrong with a failed Job's image, if anything.

@@ -6,7 +6,8 @@ use captf_api::names::ObjectKey;
 use captf_api::{Operation, PlanStatus, annotations, events};
 use k8s_openapi::jiff::Timestamp;
 
-use super::{BookEffect, Booked, Finished, Note};
+use super::{Booked, Finished, Note};
+use crate::decide::Effect;
 use crate::decide::approvals;
 
 /// What the cluster says as the finished Job is recorded.
@@ -37,9 +38,9 @@ pub fn plan(f: &Finished, before: &PlanBefore, now: Timestamp) -> (Shown, Booked
             let Some(approved) = approved else {
                 return (Shown::Keep, booked.about(&f.name));
             };
-            booked.effects.push(BookEffect::CountApproval("applied"));
+            booked.effects.push(Effect::CountApproval("applied"));
             if before.approve_plan == Some(approved.as_str()) {
-                booked.effects.push(BookEffect::Consume {
+                booked.effects.push(Effect::Consume {
                     annotation: annotations::APPROVE_PLAN,
                     value: approved.clone(),
                     announce: Some(Note::normal(
@@ -67,22 +68,22 @@ pub fn plan(f: &Finished, before: &PlanBefore, now: Timestamp) -> (Shown, Booked
                     .shown
                     .is_some_and(|p| !approvals::is_empty(p) && p != shown.plan_hash);
                 if superseded {
-                    booked.effects.push(BookEffect::CountApproval("superseded"));
+                    booked.effects.push(Effect::CountApproval("superseded"));
                     let old = before.shown.unwrap_or_default();
                     let note = format!(
                         "plan {old} is superseded by plan {} of Job {}",
                         shown.plan_hash, f.name
                     );
                     // An approval of the old plan is void now: that is worth a warning.
-                    booked.effects.push(BookEffect::Announce(
-                        if before.approve_plan == Some(old) {
+                    booked
+                        .effects
+                        .push(Effect::Event(if before.approve_plan == Some(old) {
                             Note::warning(events::PLAN_SUPERSEDED, note)
                         } else {
                             Note::normal(events::PLAN_SUPERSEDED, note)
-                        },
-                    ));
+                        }));
                 }
-                booked.effects.push(BookEffect::CountApproval("created"));
+                booked.effects.push(Effect::CountApproval("created"));
                 let (ns, name) = (before.key.namespace(), before.key.name());
                 let message = approvals::awaiting_message(ns, name, &shown, before.approve_plan);
                 booked.set(
@@ -92,12 +93,12 @@ pub fn plan(f: &Finished, before: &PlanBefore, now: Timestamp) -> (Shown, Booked
                     message.clone(),
                 );
                 let note = Note::normal(events::PLAN_READY, message);
-                booked.effects.push(BookEffect::Announce(note));
+                booked.effects.push(Effect::Event(note));
             }
             Shown::Plan(shown)
         }
         (Operation::Apply, false) if f.markers.contains_key(annotations::PLAN_CHANGED) => {
-            booked.effects.push(BookEffect::CountApproval("superseded"));
+            booked.effects.push(Effect::CountApproval("superseded"));
             let mut message = format!(
                 "Job {}: the approved plan no longer matches what would be applied; nothing was applied",
                 f.name
@@ -119,11 +120,11 @@ pub fn plan(f: &Finished, before: &PlanBefore, now: Timestamp) -> (Shown, Booked
                 message.clone(),
             );
             let note = Note::warning(events::PLAN_CHANGED, message);
-            booked.effects.push(BookEffect::Announce(note));
+            booked.effects.push(Effect::Event(note));
             shown
         }
         (Operation::Apply, false) if approved.is_some() => {
-            booked.effects.push(BookEffect::CountApproval("failed"));
+            booked.effects.push(Effect::CountApproval("failed"));
             Shown::Keep
         }
         _ => Shown::Keep,

@@ -64,28 +64,23 @@ fn table() {
 
 #[test]
 fn what_holds_a_pass_before_it_observes() {
-    use HoldEffect::*;
+    use Effect::*;
     use JobRun::{None as Idle, Ready, Stuck, Unready};
     let active = |requeue: Duration| {
         Some(Hold {
             reason: Reason::JobActive,
             requeue: Some(requeue),
-            effects: vec![
-                PersistBlockMove,
-                ExplainUnstarted,
-                PatchStatus,
-                BookFinished,
-            ],
+            effects: vec![BlockMove(true), ExplainUnstarted, PatchStatus, BookFinished],
         })
     };
-    let paused_until = |requeue: Option<Duration>, effects: Vec<HoldEffect>| {
+    let paused_until = |requeue: Option<Duration>, effects: Vec<Effect>| {
         Some(Hold {
             reason: Reason::Paused,
             requeue,
             effects,
         })
     };
-    let paused = |effects: Vec<HoldEffect>| paused_until(None, effects);
+    let paused = |effects: Vec<Effect>| paused_until(None, effects);
     let ready = crate::schedule::ACTIVE_JOB_REQUEUE;
     let unready = crate::schedule::UNREADY_JOB_REQUEUE;
     let soon = Some(crate::schedule::STUCK_JOB_REQUEUE);
@@ -142,7 +137,7 @@ fn what_holds_a_pass_before_it_observes() {
             true,
             false,
             Idle,
-            paused(vec![ClearBlockMove, PatchStatus, BookFinished]),
+            paused(vec![BlockMove(false), PatchStatus, BookFinished]),
         ),
         (
             "paused with a running Job: block-move stays",
@@ -179,7 +174,7 @@ fn what_holds_a_pass_before_it_observes() {
             Idle,
             paused(vec![
                 ExplainPausedDeletion,
-                ClearBlockMove,
+                BlockMove(false),
                 PatchStatus,
                 BookFinished,
             ]),
@@ -200,7 +195,8 @@ fn what_holds_a_pass_before_it_observes() {
 fn effects_keep_their_order() {
     for (name, snapshot, _) in all_rows() {
         let d = decide(&snapshot, t(NOW));
-        let effects = d.effects();
+        let observed = Effect::Event(crate::decide::Note::normal("Observed", String::new()));
+        let effects = d.effects(vec![observed.clone()]);
         let at = |e: &Effect| effects.iter().position(|x| x == e);
         // The status that records the finished Jobs is written before they are bookkept.
         if let Some(book) = at(&Effect::BookFinished) {
@@ -214,8 +210,9 @@ fn effects_keep_their_order() {
             Action::RemoveFinalizer => assert_eq!(
                 effects,
                 [
+                    Effect::BlockMove(false),
                     Effect::KeepState,
-                    Effect::Write,
+                    observed,
                     Effect::CleanUp,
                     Effect::BookFinished,
                     Effect::RemoveFinalizer,
@@ -224,19 +221,20 @@ fn effects_keep_their_order() {
                 "{name}: a released object's Secrets go before its finalizer, and no status is written to an object that goes"
             ),
             Action::Start(start) => assert_eq!(
-                effects[..4],
+                effects[..5],
                 [
+                    Effect::BlockMove(false),
                     Effect::EnsureCredentials,
                     Effect::KeepState,
-                    Effect::Write,
+                    observed,
                     Effect::StartJob(start.clone())
                 ],
-                "{name}: the credentials are in place and a new serial is backed up before a Job may write the next, and the Job starts before the status that names it is written"
+                "{name}: the credentials are in place and a new serial is backed up before a Job may write the next, what observe found is written before, and the Job starts before the status that names it is written"
             ),
             Action::Wait => {
                 assert!(!effects.iter().any(|e| matches!(e, Effect::StartJob(_))));
                 assert_eq!(
-                    effects.first(),
+                    effects.get(1),
                     Some(&Effect::EnsureCredentials),
                     "{name}: a waiting object still shows how far its credentials got"
                 );

@@ -5,7 +5,6 @@
 pub mod approvals;
 pub mod backups;
 pub mod credentials;
-pub mod deferred;
 pub mod image_pull;
 pub mod keep;
 pub mod launch;
@@ -30,7 +29,7 @@ use crate::conditions::Conditions;
 use crate::decide::{self, StateView};
 use crate::error::Result;
 use crate::job::EffectivePolicy;
-use crate::reconcile::act::launch::{GATE_REQUEUE, Started, Starting};
+use crate::reconcile::act::launch::{Started, Starting};
 use crate::reconcile::act::object::{Workload, patch_status, remove_finalizer};
 use crate::reconcile::observe::jobs::{self, ObservedJob};
 use crate::reconcile::pass::{Pass, abandon_cause};
@@ -94,51 +93,32 @@ where
         found
     }
 
-    /// A live object whose dependencies are not ready: status written, nothing else done.
-    pub async fn gate<S: serde::Serialize>(
-        &self,
-        before: Option<&S>,
-        status: &S,
-        mut conds: Conditions,
-        provisioned: bool,
-    ) -> Result<Action> {
-        let (g, now) = (self.generation, self.now);
-        conds.summarize_ready(self.key.kind(), provisioned, g, now);
-        let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
-        patch_status(&api, self.key, before, status, conds, g, None).await?;
-        Ok(Action::requeue(GATE_REQUEUE))
-    }
-
     /// A member whose cluster's Job `job` may be writing the cluster's state: nothing of that
     /// state is read. One never provisioned says so (`ApplyJobSucceeded` reads
-    /// `Unknown/WaitingForClusterOperation`); a provisioned one keeps its conditions, so its
-    /// Ready does not flap at every refresh of the cluster. Looks again soon.
-    pub async fn busy<S: serde::Serialize>(
+    /// `Unknown/WaitingForClusterOperation`) and writes its status; a provisioned one keeps its
+    /// conditions, so its Ready does not flap at every refresh of the cluster, and writes
+    /// nothing. The effects to carry out.
+    pub fn busy(
         &self,
-        before: Option<&S>,
-        status: &S,
-        mut conds: Conditions,
+        conds: &mut Conditions,
         provisioned: bool,
         (cluster, job): (&str, &str),
-    ) -> Result<Action> {
-        let (g, now) = (self.generation, self.now);
-        if !provisioned {
-            let message = format!(
-                "TerraformCluster {cluster}: its Job {job} may be writing its state, which holds the exports this object renders; they are read once it ends"
-            );
-            conds.set(
-                types::APPLY_JOB_SUCCEEDED,
-                Status::Unknown,
-                reasons::WAITING_FOR_CLUSTER_OPERATION,
-                &message,
-                g,
-                now,
-            );
-            conds.summarize_ready(self.key.kind(), provisioned, g, now);
-            let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
-            patch_status(&api, self.key, before, status, conds, g, None).await?;
+    ) -> Vec<decide::Effect> {
+        if provisioned {
+            return Vec::new();
         }
-        Ok(Action::requeue(crate::schedule::ACTIVE_JOB_REQUEUE))
+        let message = format!(
+            "TerraformCluster {cluster}: its Job {job} may be writing its state, which holds the exports this object renders; they are read once it ends"
+        );
+        conds.set(
+            types::APPLY_JOB_SUCCEEDED,
+            Status::Unknown,
+            reasons::WAITING_FOR_CLUSTER_OPERATION,
+            &message,
+            self.generation,
+            self.now,
+        );
+        vec![decide::Effect::PatchStatus]
     }
 
     /// `Deleting` and `Paused` as the preamble found them.

@@ -262,32 +262,6 @@ pub async fn cleanup(client: &kube::Client, key: &ObjectKey, uid: &str) -> Resul
     Ok(())
 }
 
-/// Records on the durable inputs that apply Job `job` disappeared while it ran: an apply of the
-/// current inputs stays due until one started afterwards succeeds.
-pub async fn record_interrupted_apply(
-    client: &kube::Client,
-    key: &ObjectKey,
-    job: &str,
-) -> Result<()> {
-    set_durable_annotation(client, key, annotations::INTERRUPTED_APPLY, Some(job)).await
-}
-
-/// Records on a pool's durable inputs the hash of the cluster exports its last successful
-/// apply rendered: a later change of them is guarded.
-pub async fn record_applied_cluster_outputs(
-    client: &kube::Client,
-    key: &ObjectKey,
-    hash: &str,
-) -> Result<()> {
-    set_durable_annotation(
-        client,
-        key,
-        annotations::APPLIED_CLUSTER_OUTPUTS_HASH,
-        Some(hash),
-    )
-    .await
-}
-
 /// Writes (or with `None` removes) the record of the exports values a pool's last successful
 /// apply rendered, as its own data key of the durable inputs: a merge patch by another field
 /// manager than the server-side apply that rewrites the inputs when an apply starts, so that
@@ -304,24 +278,9 @@ pub async fn write_applied_exports(
     patch_durable(client, key, &patch, "recording the applied exports on").await
 }
 
-/// Sets (or with `None` removes) one of a pool's exports-guard annotations on its durable
-/// inputs (`captf.io/pending-cluster-outputs`, `captf.io/partial-cluster-outputs`,
-/// `captf.io/applied-cluster-outputs-hash`).
-pub async fn set_pool_exports_mark(
-    client: &kube::Client,
-    key: &ObjectKey,
-    annotation: &str,
-    value: Option<&str>,
-) -> Result<()> {
-    set_durable_annotation(client, key, annotation, value).await
-}
-
-/// Clears the interrupted-apply record after an apply that followed it succeeded.
-pub async fn clear_interrupted_apply(client: &kube::Client, key: &ObjectKey) -> Result<()> {
-    set_durable_annotation(client, key, annotations::INTERRUPTED_APPLY, None).await
-}
-
-async fn set_durable_annotation(
+/// Sets an annotation of the durable inputs (`None`: removes it): an interrupted apply, a
+/// pool's exports marks.
+pub async fn mark_durable(
     client: &kube::Client,
     key: &ObjectKey,
     annotation: &str,

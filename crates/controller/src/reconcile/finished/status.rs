@@ -3,20 +3,17 @@
 
 use captf_api::WorkspaceStatus;
 use captf_api::conditions::{reasons, types};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
-use kube::api::Api;
 use kube::runtime::events::EventType;
 
 use crate::conditions::Conditions;
-use crate::decide::book::{self, BookEffect, Booked, Note, Recorded};
-use crate::decide::{self, Finished};
-use crate::error::Result;
+use crate::decide::book::{self, Booked, Note, Recorded};
+use crate::decide::{self, Effect, Finished};
 use crate::reconcile::act::image_pull::said_while_running;
 use crate::reconcile::act::object::Workload;
 use crate::reconcile::finished::bookkeeping;
 use crate::reconcile::pass::Pass;
-use crate::reconcile::{act::approvals, act::secrets};
 
 /// The module image of the object as the pass found it.
 #[derive(Clone, Copy, Debug)]
@@ -33,14 +30,13 @@ where
 {
     /// Records one finished Job: `status.lastRun`, the Job counters, and what
     /// [`decide::book`] says it leaves behind. Manual plans are left to the kind.
-    pub async fn record(
+    pub fn record(
         &self,
         f: &Finished,
         conds: &mut Conditions,
         workspace: &mut WorkspaceStatus,
-        owner_ref: &OwnerReference,
         source: Source<'_>,
-    ) -> Result<()> {
+    ) -> Vec<Effect> {
         // A pass that stopped after its status patch recorded this Job, before marking it
         // bookkept, counted it already: book it again, count it once.
         let counted = workspace.last_run.as_ref().is_some_and(|r| r.job == f.name);
@@ -70,17 +66,17 @@ where
         if counted {
             booked.uncounted();
         }
-        self.booked(booked, conds, workspace, owner_ref).await
+        self.booked(booked, conds, workspace)
     }
 
-    /// Carries out what recording a finished Job does, in order.
-    pub async fn booked(
+    /// Records in status what [`decide::book`] says of a finished Job, and returns the
+    /// effects that follow, in order.
+    pub fn booked(
         &self,
         booked: Booked,
         conds: &mut Conditions,
         workspace: &mut WorkspaceStatus,
-        owner_ref: &OwnerReference,
-    ) -> Result<()> {
+    ) -> Vec<Effect> {
         let (g, now) = (self.generation, self.now);
         for set in &booked.conditions {
             conds.set(set.type_, set.status, set.reason, &set.message, g, now);
@@ -97,55 +93,7 @@ where
                 Recorded::RestoredSerial(serial) => workspace.last_restored_serial = serial,
             }
         }
-        let (ctx, key) = (self.ctx, self.key);
-        for effect in booked.effects {
-            match effect {
-                BookEffect::AdoptState(adoption) => {
-                    secrets::adopt_state(&ctx.client, key, owner_ref, &adoption).await?;
-                }
-                BookEffect::RecordAppliedExports(exports) => {
-                    secrets::record_applied_cluster_outputs(&ctx.client, key, &exports).await?;
-                }
-                BookEffect::Consume {
-                    annotation,
-                    value,
-                    announce,
-                } => {
-                    let api: Api<K> = Api::namespaced(ctx.client.clone(), key.namespace());
-                    let consumed = approvals::consume(&api, key.name(), annotation, &value).await?;
-                    if let Some(note) = announce.filter(|_| consumed) {
-                        self.tell(&note).await;
-                    }
-                }
-                BookEffect::Announce(note) => self.tell(&note).await,
-                BookEffect::RecordInterrupted(job) => {
-                    secrets::record_interrupted_apply(&ctx.client, key, &job).await?;
-                }
-                BookEffect::ClearInterrupted => {
-                    secrets::clear_interrupted_apply(&ctx.client, key).await?;
-                }
-                BookEffect::ReleaseLeases(job) => {
-                    bookkeeping::release_run_lease(&ctx.client, key, &job).await;
-                }
-                BookEffect::CountApproval(result) => {
-                    let series = crate::metrics::KindResult {
-                        kind: self.kind,
-                        result,
-                    };
-                    let metric = &ctx.metrics.plan_approvals_total;
-                    metric.get_or_create(&series).inc();
-                }
-                BookEffect::CountRestore(result) => {
-                    let kind = self.kind;
-                    let series = crate::metrics::KindResult { kind, result };
-                    ctx.metrics
-                        .state_restores_total
-                        .get_or_create(&series)
-                        .inc();
-                }
-            }
-        }
-        Ok(())
+        booked.effects
     }
 
     /// Publishes a decided event.

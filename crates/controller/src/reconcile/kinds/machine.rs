@@ -15,12 +15,12 @@ use kube::ResourceExt;
 use kube::runtime::events::EventType;
 
 use crate::capi;
+use crate::decide::{CapiObject, Effect, Note};
 use crate::decide::{Policy, Snapshot, StateView};
 use crate::error::Result;
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::machine::{self, MachinePolicy, RemediationChange};
 use crate::reconcile::Context;
-use crate::reconcile::act::deferred::Write;
 use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::observe::owner::{Gate, Hold};
 use crate::reconcile::pass::Pass;
@@ -299,7 +299,7 @@ async fn machine_outputs(
     (conds, status, writes): (
         &mut crate::conditions::Conditions,
         &mut TerraformMachineStatus,
-        &mut Vec<Write>,
+        &mut Vec<Effect>,
     ),
 ) -> Result<()> {
     let (tm, g, now) = (pass.object, pass.generation, pass.now);
@@ -328,25 +328,23 @@ async fn machine_outputs(
     status.failure_domain = m.failure_domain.clone();
     status.interruptible = Some(m.interruptible);
     if tm.spec.provider_id.is_none() {
-        writes.push(Write::Own {
+        writes.push(Effect::PatchObject {
             patch: serde_json::json!({"spec": {"providerID": m.provider_id}}),
             what: "spec.providerID",
         });
-        writes.push(Write::Note {
-            type_: EventType::Normal,
-            reason: captf_api::events::PROVIDER_ID_SET,
-            text: format!("spec.providerID set to {}", m.provider_id),
-        });
+        writes.push(Effect::Event(Note::normal(
+            captf_api::events::PROVIDER_ID_SET,
+            format!("spec.providerID set to {}", m.provider_id),
+        )));
     }
     if fresh && mismatch.is_none() && !provisioned(&status.workspace) {
         status.workspace.initialization = Some(Initialization {
             provisioned: Some(true),
         });
-        writes.push(Write::Note {
-            type_: EventType::Normal,
-            reason: captf_api::events::PROVISIONED,
-            text: format!("provisioned as {}", m.provider_id),
-        });
+        writes.push(Effect::Event(Note::normal(
+            captf_api::events::PROVISIONED,
+            format!("provisioned as {}", m.provider_id),
+        )));
     }
     Ok(())
 }
@@ -359,7 +357,7 @@ async fn remediate(
     policy: &MachinePolicy,
     samples: Option<i32>,
     reason: &str,
-    writes: &mut Vec<Write>,
+    writes: &mut Vec<Effect>,
 ) -> Result<()> {
     let requested = machine
         .metadata
@@ -386,8 +384,8 @@ async fn remediate(
         }}}),
     };
     let name = machine.metadata.name.clone().unwrap_or_default();
-    writes.push(Write::Capi {
-        resource: capi::machine_resource(),
+    writes.push(Effect::PatchCapi {
+        object: CapiObject::Machine,
         name: name.clone(),
         patch,
         what: format!("annotating Machine {name} for remediation"),
@@ -416,10 +414,11 @@ async fn remediate(
         .remediation_requests_total
         .get_or_create(&crate::metrics::Action { action })
         .inc();
-    writes.push(Write::Note {
-        type_,
+    writes.push(Effect::Event(Note {
+        warning: type_ == EventType::Warning,
         reason: event,
-        text: note,
-    });
+        message: note,
+        job: None,
+    }));
     Ok(())
 }

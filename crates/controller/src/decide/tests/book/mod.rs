@@ -8,7 +8,8 @@ use captf_runner::plan::PlanSummary;
 use captf_runner::result::{ErrorKind, ResultDocument, RunError};
 
 use super::*;
-use crate::decide::book::{self, BookEffect, Booked, Recorded};
+use crate::decide::Effect;
+use crate::decide::book::{self, Booked, Recorded};
 
 const PIN: &str = "registry.example/module@sha256:1111111111111111111111111111111111111111111111111111111111111111";
 
@@ -132,7 +133,7 @@ fn lines(b: &Booked) -> Vec<String> {
         Recorded::RestoredSerial(s) => format!("restored serial {s:?}"),
     });
     let effects = b.effects.iter().map(|e| match e {
-        BookEffect::AdoptState(a) => {
+        Effect::AdoptState(a) => {
             let digest = match &a.digest {
                 book::Digest::Keep => "",
                 book::Digest::Pin(_) => ", pin",
@@ -141,8 +142,19 @@ fn lines(b: &Booked) -> Vec<String> {
             let lineage = a.lineage.as_deref().map(|l| format!(", lineage {l}"));
             format!("adopt{digest}{}", lineage.unwrap_or_default())
         }
-        BookEffect::RecordAppliedExports(h) => format!("exports {h}"),
-        BookEffect::Consume {
+        Effect::MarkInputs {
+            annotation: annotations::APPLIED_CLUSTER_OUTPUTS_HASH,
+            value: Some(h),
+        } => format!("exports {h}"),
+        Effect::MarkInputs {
+            annotation: annotations::INTERRUPTED_APPLY,
+            value: Some(job),
+        } => format!("record {job}"),
+        Effect::MarkInputs {
+            annotation: annotations::INTERRUPTED_APPLY,
+            value: None,
+        } => "clear".to_owned(),
+        Effect::Consume {
             annotation,
             value,
             announce,
@@ -153,14 +165,13 @@ fn lines(b: &Booked) -> Vec<String> {
                 .map(|n| format!(" then {}", n.reason))
                 .unwrap_or_default()
         ),
-        BookEffect::Announce(n) => {
+        Effect::Event(n) => {
             format!("{} {}", if n.warning { "warn" } else { "event" }, n.reason)
         }
-        BookEffect::CountRestore(r) => format!("restores {r}"),
-        BookEffect::RecordInterrupted(job) => format!("record {job}"),
-        BookEffect::ClearInterrupted => "clear".to_owned(),
-        BookEffect::CountApproval(r) => format!("approvals {r}"),
-        BookEffect::ReleaseLeases(job) => format!("release {job}"),
+        Effect::CountRestore(r) => format!("restores {r}"),
+        Effect::CountApproval(r) => format!("approvals {r}"),
+        Effect::ReleaseLeases(job) => format!("release {job}"),
+        other => panic!("recording a finished Job never has {other:?}"),
     });
     conditions.chain(recorded).chain(effects).collect()
 }
@@ -537,7 +548,7 @@ fn a_blocked_plan_names_what_to_approve() -> anyhow::Result<()> {
         )),
         "a cluster's approval names the plan: {message}"
     );
-    let BookEffect::Announce(event) = &b.effects[0] else {
+    let Effect::Event(event) = &b.effects[0] else {
         panic!("{:?}", b.effects);
     };
     assert_eq!(

@@ -13,7 +13,6 @@ use captf_api::{Initialization, TerraformCluster, TerraformClusterStatus, annota
 use captf_contract::{Role, RoleInputs};
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::events::EventType;
 
 use crate::capi;
 use crate::conditions::Conditions;
@@ -21,11 +20,10 @@ use crate::decide::Finished;
 use crate::decide::approvals;
 use crate::decide::book::Shown;
 use crate::decide::{self, Approvals, Lifecycle, Policy, Snapshot, StateView};
+use crate::decide::{Effect, Note};
 use crate::error::{KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::reconcile::act::Acted;
-use crate::reconcile::act::deferred::Write;
-use crate::reconcile::flow::owner_reference;
 use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::kinds::cluster::dependents::Dependents;
 use crate::reconcile::observe::outputs::Reading;
@@ -117,7 +115,11 @@ impl Adapter for TerraformCluster {
         }
     }
 
-    async fn record(pass: &Pass<'_, Self>, f: &Finished, work: &mut Work<Self>) -> Result<bool> {
+    async fn record(
+        pass: &Pass<'_, Self>,
+        f: &Finished,
+        work: &mut Work<Self>,
+    ) -> Result<Vec<Effect>> {
         let before = decide::book::PlanBefore {
             key: pass.key,
             shown: work.status.plan.as_ref().map(|p| p.plan_hash.as_str()),
@@ -133,11 +135,8 @@ impl Adapter for TerraformCluster {
             Shown::Clear => work.status.plan = None,
             Shown::Plan(plan) => work.status.plan = Some(plan),
         }
-        let owner_ref = owner_reference(pass.object)?;
         let workspace = &mut work.status.workspace;
-        pass.booked(booked, &mut work.conds, workspace, &owner_ref)
-            .await?;
-        Ok(false)
+        Ok(pass.booked(booked, &mut work.conds, workspace))
     }
 
     async fn observe(pass: &Pass<'_, Self>, work: &mut Work<Self>) -> Result<()> {
@@ -299,7 +298,7 @@ async fn apply_outputs(
     (conds, status, writes): (
         &mut Conditions,
         &mut TerraformClusterStatus,
-        &mut Vec<Write>,
+        &mut Vec<Effect>,
     ),
 ) -> Result<()> {
     let (tc, generation, now) = (pass.object, pass.generation, pass.now);
@@ -321,11 +320,10 @@ async fn apply_outputs(
         status.workspace.initialization = Some(Initialization {
             provisioned: Some(true),
         });
-        writes.push(Write::Note {
-            type_: EventType::Normal,
-            reason: captf_api::events::PROVISIONED,
-            text: format!("provisioned at state serial {}", state.serial),
-        });
+        writes.push(Effect::Event(Note::normal(
+            captf_api::events::PROVISIONED,
+            format!("provisioned at state serial {}", state.serial),
+        )));
     }
     let Some(outputs) = cluster_outputs else {
         return Ok(());
@@ -349,11 +347,10 @@ async fn apply_outputs(
             .iter()
             .map(|f| f.name.as_str())
             .collect();
-        writes.push(Write::Note {
-            type_: EventType::Normal,
-            reason: captf_api::events::FAILURE_DOMAINS_CHANGED,
-            text: format!("status.failureDomains: [{}]", names.join(", ")),
-        });
+        writes.push(Effect::Event(Note::normal(
+            captf_api::events::FAILURE_DOMAINS_CHANGED,
+            format!("status.failureDomains: [{}]", names.join(", ")),
+        )));
     }
     let exports = captf_contract::canonical_json(&outputs.exports);
     let withheld = match exports_published(state, exports.len()) {
@@ -373,11 +370,10 @@ async fn apply_outputs(
     };
     if let Some(text) = withheld {
         status.exports = None;
-        writes.push(Write::Note {
-            type_: EventType::Warning,
-            reason: captf_api::events::EXPORTS_NOT_PUBLISHED,
-            text: text.into(),
-        });
+        writes.push(Effect::Event(Note::warning(
+            captf_api::events::EXPORTS_NOT_PUBLISHED,
+            text.into(),
+        )));
     }
     // The module's endpoint goes to spec once, when the user set none.
     let spec_complete = tc
@@ -392,18 +388,14 @@ async fn apply_outputs(
             "metadata": {"annotations": {annotations::ENDPOINT_SOURCE: annotations::ENDPOINT_SOURCE_MODULE}},
             "spec": {"controlPlaneEndpoint": {"host": endpoint.host, "port": endpoint.port}},
         });
-        writes.push(Write::Own {
+        writes.push(Effect::PatchObject {
             patch,
             what: "spec.controlPlaneEndpoint",
         });
-        writes.push(Write::Note {
-            type_: EventType::Normal,
-            reason: captf_api::events::CONTROL_PLANE_ENDPOINT_SET,
-            text: format!(
+        writes.push(Effect::Event(Note::normal(captf_api::events::CONTROL_PLANE_ENDPOINT_SET, format!(
                 "spec.controlPlaneEndpoint set to {}:{} from the module's control_plane_endpoint output",
                 endpoint.host, endpoint.port
-            ),
-        });
+            ))));
     }
     if provisioned(&status.workspace) {
         let cluster_endpoint = cluster

@@ -12,18 +12,18 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use crate::conditions::Conditions;
+use crate::decide::Effect;
 use crate::decide::Finished;
 use crate::decide::StateView;
 use crate::error::{KubeContext, Result};
-use crate::reconcile::act::deferred::Write;
 use crate::reconcile::act::launch::RenderedExports;
 use crate::reconcile::flow::Rendering;
 use crate::reconcile::kinds::pool::Prepared;
 use crate::reconcile::kinds::pool::exports::{self, Facts, Pending, PendingFate, Render, Verdict};
 use crate::reconcile::observe::jobs::{ObservedJob, Phase};
+use crate::reconcile::observe::member;
 use crate::reconcile::observe::state::DurableInputs;
 use crate::reconcile::pass::Pass;
-use crate::reconcile::{act::secrets, observe::member};
 
 /// The hash the newest finished apply was blocked for, if the guard stopped it. The markers of
 /// a Job recorded this pass are not on the listed Job yet: `finished` has them.
@@ -51,13 +51,13 @@ pub(super) fn newest_blocked(jobs: &[ObservedJob], finished: &[Finished]) -> Opt
 }
 
 /// After a finished apply, the exports guard's records on the durable inputs
-/// ([`exports::after_apply`]). `true` when the durable inputs may have changed.
+/// ([`exports::after_apply`]): the effects that keep them.
 pub(super) async fn record_exports(
     client: &kube::Client,
     key: &ObjectKey,
     f: &Finished,
     durable: &DurableInputs,
-) -> Result<bool> {
+) -> Result<Vec<Effect>> {
     let partial_marked = durable
         .annotations
         .contains_key(annotations::PARTIAL_CLUSTER_OUTPUTS);
@@ -66,9 +66,9 @@ pub(super) async fn record_exports(
         .as_deref()
         .and_then(|r| serde_json::from_slice::<serde_json::Value>(r).ok())
         .map(|v| member::exports_hash(&v));
-    let recorded = exports::after_apply(f, partial_marked, recorded_hash.as_deref());
-    for record in &recorded {
-        let (mark, value) = match record {
+    let mut effects = Vec::new();
+    for record in exports::after_apply(f, partial_marked, recorded_hash.as_deref()) {
+        let (annotation, value) = match record {
             exports::Recorded::ClearPartial => (annotations::PARTIAL_CLUSTER_OUTPUTS, None),
             exports::Recorded::Pending(p) => (
                 annotations::PENDING_CLUSTER_OUTPUTS,
@@ -79,21 +79,20 @@ pub(super) async fn record_exports(
                 Some(p.to_annotation()),
             ),
             exports::Recorded::Applied(hash) => {
-                let record = applied_exports_of(client, key, f, hash, durable)
+                let record = applied_exports_of(client, key, f, &hash, durable)
                     .await?
                     .and_then(|v| captf_contract::canonicalize_exports(&v).ok())
                     .filter(|r| exports::fits(durable.rendered_size, r.len()));
                 // Stale values never stay: without the new ones the record is dropped.
                 if record.is_some() || durable.applied_exports.is_some() {
-                    secrets::write_applied_exports(client, key, record.as_deref()).await?;
+                    effects.push(Effect::AppliedExports(record));
                 }
                 continue;
             }
         };
-        secrets::set_pool_exports_mark(client, key, mark, value.as_deref()).await?;
+        effects.push(Effect::MarkInputs { annotation, value });
     }
-    // A successful apply may have used up the approval too: the guard reads again.
-    Ok(!recorded.is_empty() || (f.op == Operation::Apply && f.succeeded))
+    Ok(effects)
 }
 
 /// The exports values a successful apply rendered, checked against the hash it recorded: from
@@ -136,7 +135,7 @@ pub(super) async fn exports_guard(
     durable: &DurableInputs,
     state_view: &StateView,
     jobs: &[ObservedJob],
-    (conds, writes): (&mut Conditions, &mut Vec<Write>),
+    (conds, writes): (&mut Conditions, &mut Vec<Effect>),
 ) -> Result<(Rendering, Verdict)> {
     let Records {
         applied,
@@ -207,7 +206,7 @@ fn keep_records(
     prepared: &Prepared,
     durable: &DurableInputs,
     state_view: &StateView,
-    writes: &mut Vec<Write>,
+    writes: &mut Vec<Effect>,
 ) -> Records {
     const APPLIED: &str = annotations::APPLIED_CLUSTER_OUTPUTS_HASH;
     let mut applied = durable.annotations.get(APPLIED).cloned();
@@ -217,7 +216,7 @@ fn keep_records(
         && durable.applied()
         && matches!(state_view, StateView::Found { inputs_hash: Some(h) } if *h == prepared.current.inputs_hash)
     {
-        writes.push(Write::ExportsMark {
+        writes.push(Effect::MarkInputs {
             annotation: APPLIED,
             value: Some(prepared.exports_hash.clone()),
         });
@@ -253,7 +252,7 @@ fn keep_records(
             .filter(|b| exports::fits(room, b.len()))
         {
             recorded_len = Some(bytes.len());
-            writes.push(Write::AppliedExports(Some(bytes)));
+            writes.push(Effect::AppliedExports(Some(bytes)));
             record = found;
         }
     }
@@ -262,7 +261,7 @@ fn keep_records(
         && record.is_some()
         && !exports::fits(room, len)
     {
-        writes.push(Write::AppliedExports(None));
+        writes.push(Effect::AppliedExports(None));
         record = None;
     }
     // A lost apply that rendered an exports change may have applied part of it.
@@ -283,7 +282,7 @@ fn keep_records(
             exports_hash: lost_exports,
         }
         .to_annotation();
-        writes.push(Write::ExportsMark {
+        writes.push(Effect::MarkInputs {
             annotation: PARTIAL,
             value: Some(mark),
         });
@@ -303,21 +302,22 @@ fn settle_pending(
     verdict: &Verdict,
     jobs: &[ObservedJob],
     conds: &mut Conditions,
-    writes: &mut Vec<Write>,
+    writes: &mut Vec<Effect>,
 ) {
     match &verdict.pending {
         PendingFate::Keep => return,
         PendingFate::Applied(_) => {}
         PendingFate::Withdrawn(p) | PendingFate::Superseded(p) => {
             // Its approval approved that change only; a change that returns is guarded anew.
-            writes.push(Write::Consume {
+            writes.push(Effect::Consume {
                 annotation: annotations::APPROVE_DESTRUCTIVE_PLAN,
                 value: p.approval_hash.clone(),
+                announce: None,
             });
         }
     }
     const PENDING: &str = annotations::PENDING_CLUSTER_OUTPUTS;
-    writes.push(Write::ExportsMark {
+    writes.push(Effect::MarkInputs {
         annotation: PENDING,
         value: None,
     });

@@ -18,15 +18,14 @@ use captf_api::{
 };
 use captf_contract::{Autoscaling, MachinePoolOutputs, Role, RoleInputs};
 use kube::ResourceExt;
-use kube::runtime::events::EventType;
 
 use crate::capi;
 use crate::conditions::Conditions;
 use crate::decide::Finished;
 use crate::decide::{self, Policy, Snapshot, StateView};
+use crate::decide::{CapiObject, Effect, Note};
 use crate::error::Result;
 use crate::job::{EffectivePolicy, PolicyLayers};
-use crate::reconcile::act::deferred::Write;
 use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::kinds::pool::guard::{exports_guard, newest_blocked, record_exports};
 use crate::reconcile::observe::owner::{Gate, Hold};
@@ -118,7 +117,11 @@ impl Adapter for TerraformMachinePool {
         pool_policy(self, deps.map(|d| &d.of.infra), ctx, jobs)
     }
 
-    async fn record(pass: &Pass<'_, Self>, f: &Finished, work: &mut Work<Self>) -> Result<bool> {
+    async fn record(
+        pass: &Pass<'_, Self>,
+        f: &Finished,
+        work: &mut Work<Self>,
+    ) -> Result<Vec<Effect>> {
         record_exports(&pass.ctx.client, pass.key, f, &work.durable).await
     }
 
@@ -335,7 +338,7 @@ async fn read_outputs(
     state: &captf_state::DecodedState,
     conds: &mut Conditions,
     status: &mut TerraformMachinePoolStatus,
-    writes: &mut Vec<Write>,
+    writes: &mut Vec<Effect>,
 ) -> Result<outputs::Reading> {
     let (pool, g, now) = (pass.object, pass.generation, pass.now);
     status.workspace.observed_state_serial = i64::try_from(state.serial).ok().filter(|s| *s >= 1);
@@ -382,33 +385,31 @@ async fn read_outputs(
     .filter(|i| !i.is_empty());
     let list = Some(p.provider_id_list.clone());
     if pool.spec.provider_id_list != list || pool.spec.provider_id != p.provider_id {
-        writes.push(Write::Own {
+        writes.push(Effect::PatchObject {
             patch: serde_json::json!({"spec": {
                 "providerIDList": p.provider_id_list,
                 "providerID": p.provider_id,
             }}),
             what: "spec.providerIDList",
         });
-        writes.push(Write::Note {
-            type_: EventType::Normal,
-            reason: captf_api::events::PROVIDER_ID_SET,
-            text: format!(
+        writes.push(Effect::Event(Note::normal(
+            captf_api::events::PROVIDER_ID_SET,
+            format!(
                 "spec.providerID {} and {} member(s) in spec.providerIDList",
                 p.provider_id.as_deref().unwrap_or("(none)"),
                 p.provider_id_list.len()
             ),
-        });
+        )));
     }
     if state.inputs_hash.is_some() && !health.pending && !provisioned(&status.workspace) {
         status.workspace.initialization = Some(Initialization {
             provisioned: Some(true),
         });
         status.ready = Some(true);
-        writes.push(Write::Note {
-            type_: EventType::Normal,
-            reason: captf_api::events::PROVISIONED,
-            text: format!("provisioned at state serial {}", state.serial),
-        });
+        writes.push(Effect::Event(Note::normal(
+            captf_api::events::PROVISIONED,
+            format!("provisioned at state serial {}", state.serial),
+        )));
     }
     Ok(health)
 }
@@ -421,7 +422,7 @@ async fn autoscale(
     owner: &capi::MachinePool,
     status: &TerraformMachinePoolStatus,
     conds: &mut Conditions,
-    writes: &mut Vec<Write>,
+    writes: &mut Vec<Effect>,
 ) -> Result<()> {
     let (g, now) = (pass.generation, pass.now);
     let name = owner.metadata.name.clone().unwrap_or_default();
@@ -453,8 +454,8 @@ async fn autoscale(
             if ours {
                 // Autoscaling ended: give the claim back.
                 let patch = serde_json::json!({"metadata": {"annotations": {annotations::REPLICAS_MANAGED_BY: null}}});
-                writes.push(Write::Capi {
-                    resource: capi::machine_pool_resource(),
+                writes.push(Effect::PatchCapi {
+                    object: CapiObject::MachinePool,
                     name: name.clone(),
                     patch,
                     what: format!("releasing MachinePool {name}'s replicas"),
@@ -472,11 +473,10 @@ async fn autoscale(
             .get(types::AUTOSCALING_ACTIVE)
             .is_none_or(|c| c.reason != reasons::REPLICAS_MANAGED_EXTERNALLY)
         {
-            writes.push(Write::Note {
-                type_: EventType::Warning,
-                reason: reasons::REPLICAS_MANAGED_EXTERNALLY,
-                text: message.clone(),
-            });
+            writes.push(Effect::Event(Note::warning(
+                reasons::REPLICAS_MANAGED_EXTERNALLY,
+                message.clone(),
+            )));
         }
         conds.set(
             types::AUTOSCALING_ACTIVE,
@@ -508,17 +508,16 @@ async fn autoscale(
     }}});
     if let Some(replicas) = observed.filter(|r| Some(*r) != owner.spec.replicas) {
         patch["spec"] = serde_json::json!({"replicas": replicas});
-        writes.push(Write::Note {
-            type_: EventType::Normal,
-            reason: captf_api::events::REPLICAS_WRITTEN_BACK,
-            text: format!(
+        writes.push(Effect::Event(Note::normal(
+            captf_api::events::REPLICAS_WRITTEN_BACK,
+            format!(
                 "MachinePool {name} spec.replicas: {} -> {replicas} (observed by the module)",
                 owner.spec.replicas.unwrap_or(1)
             ),
-        });
+        )));
     }
-    writes.push(Write::Capi {
-        resource: capi::machine_pool_resource(),
+    writes.push(Effect::PatchCapi {
+        object: CapiObject::MachinePool,
         name: name.clone(),
         patch,
         what: format!("writing MachinePool {name}'s replicas"),

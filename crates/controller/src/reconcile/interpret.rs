@@ -1,0 +1,325 @@
+//! The one interpreter of [`Effect`]: every write a pass makes is a value that this carries
+//! out, in the order given, and it stops at the first that fails (the next pass finds what is
+//! left due again). Where a pass has come to, and so what the steps may use, is its [`Scene`].
+
+use captf_api::conditions::{Status, reasons, types};
+use captf_api::{ActiveJob, annotations};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::EventType;
+
+use crate::decide::{self, CapiObject, Decision, Effect};
+use crate::error::{Error, KubeContext, Result};
+use crate::reconcile::act::Acted;
+use crate::reconcile::act::backups::BackupSet;
+use crate::reconcile::act::keep::Keep;
+use crate::reconcile::act::launch::Starting;
+use crate::reconcile::act::object::{add_finalizer, set_block_move};
+use crate::reconcile::act::{approvals, secrets};
+use crate::reconcile::finished::bookkeeping;
+use crate::reconcile::flow::{Adapter, Seen, Work, provisioned};
+use crate::reconcile::observe::jobs::ObservedJob;
+use crate::reconcile::pass::{Pass, active_job, finish_bookkeeping};
+
+/// Where a pass has come to when its effects are carried out.
+pub enum Scene<'s> {
+    /// Nothing observed yet: the entry (a gate, the finalizer) and the records of finished
+    /// Jobs.
+    Entry,
+    /// Stopped before it observed, while the Job `active` runs or the object is paused.
+    Held { active: Option<&'s ObservedJob> },
+    /// Observed and decided; `restore` is the backup a requested restore reads.
+    Decided {
+        seen: &'s Seen,
+        decision: &'s Decision,
+        restore: Option<&'s BackupSet>,
+    },
+}
+
+/// Carries out `effects` in order, for the object whose pass has come to `scene`; returns
+/// what a started Job leaves for the requeue.
+pub async fn carry_out<A: Adapter>(
+    pass: &Pass<'_, A>,
+    effects: Vec<Effect>,
+    w: &mut Work<A>,
+    scene: Scene<'_>,
+) -> Result<Acted> {
+    let (object, ctx, key) = (pass.object, pass.ctx, pass.key);
+    let (client, ns) = (&ctx.client, key.namespace());
+    let api: Api<A> = Api::namespaced(client.clone(), ns);
+    let mut acted = Acted::default();
+    let mut creds = None;
+    // The Job status names as active: the one started now, or the one that runs (not a
+    // stuck one being deleted).
+    let mut active = match &scene {
+        Scene::Held { active } if !effects.contains(&Effect::DeleteStuckJob) => {
+            active_job(&active.cloned())
+        }
+        _ => None,
+    };
+    for effect in effects {
+        match effect {
+            Effect::AddFinalizer => add_finalizer(&api, object, A::WORKLOAD).await?,
+            Effect::BlockMove(on) => set_block_move(&api, object, on).await?,
+            Effect::PatchObject { patch, what } => {
+                api.patch(key.name(), &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .during(|| format!("writing {what}"))?;
+            }
+            Effect::Consume {
+                annotation,
+                value,
+                announce,
+            } => {
+                let consumed = approvals::consume(&api, key.name(), annotation, &value).await?;
+                if let Some(note) = announce.filter(|_| consumed) {
+                    pass.tell(&note).await;
+                }
+            }
+            Effect::Event(note) => pass.tell(&note).await,
+            Effect::PatchCapi {
+                object: capi,
+                name,
+                patch,
+                what,
+            } => {
+                let resource = match capi {
+                    CapiObject::Machine => crate::capi::machine_resource(),
+                    CapiObject::MachinePool => crate::capi::machine_pool_resource(),
+                };
+                let api: Api<kube::api::DynamicObject> =
+                    Api::namespaced_with(client.clone(), ns, &resource);
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .during(|| what.clone())?;
+            }
+            Effect::AdoptState(adoption) => {
+                let owner_ref = crate::reconcile::flow::owner_reference(object)?;
+                secrets::adopt_state(client, key, &owner_ref, &adoption).await?;
+            }
+            Effect::MarkInputs { annotation, value } => {
+                secrets::mark_durable(client, key, annotation, value.as_deref()).await?;
+            }
+            Effect::AppliedExports(record) => {
+                secrets::write_applied_exports(client, key, record.as_deref()).await?;
+            }
+            Effect::ReleaseLeases(job) => bookkeeping::release_run_lease(client, key, &job).await,
+            Effect::CountRestore(result) => {
+                let series = crate::metrics::KindResult {
+                    kind: pass.kind,
+                    result,
+                };
+                ctx.metrics.state_restores_total.get_or_create(&series).inc();
+            }
+            Effect::CountApproval(result) => {
+                let series = crate::metrics::KindResult {
+                    kind: pass.kind,
+                    result,
+                };
+                ctx.metrics.plan_approvals_total.get_or_create(&series).inc();
+            }
+            Effect::ExplainPausedDeletion => w.conds.set(
+                types::DELETING,
+                Status::True,
+                reasons::DELETING,
+                "Deletion waits until the object is unpaused (Cluster spec.paused or the cluster.x-k8s.io/paused annotation); a paused object never runs a destroy",
+                pass.generation,
+                pass.now,
+            ),
+            Effect::ExplainUnstarted => {
+                if let Scene::Held { active: Some(job) } = &scene {
+                    pass.unstarted(job, &mut w.conds).await?;
+                }
+            }
+            Effect::ExplainStuck => {
+                if let Scene::Held { active: Some(job) } = &scene {
+                    pass.explain_stuck(job, &mut w.conds);
+                }
+            }
+            Effect::DeleteStuckJob => {
+                if let Scene::Held { active: Some(job) } = &scene {
+                    pass.delete_stuck(job).await?;
+                }
+            }
+            Effect::EnsureCredentials => {
+                let seen = decided(&scene, "EnsureCredentials")?.0;
+                // Nothing can be created in a namespace being deleted, and no Job starts
+                // there (decide holds the deletion): a mirror written now would only fail
+                // the pass.
+                if !(w.deleting && pass.namespace_terminating()) {
+                    let policy = object.job_policy(w.deps.as_ref());
+                    let account = &policy.service_account_name;
+                    let identity = seen.identity.as_deref();
+                    let ensured =
+                        pass.ensure_credentials(identity, account, &seen.owner_ref, &mut w.conds);
+                    creds = Some(ensured.await?);
+                }
+            }
+            Effect::KeepState => {
+                let seen = decided(&scene, "KeepState")?.0;
+                let keep = Keep {
+                    state: &seen.state,
+                    jobs: &w.jobs,
+                    owner_ref: &seen.owner_ref,
+                    cluster_name: &seen.cluster_name,
+                    pending_restore: object
+                        .annotations()
+                        .get(annotations::RESTORE_STATE)
+                        .and_then(|v| v.parse().ok()),
+                    deleting: w.deleting,
+                    observed_serial: seen.observed_serial,
+                };
+                pass.keep_lineage(&seen.lineage).await?;
+                pass.keep_state(&keep, A::workspace_mut(&mut w.status))
+                    .await?;
+            }
+            Effect::ExplainHeldDeletion => {
+                let seen = decided(&scene, "ExplainHeldDeletion")?.0;
+                pass.hold_deletion(&mut w.conds, &seen.view);
+            }
+            Effect::ExplainWait => {
+                let decision = decided(&scene, "ExplainWait")?.1;
+                A::wait(pass, decision.reason, w);
+            }
+            Effect::StartJob(start) => {
+                let (seen, decision, restore) = decided(&scene, "StartJob")?;
+                let mut conds = std::mem::take(&mut w.conds);
+                let starting = starting(pass, w, seen, creds.as_ref(), &start, restore);
+                let launched = pass.launch(decision.requeue, &starting, &mut conds).await;
+                w.conds = conds;
+                acted = launched?;
+                if let Some(job) = &acted.active {
+                    announce_start(pass, job, &start, decision).await;
+                }
+                A::launched(pass, &start, &acted);
+                active = acted.active.clone();
+            }
+            Effect::CleanUp => {
+                let uid = object.uid().unwrap_or_default();
+                secrets::cleanup(client, key, &uid).await?;
+            }
+            Effect::PatchStatus => {
+                let provisioned = provisioned(A::workspace(&w.status));
+                // Announced as written: Ready summarised from the rest.
+                let mut conds = w.conds.clone();
+                conds.summarize_ready(key.kind(), provisioned, pass.generation, pass.now);
+                let before = object.status().and_then(A::conditions);
+                pass.announce_transitions(before.map_or(&[], Vec::as_slice), &conds)
+                    .await;
+                let active = active.clone();
+                pass.write_status(object.status(), &w.status, conds, provisioned, active)
+                    .await?;
+            }
+            Effect::BookFinished => {
+                // Leftover per-run Secrets are cleared once no Job runs.
+                let jobs: &[ObservedJob] = match scene {
+                    Scene::Decided { .. } => &w.jobs,
+                    _ => &[],
+                };
+                finish_bookkeeping(ctx, key, &w.finished, jobs).await?;
+            }
+            Effect::PruneJobs => {
+                let policy = object.job_policy(w.deps.as_ref());
+                pass.prune(&w.jobs, &policy).await?;
+            }
+            Effect::RemoveFinalizer => pass.remove_finalizer().await?,
+            Effect::AnnounceRelease => {
+                let (seen, decision, _) = decided(&scene, "AnnounceRelease")?;
+                let inputs_lost = !w.durable.renders_destroy();
+                pass.announce_release(decision.reason, &w.conds, &seen.view, inputs_lost)
+                    .await;
+            }
+        }
+    }
+    Ok(acted)
+}
+
+/// What a step that only a decided pass takes reads: the observation, the decision and the
+/// backup a restore reads. Any other scene is a bug in the effects a decision listed.
+fn decided<'s>(
+    scene: &Scene<'s>,
+    effect: &str,
+) -> Result<(&'s Seen, &'s Decision, Option<&'s BackupSet>)> {
+    match scene {
+        Scene::Decided {
+            seen,
+            decision,
+            restore,
+        } => Ok((seen, decision, *restore)),
+        _ => Err(Error::Panicked(format!(
+            "effect {effect} listed before the pass observed and decided"
+        ))),
+    }
+}
+
+/// The decided Job's start, with what the pass observed.
+fn starting<'s, A: Adapter>(
+    pass: &'s Pass<'_, A>,
+    w: &'s Work<A>,
+    seen: &'s Seen,
+    creds: Option<&'s crate::reconcile::act::credentials::Outcome>,
+    start: &'s decide::Start,
+    restore: Option<&'s BackupSet>,
+) -> Starting<'s> {
+    let object = pass.object;
+    let launch = crate::reconcile::act::launch::Launch {
+        cluster_name: seen.cluster_name.clone(),
+        max_active_jobs: object.max_active_jobs(w.deps.as_ref()),
+        policy: object.job_policy(w.deps.as_ref()),
+        image: &object.spec().source.image,
+        pull_policy: object.spec().source.image_pull_policy,
+        owner_ref: &seen.owner_ref,
+        last_active: object
+            .status()
+            .and_then(|s| A::workspace(s).active_job.as_ref()),
+        provisioned: provisioned(A::workspace(&w.status)),
+        approval_hash: seen
+            .rendering
+            .as_ref()
+            .and_then(|r| r.approval_hash.clone()),
+        exports: seen.rendering.as_ref().and_then(|r| r.exports.clone()),
+        expect_state: crate::reconcile::observe::lineage::expected(&seen.state),
+    };
+    Starting {
+        launch,
+        jobs: &w.jobs,
+        start,
+        rendered: seen.rendering.as_ref().map(|r| &r.rendered),
+        creds,
+        interrupted: w.durable.interrupted_apply(),
+        restore,
+        force_unlock: seen.force_unlock.as_ref(),
+    }
+}
+
+/// `JobCreated` for the Job started, and `DriftRemediationStarted` when it remediates drift.
+async fn announce_start<A: Adapter>(
+    pass: &Pass<'_, A>,
+    job: &ActiveJob,
+    start: &decide::Start,
+    decision: &Decision,
+) {
+    let image = match &start.image {
+        decide::ModuleImage::Pinned(pin) => pin.as_str(),
+        _ => pass.object.spec().source.image.as_str(),
+    };
+    let note = format!(
+        "Created {} Job {} (attempt {}, image {image}): {}",
+        job.operation.as_str(),
+        job.name,
+        job.attempt,
+        decision.reason
+    );
+    let reason = captf_api::events::JOB_CREATED;
+    pass.publish_about(EventType::Normal, reason, &note, &job.name)
+        .await;
+    if start.remediation {
+        let note = format!(
+            "Job {} applies the module again over the drift found",
+            job.name
+        );
+        let reason = captf_api::events::DRIFT_REMEDIATION_STARTED;
+        pass.publish_about(EventType::Normal, reason, &note, &job.name)
+            .await;
+    }
+}
