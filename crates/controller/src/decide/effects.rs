@@ -49,6 +49,9 @@ pub enum Effect {
         annotation: &'static str,
         value: Option<String>,
     },
+    /// The state's lineage recorded on the durable inputs, where it survives a lost state
+    /// (left alone while they do not exist).
+    RecordLineage(String),
     /// A pool's record of the exports values last applied, on its durable inputs (`None`:
     /// removed).
     AppliedExports(Option<Vec<u8>>),
@@ -56,10 +59,8 @@ pub enum Effect {
     ReleaseLeases(String),
 
     // Metrics.
-    /// `captf_state_restores_total{result}`.
-    CountRestore(&'static str),
-    /// `captf_plan_approvals_total{result}`: a Manual plan's way from created to applied.
-    CountApproval(&'static str),
+    /// One more of a counter.
+    Count(Counter),
 
     // A pass that stops before it observes.
     /// `Deleting` says the deletion waits until the object is unpaused.
@@ -98,6 +99,19 @@ pub enum Effect {
     RemoveFinalizer,
     /// Say how the object was released (destroyed, abandoned, or nothing to destroy).
     AnnounceRelease,
+}
+
+/// The counters a pass adds to, with their label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// `captf_state_restores_total{result}`.
+    Restore(&'static str),
+    /// `captf_plan_approvals_total{result}`: a Manual plan's way from created to applied.
+    Approval(&'static str),
+    /// `captf_state_read_errors_total{reason}`.
+    StateReadError(&'static str),
+    /// `captf_remediation_requests_total{action}`.
+    Remediation(&'static str),
 }
 
 /// The CAPI objects a pass writes.

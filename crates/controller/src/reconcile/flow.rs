@@ -30,7 +30,6 @@ use crate::reconcile::finished::bookkeeping;
 use crate::reconcile::finished::status::Source;
 use crate::reconcile::interpret::{Scene, carry_out};
 use crate::reconcile::observe::jobs::{ObservedJob, Phase};
-use crate::reconcile::observe::lineage::LineageWrites;
 use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::observe::snapshot::Observation;
@@ -65,11 +64,30 @@ pub struct Work<A: Adapter> {
     /// What the object belongs to; `None` only while it is deleted without it.
     pub deps: Option<A::Deps>,
     pub deleting: bool,
-    /// The writes observe found due, in the order found; carried out after the decision
-    /// (`Effect::Write`), so observe only reads.
+    /// The writes observe found due, in the order found; [`Decision::effects`] places them
+    /// among the decision's, so observe only reads.
+    ///
+    /// [`Decision::effects`]: crate::decide::Decision::effects
     pub writes: Vec<Effect>,
     /// What the kind carries between its own steps.
     pub own: A::Own,
+}
+
+impl<A: Adapter> Work<A> {
+    /// A pass before it read anything: the object's status and conditions as they are.
+    fn of(object: &A, deleting: bool) -> Self {
+        Work {
+            status: object.status().cloned().unwrap_or_default(),
+            conds: Conditions::from(object.status().and_then(A::conditions)),
+            jobs: Vec::new(),
+            finished: Vec::new(),
+            durable: DurableInputs::default(),
+            deps: None,
+            deleting,
+            writes: Vec::new(),
+            own: A::Own::default(),
+        }
+    }
 }
 
 /// A workload kind: only what is its own. The flow asks it in this order: its dependencies
@@ -160,9 +178,10 @@ pub trait Adapter:
     fn wait(pass: &Pass<'_, Self>, reason: decide::Reason, work: &mut Work<Self>) {
         let _ = (pass, reason, work);
     }
-    /// After a Job was started (or had to wait).
-    fn launched(pass: &Pass<'_, Self>, start: &decide::Start, acted: &Acted) {
-        let _ = (pass, start, acted);
+    /// What follows once a Job was started (or had to wait).
+    fn launched(start: &decide::Start, acted: &Acted) -> Vec<Effect> {
+        let _ = (start, acted);
+        Vec::new()
     }
 }
 
@@ -217,8 +236,15 @@ pub async fn run<A: Adapter>(object: Arc<A>, ctx: Arc<Context>) -> Result<Action
         now: Timestamp::now(),
     };
     let deleting = object.meta().deletion_timestamp.is_some();
-    if let Some(done) = pass.externally_managed(deleting).await? {
-        return Ok(done);
+    if let Some(effects) = pass.externally_managed(deleting) {
+        carry_out(
+            &pass,
+            effects,
+            &mut Work::of(object, deleting),
+            Scene::Entry,
+        )
+        .await?;
+        return Ok(Action::await_change());
     }
     match begin(&pass, deleting).await? {
         Begun::Done(action) => Ok(action),
@@ -237,13 +263,14 @@ enum Begun<A: Adapter> {
 /// Ends the pass while it is gated or held for the cluster's Job, or once the finalizer is added.
 async fn enter<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Entered<A>> {
     let object = pass.object;
-    let mut conds = Conditions::from(object.status().and_then(A::conditions));
-    let status = object.status().cloned().unwrap_or_default();
-    first_visit(&mut conds, pass.generation, pass.now);
-    let (jobs, owner, durable) = pass.first_reads::<A::Owner>(A::WITHOUT_OWNER).await?;
+    let mut work = Work::of(object, deleting);
+    first_visit(&mut work.conds, pass.generation, pass.now);
+    let (jobs, owner, durable, said) = pass.first_reads::<A::Owner>(A::WITHOUT_OWNER).await?;
+    (work.jobs, work.durable) = (jobs, durable);
     let found = match owner {
         Ok(owner) => {
-            A::dependencies(pass, owner, provisioned(A::workspace(&status)), deleting).await?
+            let provisioned = provisioned(A::workspace(&work.status));
+            A::dependencies(pass, owner, provisioned, deleting).await?
         }
         Err(gate) => Err(Hold::Gate(gate)),
     };
@@ -259,17 +286,7 @@ async fn enter<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Entered
             .iter()
             .any(|f| f == A::WORKLOAD.finalizer()),
     };
-    let mut work = Work {
-        status,
-        conds,
-        jobs,
-        finished: Vec::new(),
-        durable,
-        deps: None,
-        deleting,
-        writes: Vec::new(),
-        own: A::Own::default(),
-    };
+    carry_out(pass, said, &mut work, Scene::Entry).await?;
     let admit = decide::admit(entry);
     if admit == decide::Admit::ClusterBusy {
         let (cluster, job) = found.err().and_then(Hold::busy).unwrap_or_default();
@@ -328,7 +345,13 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
     pass.lifecycle(&mut w.conds, deleting, paused);
 
     let finished = bookkeeping::collect(&ctx.client, key.namespace(), &w.jobs).await?;
-    let stopping = pass.stopping(&w.jobs).await?;
+    let stopping = match pass.stopping(&w.jobs).await? {
+        Some((job, note)) => {
+            carry_out(pass, vec![Effect::Event(note)], w, Scene::Entry).await?;
+            Some(job)
+        }
+        None => None,
+    };
     let vanished = pass.vanished_apply(&w.jobs, stopping.as_ref()).await?;
     let interruptions = decide::book::interruptions(&finished, vanished.as_deref());
     // The durable inputs were read before the finished Jobs were recorded: read again if an
@@ -406,8 +429,6 @@ pub struct Seen {
     pub identity: Option<String>,
     pub state: StateRead,
     pub view: StateView,
-    /// What the state's identity asks to be written (kept with the state).
-    pub lineage: LineageWrites,
     /// A dead runner's lock, handed to the next Job to release.
     pub force_unlock: Option<(String, String)>,
     pub health: Reading,
@@ -434,7 +455,11 @@ async fn go<A: Adapter>(
         A::workspace_mut(&mut w.status).last_restored_serial = None;
     }
     let restore = pass
-        .restore_request(asked, A::workspace(&w.status), &mut w.conds)
+        .restore_request(
+            asked,
+            A::workspace(&w.status),
+            (&mut w.conds, &mut w.writes),
+        )
         .await?;
     let mut snapshot = pass.snapshot(Observation {
         jobs: &w.jobs,
@@ -524,14 +549,14 @@ async fn observe<A: Adapter>(
     let identity = object.identity(w.deps.as_ref(), ctx);
     let observed = pass.observe().await?;
     let mut state = observed.state;
-    let (view, lineage) = pass
+    let view = pass
         .state_view(
             &mut state,
             &w.durable,
             provisioned(A::workspace(&w.status)),
             &w.finished,
             A::workspace_mut(&mut w.status),
-            &mut w.conds,
+            (&mut w.conds, &mut w.writes),
         )
         .await?;
     let cluster_name = object.cluster_name(w.deps.as_ref());
@@ -551,7 +576,6 @@ async fn observe<A: Adapter>(
         identity,
         state,
         view,
-        lineage,
         force_unlock,
         health,
         rendering,

@@ -6,9 +6,8 @@ use captf_api::conditions::{Status, reasons, types};
 use captf_api::{ActiveJob, annotations};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::EventType;
 
-use crate::decide::{self, CapiObject, Decision, Effect};
+use crate::decide::{self, CapiObject, Counter, Decision, Effect, Note};
 use crate::error::{Error, KubeContext, Result};
 use crate::reconcile::act::Acted;
 use crate::reconcile::act::backups::BackupSet;
@@ -57,7 +56,9 @@ pub async fn carry_out<A: Adapter>(
         }
         _ => None,
     };
-    for effect in effects {
+    // What an effect leads to is carried out next, before the rest.
+    let mut queue = std::collections::VecDeque::from(effects);
+    while let Some(effect) = queue.pop_front() {
         match effect {
             Effect::AddFinalizer => add_finalizer(&api, object, A::WORKLOAD).await?,
             Effect::BlockMove(on) => set_block_move(&api, object, on).await?,
@@ -104,19 +105,9 @@ pub async fn carry_out<A: Adapter>(
                 secrets::write_applied_exports(client, key, record.as_deref()).await?;
             }
             Effect::ReleaseLeases(job) => bookkeeping::release_run_lease(client, key, &job).await,
-            Effect::CountRestore(result) => {
-                let series = crate::metrics::KindResult {
-                    kind: pass.kind,
-                    result,
-                };
-                ctx.metrics.state_restores_total.get_or_create(&series).inc();
-            }
-            Effect::CountApproval(result) => {
-                let series = crate::metrics::KindResult {
-                    kind: pass.kind,
-                    result,
-                };
-                ctx.metrics.plan_approvals_total.get_or_create(&series).inc();
+            Effect::Count(counter) => count(pass, counter),
+            Effect::RecordLineage(lineage) => {
+                secrets::record_lineage(client, key, &lineage).await?;
             }
             Effect::ExplainPausedDeletion => w.conds.set(
                 types::DELETING,
@@ -169,7 +160,6 @@ pub async fn carry_out<A: Adapter>(
                     deleting: w.deleting,
                     observed_serial: seen.observed_serial,
                 };
-                pass.keep_lineage(&seen.lineage).await?;
                 pass.keep_state(&keep, A::workspace_mut(&mut w.status))
                     .await?;
             }
@@ -188,10 +178,14 @@ pub async fn carry_out<A: Adapter>(
                 let launched = pass.launch(decision.requeue, &starting, &mut conds).await;
                 w.conds = conds;
                 acted = launched?;
-                if let Some(job) = &acted.active {
-                    announce_start(pass, job, &start, decision).await;
+                let mut next = acted
+                    .active
+                    .as_ref()
+                    .map_or_else(Vec::new, |job| announce_start(pass, job, &start, decision));
+                next.extend(A::launched(&start, &acted));
+                for effect in next.into_iter().rev() {
+                    queue.push_front(effect);
                 }
-                A::launched(pass, &start, &acted);
                 active = acted.active.clone();
             }
             Effect::CleanUp => {
@@ -293,33 +287,67 @@ fn starting<'s, A: Adapter>(
 }
 
 /// `JobCreated` for the Job started, and `DriftRemediationStarted` when it remediates drift.
-async fn announce_start<A: Adapter>(
+fn announce_start<A: Adapter>(
     pass: &Pass<'_, A>,
     job: &ActiveJob,
     start: &decide::Start,
     decision: &Decision,
-) {
+) -> Vec<Effect> {
     let image = match &start.image {
         decide::ModuleImage::Pinned(pin) => pin.as_str(),
         _ => pass.object.spec().source.image.as_str(),
     };
-    let note = format!(
-        "Created {} Job {} (attempt {}, image {image}): {}",
-        job.operation.as_str(),
-        job.name,
-        job.attempt,
-        decision.reason
-    );
-    let reason = captf_api::events::JOB_CREATED;
-    pass.publish_about(EventType::Normal, reason, &note, &job.name)
-        .await;
+    let about = |reason, message| {
+        Effect::Event(Note {
+            job: Some(job.name.clone()),
+            ..Note::normal(reason, message)
+        })
+    };
+    let mut events = vec![about(
+        captf_api::events::JOB_CREATED,
+        format!(
+            "Created {} Job {} (attempt {}, image {image}): {}",
+            job.operation.as_str(),
+            job.name,
+            job.attempt,
+            decision.reason
+        ),
+    )];
     if start.remediation {
-        let note = format!(
-            "Job {} applies the module again over the drift found",
-            job.name
-        );
-        let reason = captf_api::events::DRIFT_REMEDIATION_STARTED;
-        pass.publish_about(EventType::Normal, reason, &note, &job.name)
-            .await;
+        events.push(about(
+            captf_api::events::DRIFT_REMEDIATION_STARTED,
+            format!(
+                "Job {} applies the module again over the drift found",
+                job.name
+            ),
+        ));
+    }
+    events
+}
+
+/// One more of `counter`, for the pass's kind.
+fn count<A: Adapter>(pass: &Pass<'_, A>, counter: Counter) {
+    let metrics = &pass.ctx.metrics;
+    let kind = pass.kind;
+    match counter {
+        Counter::Restore(result) => {
+            let series = crate::metrics::KindResult { kind, result };
+            metrics.state_restores_total.get_or_create(&series).inc();
+        }
+        Counter::Approval(result) => {
+            let series = crate::metrics::KindResult { kind, result };
+            metrics.plan_approvals_total.get_or_create(&series).inc();
+        }
+        Counter::StateReadError(reason) => {
+            let series = crate::metrics::KindReason { kind, reason };
+            metrics.state_read_errors_total.get_or_create(&series).inc();
+        }
+        Counter::Remediation(action) => {
+            let series = crate::metrics::Action { action };
+            metrics
+                .remediation_requests_total
+                .get_or_create(&series)
+                .inc();
+        }
     }
 }

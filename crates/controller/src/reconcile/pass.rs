@@ -12,7 +12,7 @@ use kube::runtime::events::{Event, EventType};
 
 use crate::conditions::Conditions;
 use crate::decide::{self, StateView};
-use crate::decide::{Effect, Finished, Note};
+use crate::decide::{Counter, Effect, Finished, Note};
 use crate::error::{KubeContext, Result};
 use crate::reconcile::Context;
 use crate::reconcile::finished::bookkeeping;
@@ -30,11 +30,13 @@ pub struct Pass<'a, K> {
     pub now: Timestamp,
 }
 
-/// What [`Pass::first_reads`] read: the Jobs, the owner or its gate, the durable inputs.
+/// What [`Pass::first_reads`] read: the Jobs, the owner or its gate, the durable inputs, and
+/// what is to be said of them.
 pub type FirstReads<O> = (
     Vec<ObservedJob>,
     std::result::Result<O, crate::reconcile::observe::owner::Gate>,
     DurableInputs,
+    Vec<Effect>,
 );
 
 /// What [`Pass::observe`] read.
@@ -87,6 +89,7 @@ where
             crate::reconcile::observe::owner::owner::<O, K>(self.ctx, self.object, others),
             crate::reconcile::observe::state::durable_inputs(&self.ctx.client, self.key),
         )?;
+        let mut said = Vec::new();
         if !listed.foreign.is_empty() {
             let names = listed.foreign.join(", ");
             let (ns, name) = (self.key.namespace(), self.key.name());
@@ -96,9 +99,9 @@ where
                 self.kind
             );
             let reason = captf_api::events::FOREIGN_JOB_IGNORED;
-            self.publish(EventType::Warning, reason, &note).await;
+            said.push(Effect::Event(Note::warning(reason, note)));
         }
-        Ok((listed.jobs, owner, durable))
+        Ok((listed.jobs, owner, durable, said))
     }
 
     /// What every pass of a live object reads once no Job runs: its state and the engine's
@@ -146,14 +149,7 @@ where
                     self.now,
                 );
                 if !was_locked {
-                    self.ctx
-                        .metrics
-                        .state_read_errors_total
-                        .get_or_create(&crate::metrics::KindReason {
-                            kind: self.kind,
-                            reason: "locked",
-                        })
-                        .inc();
+                    writes.push(Effect::Count(Counter::StateReadError("locked")));
                     writes.push(Effect::Event(Note::warning(
                         captf_api::events::STATE_LOCKED,
                         message,
@@ -236,9 +232,10 @@ where
         + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
     /// The Job `status.activeJob` names when it is not listed any more but one of its pods
-    /// still runs: it may still write the state, so the pass holds as if it ran, and says so.
+    /// still runs: it may still write the state, so the pass holds as if it ran, and says so
+    /// (the note).
     /// The object is read live first, so a stale cache never names a Job already booked.
-    pub async fn stopping(&self, jobs: &[ObservedJob]) -> Result<Option<ObservedJob>> {
+    pub async fn stopping(&self, jobs: &[ObservedJob]) -> Result<Option<(ObservedJob, Note)>> {
         let named = |object: &K| object.workspace_status().and_then(|s| s.active_job.clone());
         let Some(active) = named(self.object).filter(|a| !jobs.iter().any(|j| j.name == a.name))
         else {
@@ -261,13 +258,8 @@ where
             active.name
         );
         tracing::info!(namespace = ns, job = %active.name, %pod, "a deleted Job's pod still runs");
-        self.publish(
-            EventType::Normal,
-            captf_api::events::WAITING_FOR_JOB_POD,
-            &note,
-        )
-        .await;
-        Ok(Some(jobs::as_started(&active)))
+        let note = Note::normal(captf_api::events::WAITING_FOR_JOB_POD, note);
+        Ok(Some((jobs::as_started(&active), note)))
     }
 
     /// The apply Job `status.activeJob` names that is gone ([`decide::book::interruptions`]):

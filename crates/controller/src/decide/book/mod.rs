@@ -10,8 +10,8 @@ use captf_api::{Operation, SourceStatus, annotations, events};
 use captf_runner::result::ErrorKind;
 
 use super::Finished;
-use super::effects::Effect;
 pub use super::effects::Note;
+use super::effects::{Counter, Effect};
 use super::launch::condition_of;
 
 mod plan;
@@ -87,7 +87,7 @@ impl Booked {
     /// recorded it before the pass stopped.
     pub fn uncounted(&mut self) {
         self.effects
-            .retain(|e| !matches!(e, Effect::CountApproval(_) | Effect::CountRestore(_)));
+            .retain(|e| !matches!(e, Effect::Count(Counter::Approval(_) | Counter::Restore(_))));
     }
 
     /// Every event of this booking concerns Job `name`.
@@ -465,7 +465,7 @@ fn restored(f: &Finished, ok: bool, booked: &mut Booked) {
     };
     booked.set(types::RESTORE_JOB_SUCCEEDED, s, r, message.clone());
     let result = if ok { "succeeded" } else { "failed" };
-    booked.effects.push(Effect::CountRestore(result));
+    booked.effects.push(Effect::Count(Counter::Restore(result)));
     if !ok {
         return;
     }

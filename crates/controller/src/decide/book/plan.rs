@@ -7,8 +7,8 @@ use captf_api::{Operation, PlanStatus, annotations, events};
 use k8s_openapi::jiff::Timestamp;
 
 use super::{Booked, Finished, Note};
-use crate::decide::Effect;
 use crate::decide::approvals;
+use crate::decide::{Counter, Effect};
 
 /// What the cluster says as the finished Job is recorded.
 #[derive(Clone, Copy, Debug)]
@@ -38,7 +38,9 @@ pub fn plan(f: &Finished, before: &PlanBefore, now: Timestamp) -> (Shown, Booked
             let Some(approved) = approved else {
                 return (Shown::Keep, booked.about(&f.name));
             };
-            booked.effects.push(Effect::CountApproval("applied"));
+            booked
+                .effects
+                .push(Effect::Count(Counter::Approval("applied")));
             if before.approve_plan == Some(approved.as_str()) {
                 booked.effects.push(Effect::Consume {
                     annotation: annotations::APPROVE_PLAN,
@@ -68,7 +70,9 @@ pub fn plan(f: &Finished, before: &PlanBefore, now: Timestamp) -> (Shown, Booked
                     .shown
                     .is_some_and(|p| !approvals::is_empty(p) && p != shown.plan_hash);
                 if superseded {
-                    booked.effects.push(Effect::CountApproval("superseded"));
+                    booked
+                        .effects
+                        .push(Effect::Count(Counter::Approval("superseded")));
                     let old = before.shown.unwrap_or_default();
                     let note = format!(
                         "plan {old} is superseded by plan {} of Job {}",
@@ -83,7 +87,9 @@ pub fn plan(f: &Finished, before: &PlanBefore, now: Timestamp) -> (Shown, Booked
                             Note::normal(events::PLAN_SUPERSEDED, note)
                         }));
                 }
-                booked.effects.push(Effect::CountApproval("created"));
+                booked
+                    .effects
+                    .push(Effect::Count(Counter::Approval("created")));
                 let (ns, name) = (before.key.namespace(), before.key.name());
                 let message = approvals::awaiting_message(ns, name, &shown, before.approve_plan);
                 booked.set(
@@ -98,7 +104,9 @@ pub fn plan(f: &Finished, before: &PlanBefore, now: Timestamp) -> (Shown, Booked
             Shown::Plan(shown)
         }
         (Operation::Apply, false) if f.markers.contains_key(annotations::PLAN_CHANGED) => {
-            booked.effects.push(Effect::CountApproval("superseded"));
+            booked
+                .effects
+                .push(Effect::Count(Counter::Approval("superseded")));
             let mut message = format!(
                 "Job {}: the approved plan no longer matches what would be applied; nothing was applied",
                 f.name
@@ -124,7 +132,9 @@ pub fn plan(f: &Finished, before: &PlanBefore, now: Timestamp) -> (Shown, Booked
             shown
         }
         (Operation::Apply, false) if approved.is_some() => {
-            booked.effects.push(Effect::CountApproval("failed"));
+            booked
+                .effects
+                .push(Effect::Count(Counter::Approval("failed")));
             Shown::Keep
         }
         _ => Shown::Keep,

@@ -2,11 +2,8 @@
 //! state, an adoption used up, a backup of each new serial, and the object's Secrets re-owned.
 
 use captf_api::WorkspaceStatus;
-use captf_api::annotations;
-use captf_api::conditions::reasons;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
-use kube::api::Api;
 use kube::runtime::events::EventType;
 
 use crate::error::Result;
@@ -34,33 +31,6 @@ impl<K> Pass<'_, K>
 where
     K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
-    /// What [`state_view`](Self::state_view) found must be written about the state's lineage,
-    /// and said.
-    pub async fn keep_lineage(
-        &self,
-        writes: &crate::reconcile::observe::lineage::LineageWrites,
-    ) -> Result<()> {
-        if let Some(lineage) = &writes.record {
-            crate::reconcile::act::secrets::record_lineage(&self.ctx.client, self.key, lineage)
-                .await?;
-        }
-        if let Some(note) = &writes.adopted {
-            self.publish(EventType::Normal, captf_api::events::STATE_ADOPTED, note)
-                .await;
-        }
-        if let Some(lineage) = &writes.adoption_done {
-            let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
-            let adopt = annotations::ADOPT_STATE;
-            crate::reconcile::act::approvals::consume(&api, self.key.name(), adopt, lineage)
-                .await?;
-        }
-        if let Some(message) = &writes.mismatch {
-            let reason = reasons::STATE_LINEAGE_MISMATCH;
-            self.publish(EventType::Warning, reason, message).await;
-        }
-        Ok(())
-    }
-
     /// A backup of each new serial (`status.stateBackups`), and the owner references of the
     /// object's Secrets repaired (one OwnerReferencesRepaired event).
     pub async fn keep_state(&self, keep: &Keep<'_>, workspace: &mut WorkspaceStatus) -> Result<()> {
@@ -285,7 +255,9 @@ where
         workspace: &mut WorkspaceStatus,
     ) -> Vec<String> {
         let ns = self.key.namespace();
-        self.ignored_backups(&listed).await;
+        if let Some(note) = self.ignored_backups(&listed) {
+            self.tell(&note).await;
+        }
         let sets = listed.sets;
         let entries = crate::reconcile::act::backups::status_entries(&sets);
         workspace.state_backups = (!entries.is_empty()).then_some(entries);

@@ -48,28 +48,27 @@ where
     K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
     /// Externally managed (`cluster.x-k8s.io/managed-by`): CAPTF leaves the object alone and
-    /// only lets go of a deletion. `Some` ends the pass.
-    pub async fn externally_managed(&self, deleting: bool) -> Result<Option<Action>> {
+    /// only lets go of a deletion. `Some` ends the pass, with its effects.
+    pub fn externally_managed(&self, deleting: bool) -> Option<Vec<decide::Effect>> {
         if !self
             .object
             .annotations()
             .contains_key(annotations::MANAGED_BY)
         {
-            return Ok(None);
+            return None;
         }
         let finalizer = self.key.kind().finalizer();
-        if deleting && self.object.finalizers().iter().any(|f| f == finalizer) {
-            let api: Api<K> = Api::namespaced(self.ctx.client.clone(), self.key.namespace());
-            remove_finalizer(&api, self.object, self.key.kind()).await?;
-            crate::sweep::after_release(&self.ctx.client, self.key.namespace()).await;
-            self.publish(
-                EventType::Normal,
-                captf_api::events::EXTERNALLY_MANAGED_RELEASED,
-                "released without a destroy: the object is managed externally",
-            )
-            .await;
+        if !(deleting && self.object.finalizers().iter().any(|f| f == finalizer)) {
+            return Some(Vec::new());
         }
-        Ok(Some(Action::await_change()))
+        let note = decide::Note::normal(
+            captf_api::events::EXTERNALLY_MANAGED_RELEASED,
+            "released without a destroy: the object is managed externally".to_owned(),
+        );
+        Some(vec![
+            decide::Effect::RemoveFinalizer,
+            decide::Effect::Event(note),
+        ])
     }
 
     /// `DependenciesReady` from what the preamble found: the dependency, or the gate saying

@@ -12,10 +12,9 @@ use captf_api::{
 };
 use captf_contract::{MachineInputs, Role, RoleInputs};
 use kube::ResourceExt;
-use kube::runtime::events::EventType;
 
 use crate::capi;
-use crate::decide::{CapiObject, Effect, Note};
+use crate::decide::{CapiObject, Counter, Effect, Note};
 use crate::decide::{Policy, Snapshot, StateView};
 use crate::error::Result;
 use crate::job::{EffectivePolicy, PolicyLayers};
@@ -276,14 +275,12 @@ async fn read_outputs(
     }
     if let Some(deps) = deps {
         remediate(
-            pass,
             &deps.machine,
             policy,
             status.unhealthy_samples,
             reason,
             writes,
-        )
-        .await?;
+        )?;
     }
     Ok(health)
 }
@@ -351,8 +348,7 @@ async fn machine_outputs(
 
 /// Keeps `cluster.x-k8s.io/remediate-machine` on the Machine in step with health; only a
 /// request CAPTF made (`captf.io/remediation-requested`) is ever taken back.
-async fn remediate(
-    pass: &Pass<'_, TerraformMachine>,
+fn remediate(
     machine: &capi::Machine,
     policy: &MachinePolicy,
     samples: Option<i32>,
@@ -390,35 +386,28 @@ async fn remediate(
         patch,
         what: format!("annotating Machine {name} for remediation"),
     });
-    let (type_, event, note, action) = match change {
+    let (note, action) = match change {
         RemediationChange::Request(why) => (
-            kube::runtime::events::EventType::Warning,
-            captf_api::events::REMEDIATION_REQUESTED,
-            format!(
-                "asked CAPI to remediate Machine {name}: {why} after {} unhealthy samples",
-                samples.unwrap_or(0)
+            Note::warning(
+                captf_api::events::REMEDIATION_REQUESTED,
+                format!(
+                    "asked CAPI to remediate Machine {name}: {why} after {} unhealthy samples",
+                    samples.unwrap_or(0)
+                ),
             ),
             "requested",
         ),
         _ => (
-            kube::runtime::events::EventType::Normal,
-            captf_api::events::REMEDIATION_WITHDRAWN,
-            format!(
-                "the machine is healthy again; withdrew the remediation request on Machine {name}"
+            Note::normal(
+                captf_api::events::REMEDIATION_WITHDRAWN,
+                format!(
+                    "the machine is healthy again; withdrew the remediation request on Machine {name}"
+                ),
             ),
             "withdrawn",
         ),
     };
-    pass.ctx
-        .metrics
-        .remediation_requests_total
-        .get_or_create(&crate::metrics::Action { action })
-        .inc();
-    writes.push(Effect::Event(Note {
-        warning: type_ == EventType::Warning,
-        reason: event,
-        message: note,
-        job: None,
-    }));
+    writes.push(Effect::Count(Counter::Remediation(action)));
+    writes.push(Effect::Event(note));
     Ok(())
 }

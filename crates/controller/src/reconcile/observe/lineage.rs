@@ -2,12 +2,11 @@
 //! Job must find when it runs, and StateReadable from both.
 
 use captf_api::conditions::{Status, reasons, types};
-use captf_api::{WorkspaceStatus, annotations};
+use captf_api::{WorkspaceStatus, annotations, events};
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
-use crate::decide::Finished;
-use crate::decide::StateView;
+use crate::decide::{Counter, Effect, Finished, Note, StateView};
 use crate::error::Result;
 use crate::reconcile::observe::state::{DurableInputs, StateRead};
 use crate::reconcile::pass::{Pass, state_serial};
@@ -111,20 +110,6 @@ pub fn expected(read: &StateRead) -> Option<captf_runner::expect::ExpectedState>
     }
 }
 
-/// What the state's identity asks to be written and said, carried out with the state's
-/// keeping ([`Pass::keep_lineage`]), after the decision.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LineageWrites {
-    /// Record this lineage on the durable inputs, where it survives a lost state.
-    pub record: Option<String>,
-    /// `captf.io/adopt-state` made a lineage the object's state: the event's note.
-    pub adopted: Option<String>,
-    /// The adoption is done: the annotation's value to use up.
-    pub adoption_done: Option<String>,
-    /// A state of another lineage, found this pass for the first time: the warning.
-    pub mismatch: Option<String>,
-}
-
 /// The transition counter of a lost state ([`crate::metrics::Counted`]).
 const COUNTED_LOST: &str = "state_lost";
 
@@ -148,7 +133,7 @@ where
     /// readable state of another lineage than the one recorded (durable inputs, status, backups)
     /// is not the object's: `state` becomes [`StateRead::Foreign`]. What must be written (the
     /// lineage recorded where it survives a lost state, `captf.io/adopt-state` used up, and the
-    /// events) is returned, not written: observe only reads.
+    /// events) is pushed to `writes`, not written: observe only reads.
     pub async fn state_view(
         &self,
         state: &mut StateRead,
@@ -156,8 +141,8 @@ where
         provisioned: bool,
         finished: &[Finished],
         workspace: &mut WorkspaceStatus,
-        conds: &mut Conditions,
-    ) -> Result<(StateView, LineageWrites)> {
+        (conds, writes): (&mut Conditions, &mut Vec<Effect>),
+    ) -> Result<StateView> {
         let missing = matches!(state, StateRead::Missing);
         let restored = finished
             .iter()
@@ -183,7 +168,7 @@ where
         // is missing applied before, or the lineage of a state nothing else recorded (an object
         // from before lineages were recorded).
         let backups = if (missing && !marked) || recorded.lineage().is_none() {
-            self.backups(recorded.lineage()).await?
+            self.backups(recorded.lineage(), writes).await?
         } else {
             Vec::new()
         };
@@ -200,7 +185,6 @@ where
             .map(String::as_str);
         let identity = classify(state, recorded, adopt, ever_applied);
         let (generation, now) = (self.generation, self.now);
-        let mut writes = LineageWrites::default();
         if !matches!(identity, Identity::Missing) || !ever_applied {
             self.first_count(COUNTED_LOST, None);
         }
@@ -212,7 +196,7 @@ where
                     .get(types::STATE_READABLE)
                     .is_none_or(|c| c.reason != reasons::STATE_LOST);
                 if self.first_count(COUNTED_LOST, Some("lost")) && new {
-                    self.count_state_error("lost");
+                    writes.push(Effect::Count(Counter::StateReadError("lost")));
                 }
                 conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups, or, when it lists none, the captf.io/state-backup-serial of a backup Secret labelled captf.io/state-backup-suffix=<suffix> (docs/runbooks/total-state-loss.md)", generation, now);
                 StateView::Lost
@@ -238,12 +222,18 @@ where
                         generation,
                         now,
                     );
-                    self.count_state_error(e.metric_reason());
+                    let reason = e.metric_reason();
+                    writes.push(Effect::Count(Counter::StateReadError(reason)));
                 }
                 StateView::Unreadable
             }
             Identity::Foreign { found, expected } => {
-                writes.mismatch = self.not_ours(state, found, expected, conds, workspace);
+                let mismatch = self.not_ours(state, found, expected, conds, workspace);
+                if let Some(message) = mismatch {
+                    let reason = reasons::STATE_LINEAGE_MISMATCH;
+                    writes.push(Effect::Count(Counter::StateReadError("lineage_mismatch")));
+                    writes.push(Effect::Event(Note::warning(reason, message)));
+                }
                 StateView::Foreign
             }
             Identity::Own {
@@ -259,15 +249,18 @@ where
                     adoption_done,
                     was: status_lineage.as_deref().or(durable_lineage),
                 };
-                writes.record = own.record.clone().filter(|_| durable.exists);
-                self.ours(state, own, &mut writes, conds, workspace)
+                if let Some(lineage) = own.record.clone().filter(|_| durable.exists) {
+                    writes.push(Effect::RecordLineage(lineage));
+                }
+                self.ours(state, own, writes, conds, workspace)
             }
         };
-        Ok((view, writes))
+        Ok(view)
     }
 
     /// `StateLineageMismatch`: the state found is of another lineage than the object's own;
-    /// nothing runs against it. Returns the warning when the mismatch is new.
+    /// nothing runs against it. Returns the warning when the mismatch is new (it is then
+    /// counted and said).
     fn not_ours(
         &self,
         state: &mut StateRead,
@@ -297,9 +290,6 @@ where
             g,
             now,
         );
-        if new {
-            self.count_state_error("lineage_mismatch");
-        }
         workspace.state_lineage = Some(expected);
         if let StateRead::Found(s, _) = std::mem::replace(state, StateRead::Missing) {
             *state = StateRead::Foreign(s);
@@ -313,7 +303,7 @@ where
         &self,
         state: &StateRead,
         own: Own<'_>,
-        writes: &mut LineageWrites,
+        writes: &mut Vec<Effect>,
         conds: &mut Conditions,
         workspace: &mut WorkspaceStatus,
     ) -> StateView {
@@ -322,17 +312,22 @@ where
             return StateView::Unreadable;
         };
         if own.adopted {
-            writes.adopted = Some(format!(
+            let note = format!(
                 "{}={} made lineage {} (serial {}) this object's state, in place of lineage {}",
                 annotations::ADOPT_STATE,
                 s.lineage,
                 s.lineage,
                 s.serial,
                 own.was.unwrap_or("?")
-            ));
+            );
+            writes.push(Effect::Event(Note::normal(events::STATE_ADOPTED, note)));
         }
         if own.adoption_done {
-            writes.adoption_done = Some(s.lineage.clone());
+            writes.push(Effect::Consume {
+                annotation: annotations::ADOPT_STATE,
+                value: s.lineage.clone(),
+                announce: None,
+            });
         }
         workspace.state_lineage = Some(s.lineage.clone());
         let (g, now) = (self.generation, self.now);
@@ -389,17 +384,6 @@ where
     fn first_count(&self, counter: &'static str, value: Option<&str>) -> bool {
         let uid = self.object.meta().uid.as_deref().unwrap_or_default();
         self.ctx.metrics.counted.first(uid, counter, value)
-    }
-
-    fn count_state_error(&self, reason: &'static str) {
-        self.ctx
-            .metrics
-            .state_read_errors_total
-            .get_or_create(&crate::metrics::KindReason {
-                kind: self.kind,
-                reason,
-            })
-            .inc();
     }
 }
 

@@ -8,7 +8,8 @@ use kube::{Resource, ResourceExt};
 use crate::conditions::Conditions;
 use crate::decide::restore::RestoreAsk;
 use crate::decide::{
-    Approvals, Deletion, Destroyed, Lifecycle, Observed, Policy, Requests, Snapshot, StateView,
+    Approvals, Counter, Deletion, Destroyed, Effect, Lifecycle, Note, Observed, Policy, Requests,
+    Snapshot, StateView,
 };
 use crate::error::Result;
 use crate::reconcile::act::backups::{self, BackupSet};
@@ -41,14 +42,14 @@ where
         &self,
         asked: RestoreAsk,
         workspace: &WorkspaceStatus,
-        conds: &mut Conditions,
+        (conds, writes): (&mut Conditions, &mut Vec<Effect>),
     ) -> Result<Option<BackupSet>> {
         let reason = |c: &Conditions| {
             c.get(types::RESTORE_JOB_SUCCEEDED)
                 .map(|c| (c.reason.clone(), c.message.clone()))
         };
         let before = reason(conds);
-        let restore = self.backup_named(asked, workspace, conds).await?;
+        let restore = self.backup_named(asked, workspace, (conds, writes)).await?;
         let after = reason(conds);
         // The request is read live and the conditions may come from a cache that lags the
         // status this manager wrote: the transition record keeps a refusal counted once.
@@ -60,14 +61,7 @@ where
             .map(|(_, m)| m.as_ref());
         let new = refused.is_some() && after != before;
         if counted.first(uid, "restore_not_found", refused) && new {
-            self.ctx
-                .metrics
-                .state_restores_total
-                .get_or_create(&crate::metrics::KindResult {
-                    kind: self.kind,
-                    result: "not_found",
-                })
-                .inc();
+            writes.push(Effect::Count(Counter::Restore("not_found")));
         }
         Ok(restore)
     }
@@ -78,7 +72,7 @@ where
         &self,
         asked: RestoreAsk,
         workspace: &WorkspaceStatus,
-        conds: &mut Conditions,
+        (conds, writes): (&mut Conditions, &mut Vec<Effect>),
     ) -> Result<Option<BackupSet>> {
         let (generation, now) = (self.generation, self.now);
         let serial = match asked {
@@ -92,7 +86,7 @@ where
                 return Ok(None);
             }
         };
-        let sets = self.backups(self.own_lineage(workspace)).await?;
+        let sets = self.backups(self.own_lineage(workspace), writes).await?;
         match crate::reconcile::act::backups::restorable(&sets, serial) {
             Some(set) => Ok(Some(set.clone())),
             None => {
@@ -108,23 +102,27 @@ where
     }
 
     /// The object's backup sets that count ([`backups::trusted`]), newest first, with their data
-    /// checked; those that do not are named in a `ForeignBackupIgnored` event. `lineage` is the
-    /// object's own, when known.
-    pub async fn backups(&self, lineage: Option<&str>) -> Result<Vec<BackupSet>> {
+    /// checked; those that do not are named in a `ForeignBackupIgnored` event, pushed to
+    /// `writes`. `lineage` is the object's own, when known.
+    pub async fn backups(
+        &self,
+        lineage: Option<&str>,
+        writes: &mut Vec<Effect>,
+    ) -> Result<Vec<BackupSet>> {
         let whose = backups::Whose {
             key: self.key,
             uid: self.object.meta().uid.as_deref().unwrap_or_default(),
             lineage,
         };
         let listed = backups::list(&self.ctx.client, &self.ctx.state_reads, &whose).await?;
-        self.ignored_backups(&listed).await;
+        writes.extend(self.ignored_backups(&listed).map(Effect::Event));
         Ok(listed.sets)
     }
 
-    /// Names the sets a listing ignored, in a `ForeignBackupIgnored` event.
-    pub async fn ignored_backups(&self, listed: &backups::Listed) {
+    /// The event naming the sets a listing ignored (`ForeignBackupIgnored`), if any.
+    pub fn ignored_backups(&self, listed: &backups::Listed) -> Option<Note> {
         if listed.ignored.is_empty() {
-            return;
+            return None;
         }
         let names = listed.ignored.join(", ");
         let (ns, name) = (self.key.namespace(), self.key.name());
@@ -133,9 +131,10 @@ where
             "Secret set(s) {names} carry the backup label of {} {name} but are not its backups (another owner, or no owner and another lineage): they are never restored, pruned or listed. Delete them",
             self.kind
         );
-        let reason = captf_api::events::FOREIGN_BACKUP_IGNORED;
-        self.publish(kube::runtime::events::EventType::Warning, reason, &note)
-            .await;
+        Some(Note::warning(
+            captf_api::events::FOREIGN_BACKUP_IGNORED,
+            note,
+        ))
     }
 
     /// The object's lineage as recorded in its status (restored with it by `captf dr import`).

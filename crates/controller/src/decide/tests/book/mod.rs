@@ -8,8 +8,8 @@ use captf_runner::plan::PlanSummary;
 use captf_runner::result::{ErrorKind, ResultDocument, RunError};
 
 use super::*;
-use crate::decide::Effect;
 use crate::decide::book::{self, Booked, Recorded};
+use crate::decide::{Counter, Effect};
 
 const PIN: &str = "registry.example/module@sha256:1111111111111111111111111111111111111111111111111111111111111111";
 
@@ -168,8 +168,8 @@ fn lines(b: &Booked) -> Vec<String> {
         Effect::Event(n) => {
             format!("{} {}", if n.warning { "warn" } else { "event" }, n.reason)
         }
-        Effect::CountRestore(r) => format!("restores {r}"),
-        Effect::CountApproval(r) => format!("approvals {r}"),
+        Effect::Count(Counter::Restore(r)) => format!("restores {r}"),
+        Effect::Count(Counter::Approval(r)) => format!("approvals {r}"),
         Effect::ReleaseLeases(job) => format!("release {job}"),
         other => panic!("recording a finished Job never has {other:?}"),
     });

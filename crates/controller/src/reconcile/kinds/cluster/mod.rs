@@ -20,7 +20,7 @@ use crate::decide::Finished;
 use crate::decide::approvals;
 use crate::decide::book::Shown;
 use crate::decide::{self, Approvals, Lifecycle, Policy, Snapshot, StateView};
-use crate::decide::{Effect, Note};
+use crate::decide::{Counter, Effect, Note};
 use crate::error::{KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::reconcile::act::Acted;
@@ -30,8 +30,6 @@ use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::pass::Pass;
 use crate::reconcile::{Context, observe::outputs};
-
-const KIND: &str = "TerraformCluster";
 
 /// What a cluster carries between its own steps.
 #[derive(Default)]
@@ -222,10 +220,12 @@ impl Adapter for TerraformCluster {
         }
     }
 
-    fn launched(pass: &Pass<'_, Self>, start: &decide::Start, acted: &Acted) {
-        if acted.active.is_some() && start.expect_plan.is_some() {
-            count_approval(pass.ctx, "approved");
-        }
+    fn launched(start: &decide::Start, acted: &Acted) -> Vec<Effect> {
+        let approved = acted.active.is_some() && start.expect_plan.is_some();
+        approved
+            .then_some(Effect::Count(Counter::Approval("approved")))
+            .into_iter()
+            .collect()
     }
 }
 
@@ -280,14 +280,6 @@ fn drift_interval(tc: &TerraformCluster, ctx: &Context) -> Option<Duration> {
         Some(s) => Some(Duration::from_secs(u64::try_from(s).unwrap_or(0))),
         None => Some(ctx.settings.drift_default_interval),
     }
-}
-
-/// `captf_plan_approvals_total`: a Manual plan's way from created to applied (or not).
-fn count_approval(ctx: &Context, result: &'static str) {
-    ctx.metrics
-        .plan_approvals_total
-        .get_or_create(&crate::metrics::KindResult { kind: KIND, result })
-        .inc();
 }
 
 /// Outputs from state into status: provisioned latch, health, endpoint write-back, exports.
