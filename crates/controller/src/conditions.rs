@@ -38,6 +38,18 @@ impl Conditions {
         self.list.iter().find(|c| c.type_ == type_)
     }
 
+    /// Applies what a pass said ([`crate::decide::status`]), in order.
+    pub fn say(
+        &mut self,
+        said: impl IntoIterator<Item = crate::decide::status::Set>,
+        generation: Option<i64>,
+        now: Timestamp,
+    ) {
+        for s in said {
+            self.set(s.type_, s.status, s.reason, &s.message, generation, now);
+        }
+    }
+
     /// Sets a condition; `lastTransitionTime` changes only when the status does.
     pub fn set(
         &mut self,

@@ -63,8 +63,6 @@ pub enum Effect {
     Count(Counter),
 
     // A pass that stops before it observes.
-    /// `Deleting` says the deletion waits until the object is unpaused.
-    ExplainPausedDeletion,
     /// Say why the running Job has not started, if it has not (`JobNotStarted`).
     ExplainUnstarted,
     /// The stuck Job's operation condition says it is deleted and starts again.
@@ -81,8 +79,6 @@ pub enum Effect {
     /// a serial not backed up yet and re-own the object's Secrets: before anything can write a
     /// new serial, and before the status that lists the backups.
     KeepState,
-    /// `Deleting` says why the destroy cannot run, and both ways out.
-    ExplainHeldDeletion,
     /// The kind says what it waits for (a cluster: the plan awaiting approval).
     ExplainWait,
     /// Start the decided Job (its own steps are [`super::launch::launch`]'s).
@@ -182,18 +178,15 @@ impl Decision {
                     PruneJobs,
                 ],
             ),
+            // A held deletion is explained in status (`decide::status`); anything else the
+            // kind says.
+            Action::Wait if self.reason == Reason::DeletionHeld => (
+                vec![EnsureCredentials, KeepState],
+                vec![PatchStatus, BookFinished, PruneJobs],
+            ),
             Action::Wait => (
                 vec![EnsureCredentials, KeepState],
-                vec![
-                    if self.reason == Reason::DeletionHeld {
-                        ExplainHeldDeletion
-                    } else {
-                        ExplainWait
-                    },
-                    PatchStatus,
-                    BookFinished,
-                    PruneJobs,
-                ],
+                vec![ExplainWait, PatchStatus, BookFinished, PruneJobs],
             ),
         };
         // No Job runs once a pass observes: clusterctl may move the object until one starts

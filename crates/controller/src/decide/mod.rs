@@ -26,6 +26,7 @@ mod preamble;
 mod reason;
 pub mod restore;
 mod snapshot;
+pub mod status;
 #[cfg(test)]
 mod tests;
 pub mod transitions;

@@ -121,10 +121,8 @@ pub fn hold(p: Preamble) -> Option<Hold> {
     let book = [PatchStatus, BookFinished];
     let stuck = [ExplainStuck, PatchStatus, DeleteStuckJob, BookFinished];
     if p.paused {
+        // A paused deletion says so in status (`decide::status`).
         let mut effects = Vec::new();
-        if p.deleting {
-            effects.push(ExplainPausedDeletion);
-        }
         // A paused object's running Job keeps block-move set; once none runs it may move.
         if p.job == JobRun::None {
             effects.push(BlockMove(false));

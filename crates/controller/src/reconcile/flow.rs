@@ -35,7 +35,7 @@ use crate::reconcile::observe::owner::Hold;
 use crate::reconcile::observe::snapshot::Observation;
 use crate::reconcile::observe::state::{self, DurableInputs, StateRead};
 use crate::reconcile::observe::unstarted;
-use crate::reconcile::pass::{Pass, first_visit};
+use crate::reconcile::pass::Pass;
 
 /// What a kind found from its verified owner: what it belongs to and, while it renders, its
 /// inputs; or the gate saying what is still missing.
@@ -69,6 +69,8 @@ pub struct Work<A: Adapter> {
     ///
     /// [`Decision::effects`]: crate::decide::Decision::effects
     pub writes: Vec<Effect>,
+    /// What the frame's conditions are composed from ([`decide::status::frame`]).
+    pub frame: decide::status::Frame,
     /// What the kind carries between its own steps.
     pub own: A::Own,
 }
@@ -85,6 +87,10 @@ impl<A: Adapter> Work<A> {
             deps: None,
             deleting,
             writes: Vec::new(),
+            frame: decide::status::Frame {
+                deleting,
+                ..Default::default()
+            },
             own: A::Own::default(),
         }
     }
@@ -264,7 +270,8 @@ enum Begun<A: Adapter> {
 async fn enter<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Entered<A>> {
     let object = pass.object;
     let mut work = Work::of(object, deleting);
-    first_visit(&mut work.conds, pass.generation, pass.now);
+    let defaults = decide::status::first_visit(|t| work.conds.get(t).is_some());
+    work.conds.say(defaults, pass.generation, pass.now);
     let (jobs, owner, durable, said) = pass.first_reads::<A::Owner>(A::WITHOUT_OWNER).await?;
     (work.jobs, work.durable) = (jobs, durable);
     let found = match owner {
@@ -306,7 +313,17 @@ async fn enter<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Entered
             format!("TerraformCluster {cluster}: its Job {job} may be writing its state"),
         ),
     });
-    let found = pass.dependencies(found, &mut work.conds);
+    let found = match found {
+        Ok(found) => {
+            work.frame.dependencies = Some(decide::status::Dependencies::Ready);
+            Some(found)
+        }
+        Err((status, reason, message)) => {
+            let missing = decide::status::Dependencies::Missing(status, reason, message);
+            work.frame.dependencies = Some(missing);
+            None
+        }
+    };
     let done = match admit {
         decide::Admit::Go | decide::Admit::ClusterBusy => None,
         // A live object whose dependencies are not ready: status written, nothing else done.
@@ -342,7 +359,7 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
     let w = work.as_mut();
     let paused = object.annotations().contains_key(annotations::PAUSED)
         || w.deps.as_ref().is_some_and(A::paused_by);
-    pass.lifecycle(&mut w.conds, deleting, paused);
+    w.frame.paused = Some(paused);
 
     let finished = bookkeeping::collect(&ctx.client, key.namespace(), &w.jobs).await?;
     let stopping = match pass.stopping(&w.jobs).await? {
@@ -477,6 +494,9 @@ async fn go<A: Adapter>(
     object.complete(&mut snapshot, w);
     let decision = decide::decide(&snapshot, pass.now);
     pass.count_decision(&decision);
+    if decision.reason == decide::Reason::DeletionHeld {
+        w.frame.held = Some(pass.held_deletion(&seen.view));
+    }
     pass.applied_per_state(&snapshot, &decision, &mut w.conds);
 
     A::workspace_mut(&mut w.status).state_secret_suffix = Some(key.state_suffix());

@@ -2,7 +2,6 @@
 //! out, in the order given, and it stops at the first that fails (the next pass finds what is
 //! left due again). Where a pass has come to, and so what the steps may use, is its [`Scene`].
 
-use captf_api::conditions::{Status, reasons, types};
 use captf_api::{ActiveJob, annotations};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -109,14 +108,6 @@ pub async fn carry_out<A: Adapter>(
             Effect::RecordLineage(lineage) => {
                 secrets::record_lineage(client, key, &lineage).await?;
             }
-            Effect::ExplainPausedDeletion => w.conds.set(
-                types::DELETING,
-                Status::True,
-                reasons::DELETING,
-                "Deletion waits until the object is unpaused (Cluster spec.paused or the cluster.x-k8s.io/paused annotation); a paused object never runs a destroy",
-                pass.generation,
-                pass.now,
-            ),
             Effect::ExplainUnstarted => {
                 if let Scene::Held { active: Some(job) } = &scene {
                     pass.unstarted(job, &mut w.conds).await?;
@@ -163,10 +154,6 @@ pub async fn carry_out<A: Adapter>(
                 pass.keep_state(&keep, A::workspace_mut(&mut w.status))
                     .await?;
             }
-            Effect::ExplainHeldDeletion => {
-                let seen = decided(&scene, "ExplainHeldDeletion")?.0;
-                pass.hold_deletion(&mut w.conds, &seen.view);
-            }
             Effect::ExplainWait => {
                 let decision = decided(&scene, "ExplainWait")?.1;
                 A::wait(pass, decision.reason, w);
@@ -196,6 +183,8 @@ pub async fn carry_out<A: Adapter>(
                 let provisioned = provisioned(A::workspace(&w.status));
                 // Announced as written: Ready summarised from the rest.
                 let mut conds = w.conds.clone();
+                let frame = decide::status::frame(&w.frame);
+                conds.say(frame, pass.generation, pass.now);
                 conds.summarize_ready(key.kind(), provisioned, pass.generation, pass.now);
                 let before = object.status().and_then(A::conditions);
                 pass.announce_transitions(before.map_or(&[], Vec::as_slice), &conds)

@@ -321,53 +321,6 @@ pub fn state_serial(state: &StateRead) -> u64 {
         _ => 0,
     }
 }
-/// Conditions a fresh object shows before anything happened.
-pub fn first_visit(conds: &mut Conditions, generation: Option<i64>, now: Timestamp) {
-    let defaults: [(&str, Status, &str, &str); 6] = [
-        (
-            types::DRIFT_DETECTED,
-            Status::Unknown,
-            reasons::DRIFT_NOT_CHECKED,
-            "no drift check yet",
-        ),
-        (
-            types::DRIFT_JOB_SUCCEEDED,
-            Status::Unknown,
-            reasons::DRIFT_NOT_CHECKED,
-            "no drift check yet",
-        ),
-        (
-            types::DELETION_BLOCKED,
-            Status::False,
-            reasons::NOT_BLOCKED,
-            "",
-        ),
-        (
-            types::APPLY_JOB_SUCCEEDED,
-            Status::Unknown,
-            reasons::NO_APPLY_YET,
-            "no apply has completed yet",
-        ),
-        (
-            types::OUTPUTS_VALID,
-            Status::Unknown,
-            reasons::OUTPUTS_PENDING,
-            "no outputs yet",
-        ),
-        (
-            types::INFRASTRUCTURE_HEALTHY,
-            Status::Unknown,
-            reasons::WAITING_FOR_PROVISIONING,
-            "waiting for the first apply",
-        ),
-    ];
-    for (t, s, r, m) in defaults {
-        if conds.get(t).is_none() {
-            conds.set(t, s, r, m, generation, now);
-        }
-    }
-}
-
 /// The newest drift check found drift, and no apply ran since (a remediation that succeeded
 /// waits for the next check before another one).
 pub fn drift_found(conds: &Conditions, history: &decide::History) -> bool {

@@ -13,6 +13,7 @@ use super::Finished;
 pub use super::effects::Note;
 use super::effects::{Counter, Effect};
 use super::launch::condition_of;
+pub use super::status::Set;
 
 mod plan;
 pub use plan::{PlanBefore, Shown, plan};
@@ -29,15 +30,6 @@ pub struct Before<'a> {
     pub approve_destructive: Option<&'a str>,
     /// The pull failure an earlier pass saw while this Job ran (its pod may be gone by now).
     pub pull_seen: Option<&'a str>,
-}
-
-/// A condition to set.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Set {
-    pub type_: &'static str,
-    pub status: Status,
-    pub reason: &'static str,
-    pub message: String,
 }
 
 /// What a finished Job records in the workspace status, besides `lastRun`.

@@ -22,6 +22,7 @@ mod launch;
 mod pools;
 mod requests;
 mod running;
+mod status;
 
 const UID: &str = "3f7c1c3e-0000-4000-8000-000000000001";
 const MIN: Duration = Duration::from_secs(60);

@@ -165,19 +165,14 @@ fn what_holds_a_pass_before_it_observes() {
             true,
             true,
             Stuck,
-            paused_until(soon, [vec![ExplainPausedDeletion], delete()].concat()),
+            paused_until(soon, delete()),
         ),
         (
-            "a paused deletion says it waits",
+            "a paused deletion waits (its status says so: decide::status)",
             true,
             true,
             Idle,
-            paused(vec![
-                ExplainPausedDeletion,
-                BlockMove(false),
-                PatchStatus,
-                BookFinished,
-            ]),
+            paused(vec![BlockMove(false), PatchStatus, BookFinished]),
         ),
     ];
     for (case, paused, deleting, job, want) in cases {
@@ -239,9 +234,9 @@ fn effects_keep_their_order() {
                     "{name}: a waiting object still shows how far its credentials got"
                 );
                 assert_eq!(
-                    effects.contains(&Effect::ExplainHeldDeletion),
+                    !effects.contains(&Effect::ExplainWait),
                     d.reason == Reason::DeletionHeld,
-                    "{name}"
+                    "{name}: a held deletion is explained in status, anything else by the kind"
                 );
             }
         }

@@ -71,27 +71,6 @@ where
         ])
     }
 
-    /// `DependenciesReady` from what the preamble found: the dependency, or the gate saying
-    /// why it is missing.
-    pub fn dependencies<T>(
-        &self,
-        found: std::result::Result<T, crate::reconcile::observe::owner::Gate>,
-        conds: &mut Conditions,
-    ) -> Option<T> {
-        let (status, reason, message, found) = match found {
-            Ok(t) => (
-                Status::True,
-                reasons::DEPENDENCIES_READY,
-                String::new(),
-                Some(t),
-            ),
-            Err((status, reason, message)) => (status, reason, message, None),
-        };
-        let (g, now) = (self.generation, self.now);
-        conds.set(types::DEPENDENCIES_READY, status, reason, &message, g, now);
-        found
-    }
-
     /// A member whose cluster's Job `job` may be writing the cluster's state: nothing of that
     /// state is read. One never provisioned says so (`ApplyJobSucceeded` reads
     /// `Unknown/WaitingForClusterOperation`) and writes its status; a provisioned one keeps its
@@ -118,52 +97,6 @@ where
             self.now,
         );
         vec![decide::Effect::PatchStatus]
-    }
-
-    /// `Deleting` and `Paused` as the preamble found them.
-    pub fn lifecycle(&self, conds: &mut Conditions, deleting: bool, paused: bool) {
-        let (g, now) = (self.generation, self.now);
-        if deleting {
-            let message = "deleting: the infrastructure is destroyed first";
-            conds.set(
-                types::DELETING,
-                Status::True,
-                reasons::DELETING,
-                message,
-                g,
-                now,
-            );
-        } else {
-            conds.set(
-                types::DELETING,
-                Status::False,
-                reasons::NOT_DELETING,
-                "",
-                g,
-                now,
-            );
-        }
-        if paused {
-            let message =
-                "paused by the cluster.x-k8s.io/paused annotation or the Cluster's spec.paused";
-            conds.set(
-                types::PAUSED,
-                Status::True,
-                reasons::PAUSED,
-                message,
-                g,
-                now,
-            );
-        } else {
-            conds.set(
-                types::PAUSED,
-                Status::False,
-                reasons::NOT_PAUSED,
-                "",
-                g,
-                now,
-            );
-        }
     }
 
     /// `captf_inputs_bytes`: the size of the inputs as rendered this pass.
@@ -211,52 +144,22 @@ where
             .inc();
     }
 
-    /// `DeletionHeld`: says in `Deleting` why the destroy cannot run and both ways out.
-    pub fn hold_deletion(&self, conds: &mut Conditions, state: &StateView) {
+    /// What `Deleting` explains of a deletion the decision holds ([`decide::status`]).
+    pub fn held_deletion(&self, state: &StateView) -> decide::status::HeldDeletion {
         let uid = self.object.uid().unwrap_or_default();
-        let mut message = if self.namespace_terminating() && *state != StateView::NotFound {
-            format!(
-                "deletion is held: namespace {ns} is being deleted, so no destroy Job can start in it. The state, its backups and the durable inputs are kept ({protection}) until the object is released. Destroy what the module created out of band (docs/runbooks/stuck-destroy.md), then release the object without a destroy: kubectl annotate {kind} {name} -n {ns} {abandon}={uid}",
-                ns = self.key.namespace(),
-                protection = captf_api::finalizers::STATE_PROTECTION,
-                kind = self.kind.to_lowercase(),
-                name = self.key.name(),
-                abandon = annotations::ABANDON_INFRASTRUCTURE,
-            )
-        } else {
-            format!(
-                "deletion is held: the state is {} (StateReadable), so a destroy cannot know what to remove. Restore a backup with captf.io/restore-state=<serial> (the destroy follows), or release the object without a destroy: kubectl annotate {} {} -n {} {}={uid} (what the module created then keeps running, unmanaged)",
-                match state {
-                    StateView::Lost => "lost",
-                    StateView::Foreign => "of another lineage",
-                    StateView::Unadopted => "without an inputs hash",
-                    _ => "unreadable",
-                },
-                self.kind.to_lowercase(),
-                self.key.name(),
-                self.key.namespace(),
-                annotations::ABANDON_INFRASTRUCTURE,
-            )
-        };
-        if let Some(other) = self
+        let other_abandon = self
             .object
             .annotations()
             .get(annotations::ABANDON_INFRASTRUCTURE)
             .filter(|v| **v != uid)
-        {
-            message.push_str(&format!(
-                "; {} names {other}, not this object's UID: ignored",
-                annotations::ABANDON_INFRASTRUCTURE
-            ));
+            .cloned();
+        decide::status::HeldDeletion {
+            key: self.key.clone(),
+            uid,
+            namespace_terminating: self.namespace_terminating(),
+            state: state.clone(),
+            other_abandon,
         }
-        conds.set(
-            types::DELETING,
-            Status::True,
-            reasons::DELETING,
-            &message,
-            self.generation,
-            self.now,
-        );
     }
 
     /// Removes the finalizer: the object goes, and its metrics with it.

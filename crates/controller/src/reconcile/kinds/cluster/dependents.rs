@@ -3,13 +3,10 @@
 //! strands them. Deleting a CAPI Cluster removes its machines first anyway; this holds a
 //! direct `kubectl delete` of the TerraformCluster to the same order.
 
-use captf_api::conditions::{Status, reasons, types};
 use captf_api::{TerraformMachine, TerraformMachinePool, labels};
-use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
-use crate::conditions::Conditions;
 use crate::error::{KubeContext, Result};
 
 /// Names listed in the condition message, per kind.
@@ -53,37 +50,6 @@ impl Dependents {
 
     pub fn is_empty(&self) -> bool {
         self.machines.is_empty() && self.pools.is_empty()
-    }
-
-    /// `DeletionBlocked` of a cluster being deleted, and what `Deleting` waits for.
-    pub fn note(&self, conds: &mut Conditions, generation: Option<i64>, now: Timestamp) {
-        let Some(message) = self.message() else {
-            conds.set(
-                types::DELETION_BLOCKED,
-                Status::False,
-                reasons::NOT_BLOCKED,
-                "",
-                generation,
-                now,
-            );
-            return;
-        };
-        conds.set(
-            types::DELETION_BLOCKED,
-            Status::True,
-            reasons::DEPENDENTS_EXIST,
-            &message,
-            generation,
-            now,
-        );
-        conds.set(
-            types::DELETING,
-            Status::True,
-            reasons::DELETING,
-            "deleting: waiting for the cluster's machines and pools to be deleted before the destroy",
-            generation,
-            now,
-        );
     }
 
     /// `2 TerraformMachine(s) left: a, b; 1 TerraformMachinePool(s) left: p; the destroy waits

@@ -147,8 +147,11 @@ impl Adapter for TerraformCluster {
         }
         let name = pass.object.cluster_name(work.deps.as_ref());
         let dependents = Dependents::of(&pass.ctx.client, pass.key.namespace(), &name).await?;
-        dependents.note(&mut work.conds, pass.generation, pass.now);
         work.own.dependents = !dependents.is_empty();
+        work.frame.dependents = Some(match dependents.message() {
+            Some(message) => decide::status::Dependents::Left(message),
+            None => decide::status::Dependents::None,
+        });
         Ok(())
     }
 

@@ -1,0 +1,226 @@
+//! What a pass writes in status, composed from what it found and decided: the conditions of its
+//! frame (`Deleting`, `Paused`, `DependenciesReady`, `DeletionBlocked`), the defaults of a
+//! fresh object, and `ApplyJobSucceeded` where the state proves an apply no Job reported. A
+//! pass gathers the [`Frame`] as it goes; the status patch applies [`frame`] once, just before
+//! it writes.
+
+use captf_api::annotations;
+use captf_api::conditions::{Status, reasons, types};
+use captf_api::names::ObjectKey;
+
+use super::StateView;
+
+/// A condition as a pass says it; applied in order, the last word on a type wins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Set {
+    pub type_: &'static str,
+    pub status: Status,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Set {
+    pub fn new(type_: &'static str, status: Status, reason: &'static str, message: &str) -> Set {
+        Set {
+            type_,
+            status,
+            reason,
+            message: message.to_owned(),
+        }
+    }
+}
+
+/// What the frame of a pass found: the facts its conditions are composed from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Frame {
+    pub deleting: bool,
+    /// Paused by the annotation or the Cluster (`None`: not looked at yet this pass, the
+    /// condition stays as it was).
+    pub paused: Option<bool>,
+    /// What the object belongs to, as the entry found it (`None`: not looked at this pass,
+    /// the condition stays as it was).
+    pub dependencies: Option<Dependencies>,
+    /// A cluster being deleted: its machines and pools (`None`: not listed this pass).
+    pub dependents: Option<Dependents>,
+    /// The decision holds the deletion ([`super::Reason::DeletionHeld`]): what `Deleting`
+    /// explains.
+    pub held: Option<HeldDeletion>,
+}
+
+/// `DependenciesReady` as the entry found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dependencies {
+    Ready,
+    /// Not ready: the condition's status, reason and message.
+    Missing(Status, &'static str, String),
+}
+
+/// A cluster's machines and pools while it is deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dependents {
+    None,
+    /// Some are left: the message naming them.
+    Left(String),
+}
+
+/// A deletion the decision holds, and what `Deleting` says of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldDeletion {
+    pub key: ObjectKey,
+    pub uid: String,
+    /// The namespace is being deleted, so no destroy Job can start in it.
+    pub namespace_terminating: bool,
+    pub state: StateView,
+    /// `captf.io/abandon-infrastructure` when it names another UID than the object's.
+    pub other_abandon: Option<String>,
+}
+
+/// The frame's conditions, in the order they are applied.
+pub fn frame(f: &Frame) -> Vec<Set> {
+    let mut said = vec![deleting(f)];
+    said.extend(f.paused.map(paused));
+    match &f.dependencies {
+        Some(Dependencies::Ready) => said.push(Set::new(
+            types::DEPENDENCIES_READY,
+            Status::True,
+            reasons::DEPENDENCIES_READY,
+            "",
+        )),
+        Some(Dependencies::Missing(status, reason, message)) => {
+            said.push(Set::new(
+                types::DEPENDENCIES_READY,
+                *status,
+                reason,
+                message,
+            ));
+        }
+        None => {}
+    }
+    match &f.dependents {
+        Some(Dependents::None) => said.push(Set::new(
+            types::DELETION_BLOCKED,
+            Status::False,
+            reasons::NOT_BLOCKED,
+            "",
+        )),
+        Some(Dependents::Left(message)) => said.push(Set::new(
+            types::DELETION_BLOCKED,
+            Status::True,
+            reasons::DEPENDENTS_EXIST,
+            message,
+        )),
+        None => {}
+    }
+    said
+}
+
+/// `Deleting`: why a deletion waits, the most pressing reason first.
+fn deleting(f: &Frame) -> Set {
+    let message = match (&f.held, &f.dependents) {
+        _ if !f.deleting => {
+            return Set::new(types::DELETING, Status::False, reasons::NOT_DELETING, "");
+        }
+        _ if f.paused == Some(true) => {
+            "Deletion waits until the object is unpaused (Cluster spec.paused or the cluster.x-k8s.io/paused annotation); a paused object never runs a destroy".to_owned()
+        }
+        (Some(held), _) => held_deletion(held),
+        (None, Some(Dependents::Left(_))) => {
+            "deleting: waiting for the cluster's machines and pools to be deleted before the destroy".to_owned()
+        }
+        (None, _) => "deleting: the infrastructure is destroyed first".to_owned(),
+    };
+    Set {
+        type_: types::DELETING,
+        status: Status::True,
+        reason: reasons::DELETING,
+        message,
+    }
+}
+
+fn paused(paused: bool) -> Set {
+    if paused {
+        Set::new(
+            types::PAUSED,
+            Status::True,
+            reasons::PAUSED,
+            "paused by the cluster.x-k8s.io/paused annotation or the Cluster's spec.paused",
+        )
+    } else {
+        Set::new(types::PAUSED, Status::False, reasons::NOT_PAUSED, "")
+    }
+}
+
+/// Why the destroy cannot run, and both ways out.
+fn held_deletion(h: &HeldDeletion) -> String {
+    let (ns, name, uid) = (h.key.namespace(), h.key.name(), &h.uid);
+    let kind = h.key.kind().kind().to_lowercase();
+    let abandon = annotations::ABANDON_INFRASTRUCTURE;
+    let mut message = if h.namespace_terminating && h.state != StateView::NotFound {
+        format!(
+            "deletion is held: namespace {ns} is being deleted, so no destroy Job can start in it. The state, its backups and the durable inputs are kept ({protection}) until the object is released. Destroy what the module created out of band (docs/runbooks/stuck-destroy.md), then release the object without a destroy: kubectl annotate {kind} {name} -n {ns} {abandon}={uid}",
+            protection = captf_api::finalizers::STATE_PROTECTION,
+        )
+    } else {
+        let state = match h.state {
+            StateView::Lost => "lost",
+            StateView::Foreign => "of another lineage",
+            StateView::Unadopted => "without an inputs hash",
+            _ => "unreadable",
+        };
+        format!(
+            "deletion is held: the state is {state} (StateReadable), so a destroy cannot know what to remove. Restore a backup with captf.io/restore-state=<serial> (the destroy follows), or release the object without a destroy: kubectl annotate {kind} {name} -n {ns} {abandon}={uid} (what the module created then keeps running, unmanaged)"
+        )
+    };
+    if let Some(other) = &h.other_abandon {
+        message.push_str(&format!(
+            "; {abandon} names {other}, not this object's UID: ignored"
+        ));
+    }
+    message
+}
+
+/// The conditions a fresh object shows before anything happened: those it lacks.
+pub fn first_visit(has: impl Fn(&str) -> bool) -> Vec<Set> {
+    [
+        (
+            types::DRIFT_DETECTED,
+            Status::Unknown,
+            reasons::DRIFT_NOT_CHECKED,
+            "no drift check yet",
+        ),
+        (
+            types::DRIFT_JOB_SUCCEEDED,
+            Status::Unknown,
+            reasons::DRIFT_NOT_CHECKED,
+            "no drift check yet",
+        ),
+        (
+            types::DELETION_BLOCKED,
+            Status::False,
+            reasons::NOT_BLOCKED,
+            "",
+        ),
+        (
+            types::APPLY_JOB_SUCCEEDED,
+            Status::Unknown,
+            reasons::NO_APPLY_YET,
+            "no apply has completed yet",
+        ),
+        (
+            types::OUTPUTS_VALID,
+            Status::Unknown,
+            reasons::OUTPUTS_PENDING,
+            "no outputs yet",
+        ),
+        (
+            types::INFRASTRUCTURE_HEALTHY,
+            Status::Unknown,
+            reasons::WAITING_FOR_PROVISIONING,
+            "waiting for the first apply",
+        ),
+    ]
+    .into_iter()
+    .filter(|(t, ..)| !has(t))
+    .map(|(t, s, r, m)| Set::new(t, s, r, m))
+    .collect()
+}
