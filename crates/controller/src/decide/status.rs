@@ -1,8 +1,7 @@
 //! What a pass writes in status, composed from what it found and decided: the conditions of its
-//! frame (`Deleting`, `Paused`, `DependenciesReady`, `DeletionBlocked`), the defaults of a
-//! fresh object, and `ApplyJobSucceeded` where the state proves an apply no Job reported. A
-//! pass gathers the [`Frame`] as it goes; the status patch applies [`frame`] once, just before
-//! it writes.
+//! frame (`Deleting`, `Paused`, `DependenciesReady`, `DeletionBlocked`, `StateReadable`) and
+//! the defaults of a fresh object. A pass gathers the [`Frame`] as it goes; the status patch
+//! applies [`frame`] once, just before it writes.
 
 use captf_api::annotations;
 use captf_api::conditions::{Status, reasons, types};
@@ -45,6 +44,42 @@ pub struct Frame {
     /// The decision holds the deletion ([`super::Reason::DeletionHeld`]): what `Deleting`
     /// explains.
     pub held: Option<HeldDeletion>,
+    /// The state as observe found it (`None`: not read this pass).
+    pub state: Option<Readable>,
+    /// Someone else holds the lock of the readable state.
+    pub locked: Option<Locked>,
+}
+
+/// What the pass found of the state, for `StateReadable`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Readable {
+    /// Read, and the object's own.
+    Read,
+    /// None yet: the first apply creates it.
+    NotFound,
+    /// Gone, though the object applied before.
+    Lost,
+    /// Not decodable: the reader's reason and what it says.
+    Unreadable {
+        reason: &'static str,
+        message: String,
+    },
+    /// Of another lineage than the object's own.
+    Foreign {
+        found: String,
+        expected: String,
+        serial: u64,
+    },
+    /// The object's, but without the inputs hash of a CAPTF apply.
+    Unadopted { lineage: String, serial: u64 },
+}
+
+/// The lock of the state, held by someone else than the object's Jobs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Locked {
+    /// Who holds it, as shown.
+    pub holder: String,
+    pub id: String,
 }
 
 /// `DependenciesReady` as the entry found it.
@@ -66,7 +101,6 @@ pub enum Dependents {
 /// A deletion the decision holds, and what `Deleting` says of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeldDeletion {
-    pub key: ObjectKey,
     pub uid: String,
     /// The namespace is being deleted, so no destroy Job can start in it.
     pub namespace_terminating: bool,
@@ -75,9 +109,9 @@ pub struct HeldDeletion {
     pub other_abandon: Option<String>,
 }
 
-/// The frame's conditions, in the order they are applied.
-pub fn frame(f: &Frame) -> Vec<Set> {
-    let mut said = vec![deleting(f)];
+/// The frame's conditions for the object `key`, in the order they are applied.
+pub fn frame(f: &Frame, key: &ObjectKey) -> Vec<Set> {
+    let mut said = vec![deleting(f, key)];
     said.extend(f.paused.map(paused));
     match &f.dependencies {
         Some(Dependencies::Ready) => said.push(Set::new(
@@ -111,11 +145,72 @@ pub fn frame(f: &Frame) -> Vec<Set> {
         )),
         None => {}
     }
+    if let Some(state) = &f.state {
+        said.push(state_readable(state, f.locked.as_ref(), key));
+    }
     said
 }
 
+/// `StateReadable`: what was found of the state, or the lock someone else holds on it.
+pub fn state_readable(state: &Readable, locked: Option<&Locked>, key: &ObjectKey) -> Set {
+    let kind = key.kind().kind().to_lowercase();
+    let (ns, name) = (key.namespace(), key.name());
+    let adopt = annotations::ADOPT_STATE;
+    let (status, reason, message) = match (state, locked) {
+        (_, Some(Locked { holder, id })) => (
+            Status::False,
+            reasons::STATE_LOCKED,
+            format!(
+                "the state lock is {holder}: not taken by this object's Jobs, so CAPTF never forces it. Release it where it was taken (`tofu force-unlock {id}` or `terraform force-unlock {id}` with the same backend); until then every Job waits lockTimeoutSeconds for it and fails"
+            ),
+        ),
+        (Readable::Read, None) => (Status::True, reasons::STATE_READ, String::new()),
+        (Readable::NotFound, None) => (
+            Status::Unknown,
+            reasons::STATE_NOT_FOUND,
+            "no state yet: the first apply creates it".to_owned(),
+        ),
+        (Readable::Lost, None) => (
+            Status::False,
+            reasons::STATE_LOST,
+            "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups, or, when it lists none, the captf.io/state-backup-serial of a backup Secret labelled captf.io/state-backup-suffix=<suffix> (docs/runbooks/total-state-loss.md)".to_owned(),
+        ),
+        (Readable::Unreadable { reason, message }, None) => {
+            (Status::False, *reason, message.clone())
+        }
+        (
+            Readable::Foreign {
+                found,
+                expected,
+                serial,
+            },
+            None,
+        ) => (
+            Status::False,
+            reasons::STATE_LINEAGE_MISMATCH,
+            format!(
+                "the state Secrets hold lineage {found} (serial {serial}), but this object's state is lineage {expected}: it is not this object's state, so nothing runs against it. Restore the object's own state with captf.io/restore-state=<serial> (status.stateBackups), or, if lineage {found} is this object's state now, adopt it: kubectl annotate {kind} {name} -n {ns} {adopt}={found} (docs/backups.md)"
+            ),
+        ),
+        (Readable::Unadopted { lineage, serial }, None) => (
+            Status::False,
+            reasons::STATE_WITHOUT_INPUTS_HASH,
+            format!(
+                "the object applied before, but its state (lineage {lineage}, serial {serial}) has no {} annotation: CAPTF cannot tell which inputs produced it (a state pushed by hand, or written outside a CAPTF apply), so nothing runs against it. Check it, then let CAPTF apply the current inputs over it (guarded as usual): kubectl annotate {kind} {name} -n {ns} {adopt}={lineage}; or restore a backup with captf.io/restore-state=<serial> (docs/backups.md)",
+                annotations::INPUTS_HASH,
+            ),
+        ),
+    };
+    Set {
+        type_: types::STATE_READABLE,
+        status,
+        reason,
+        message,
+    }
+}
+
 /// `Deleting`: why a deletion waits, the most pressing reason first.
-fn deleting(f: &Frame) -> Set {
+fn deleting(f: &Frame, key: &ObjectKey) -> Set {
     let message = match (&f.held, &f.dependents) {
         _ if !f.deleting => {
             return Set::new(types::DELETING, Status::False, reasons::NOT_DELETING, "");
@@ -123,7 +218,7 @@ fn deleting(f: &Frame) -> Set {
         _ if f.paused == Some(true) => {
             "Deletion waits until the object is unpaused (Cluster spec.paused or the cluster.x-k8s.io/paused annotation); a paused object never runs a destroy".to_owned()
         }
-        (Some(held), _) => held_deletion(held),
+        (Some(held), _) => held_deletion(held, key),
         (None, Some(Dependents::Left(_))) => {
             "deleting: waiting for the cluster's machines and pools to be deleted before the destroy".to_owned()
         }
@@ -151,9 +246,9 @@ fn paused(paused: bool) -> Set {
 }
 
 /// Why the destroy cannot run, and both ways out.
-fn held_deletion(h: &HeldDeletion) -> String {
-    let (ns, name, uid) = (h.key.namespace(), h.key.name(), &h.uid);
-    let kind = h.key.kind().kind().to_lowercase();
+fn held_deletion(h: &HeldDeletion, key: &ObjectKey) -> String {
+    let (ns, name, uid) = (key.namespace(), key.name(), &h.uid);
+    let kind = key.kind().kind().to_lowercase();
     let abandon = annotations::ABANDON_INFRASTRUCTURE;
     let mut message = if h.namespace_terminating && h.state != StateView::NotFound {
         format!(

@@ -76,6 +76,15 @@ pub struct Work<A: Adapter> {
 }
 
 impl<A: Adapter> Work<A> {
+    /// The conditions as this pass says them: those it set so far, and its frame's
+    /// ([`decide::status::frame`]).
+    pub fn said(&self, pass: &Pass<'_, A>) -> Conditions {
+        let mut conds = self.conds.clone();
+        let frame = decide::status::frame(&self.frame, pass.key);
+        conds.say(frame, pass.generation, pass.now);
+        conds
+    }
+
     /// A pass before it read anything: the object's status and conditions as they are.
     fn of(object: &A, deleting: bool) -> Self {
         Work {
@@ -569,23 +578,24 @@ async fn observe<A: Adapter>(
     let identity = object.identity(w.deps.as_ref(), ctx);
     let observed = pass.observe().await?;
     let mut state = observed.state;
-    let view = pass
+    let (view, readable) = pass
         .state_view(
             &mut state,
             &w.durable,
             provisioned(A::workspace(&w.status)),
             &w.finished,
             A::workspace_mut(&mut w.status),
-            (&mut w.conds, &mut w.writes),
+            (&w.conds, &mut w.writes),
         )
         .await?;
+    w.frame.state = Some(readable);
     let cluster_name = object.cluster_name(w.deps.as_ref());
     // Before the outputs record the serial read now.
     let observed_serial = A::workspace(&w.status).observed_state_serial;
     let previous = Conditions::from(object.status().and_then(A::conditions));
     let lock = &observed.lock;
-    let out = (&mut w.conds, &mut w.writes);
-    let force_unlock = pass.inspect_lock(&state, lock, &previous, out);
+    let (force_unlock, locked) = pass.inspect_lock(&state, lock, &previous, &mut w.writes);
+    w.frame.locked = locked;
     let health = match &state {
         StateRead::Found(s, _) => A::outputs(pass, s, w).await?,
         _ => Reading::default(),

@@ -182,9 +182,7 @@ pub async fn carry_out<A: Adapter>(
             Effect::PatchStatus => {
                 let provisioned = provisioned(A::workspace(&w.status));
                 // Announced as written: Ready summarised from the rest.
-                let mut conds = w.conds.clone();
-                let frame = decide::status::frame(&w.frame);
-                conds.say(frame, pass.generation, pass.now);
+                let mut conds = w.said(pass);
                 conds.summarize_ready(key.kind(), provisioned, pass.generation, pass.now);
                 let before = object.status().and_then(A::conditions);
                 pass.announce_transitions(before.map_or(&[], Vec::as_slice), &conds)
@@ -209,7 +207,7 @@ pub async fn carry_out<A: Adapter>(
             Effect::AnnounceRelease => {
                 let (seen, decision, _) = decided(&scene, "AnnounceRelease")?;
                 let inputs_lost = !w.durable.renders_destroy();
-                pass.announce_release(decision.reason, &w.conds, &seen.view, inputs_lost)
+                pass.announce_release(decision.reason, &w.said(pass), &seen.view, inputs_lost)
                     .await;
             }
         }

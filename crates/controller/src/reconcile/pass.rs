@@ -11,6 +11,7 @@ use kube::api::Api;
 use kube::runtime::events::{Event, EventType};
 
 use crate::conditions::Conditions;
+use crate::decide::status;
 use crate::decide::{self, StateView};
 use crate::decide::{Counter, Effect, Finished, Note};
 use crate::error::{KubeContext, Result};
@@ -116,48 +117,38 @@ where
     }
 
     /// The engine's lock, while no Job runs: a dead runner's is handed to the next Job to
-    /// release (`Some((lock id, pod))`), anyone else's is reported as StateLocked and never
-    /// forced. `previous` are the conditions the pass started from: a lock new to them is
-    /// counted, and its warning queued in `writes` (posted after the decision).
+    /// release (`(Some((lock id, pod)), None)`), anyone else's on a readable state is reported
+    /// as StateLocked and never forced (`(None, Some(locked))`). `previous` are the
+    /// conditions the pass started from: a lock new to them is counted, and its warning queued
+    /// in `writes` (posted after the decision).
     pub fn inspect_lock(
         &self,
         state: &StateRead,
         lock: &crate::reconcile::observe::locks::Lock,
         previous: &Conditions,
-        (conds, writes): (&mut Conditions, &mut Vec<Effect>),
-    ) -> Option<(String, String)> {
+        writes: &mut Vec<Effect>,
+    ) -> (Option<(String, String)>, Option<status::Locked>) {
+        use crate::reconcile::observe::locks::Lock;
         match lock {
-            crate::reconcile::observe::locks::Lock::Stale { id, pod } => {
-                Some((id.clone(), pod.clone()))
-            }
-            crate::reconcile::observe::locks::Lock::Foreign(holder)
-                if matches!(state, StateRead::Found(..)) =>
-            {
-                let message = format!(
-                    "the state lock is {holder}: not taken by this object's Jobs, so CAPTF never forces it. Release it where it was taken (`tofu force-unlock {}` or `terraform force-unlock {}` with the same backend); until then every Job waits lockTimeoutSeconds for it and fails",
-                    holder.id, holder.id
-                );
+            Lock::Stale { id, pod } => (Some((id.clone(), pod.clone())), None),
+            Lock::Foreign(holder) if matches!(state, StateRead::Found(..)) => {
+                let locked = status::Locked {
+                    holder: holder.to_string(),
+                    id: holder.id.clone(),
+                };
                 let was_locked = previous
                     .get(types::STATE_READABLE)
                     .is_some_and(|c| c.reason == reasons::STATE_LOCKED);
-                conds.set(
-                    types::STATE_READABLE,
-                    Status::False,
-                    reasons::STATE_LOCKED,
-                    &message,
-                    self.generation,
-                    self.now,
-                );
                 if !was_locked {
+                    let readable = status::Readable::Read;
+                    let said = status::state_readable(&readable, Some(&locked), self.key);
                     writes.push(Effect::Count(Counter::StateReadError("locked")));
-                    writes.push(Effect::Event(Note::warning(
-                        captf_api::events::STATE_LOCKED,
-                        message,
-                    )));
+                    let reason = captf_api::events::STATE_LOCKED;
+                    writes.push(Effect::Event(Note::warning(reason, said.message)));
                 }
-                None
+                (None, Some(locked))
             }
-            _ => None,
+            _ => (None, None),
         }
     }
 

@@ -5,12 +5,15 @@ use captf_api::names::ObjectKey;
 
 use super::*;
 use crate::decide::status::{
-    Dependencies, Dependents, Frame, HeldDeletion, Set, first_visit, frame,
+    Dependencies, Dependents, Frame, HeldDeletion, Locked, Readable, Set, first_visit, frame,
 };
+
+fn key() -> ObjectKey {
+    ObjectKey::new("team-a", WorkloadKind::Cluster, "demo").expect("a valid key")
+}
 
 fn held(state: StateView) -> HeldDeletion {
     HeldDeletion {
-        key: ObjectKey::new("team-a", WorkloadKind::Cluster, "demo").expect("a valid key"),
         uid: UID.into(),
         namespace_terminating: false,
         state,
@@ -82,9 +85,27 @@ fn the_frame_says_what_it_found() {
         ("a cluster with none left is not blocked",
             Frame { dependents: Some(Dependents::None), ..deleting.clone() }, types::DELETION_BLOCKED, Some("False NotBlocked"), ""),
         ("dependents not listed keep DeletionBlocked", deleting.clone(), types::DELETION_BLOCKED, None, ""),
+        // StateReadable.
+        ("a state not read keeps its condition", live.clone(), types::STATE_READABLE, None, ""),
+        ("the object's own state is read", Frame { state: Some(Readable::Read), ..live.clone() }, types::STATE_READABLE, Some("True StateRead"), ""),
+        ("no state yet", Frame { state: Some(Readable::NotFound), ..live.clone() }, types::STATE_READABLE, Some("Unknown StateNotFound"), "the first apply creates it"),
+        ("a lost state says how to restore it", Frame { state: Some(Readable::Lost), ..live.clone() }, types::STATE_READABLE, Some("False StateLost"), "docs/runbooks/total-state-loss.md"),
+        ("an unreadable state says what the reader said",
+            Frame { state: Some(Readable::Unreadable { reason: reasons::STATE_CORRUPT, message: "chunk 1 is not gzip".into() }), ..live.clone() },
+            types::STATE_READABLE, Some("False StateCorrupt"), "chunk 1 is not gzip"),
+        ("another lineage names both and the adoption that takes it",
+            Frame { state: Some(Readable::Foreign { found: "L2".into(), expected: "L1".into(), serial: 7 }), ..live.clone() },
+            types::STATE_READABLE, Some("False StateLineageMismatch"),
+            "lineage L2 (serial 7), but this object's state is lineage L1: it is not this object's state, so nothing runs against it. Restore the object's own state with captf.io/restore-state=<serial> (status.stateBackups), or, if lineage L2 is this object's state now, adopt it: kubectl annotate terraformcluster demo -n team-a captf.io/adopt-state=L2"),
+        ("a state without an inputs hash says how to let CAPTF apply over it",
+            Frame { state: Some(Readable::Unadopted { lineage: "L1".into(), serial: 3 }), ..live.clone() },
+            types::STATE_READABLE, Some("False StateWithoutInputsHash"), "kubectl annotate terraformcluster demo -n team-a captf.io/adopt-state=L1"),
+        ("someone else's lock wins, and is never forced",
+            Frame { state: Some(Readable::Read), locked: Some(Locked { holder: "held by ci@laptop".into(), id: "abc".into() }), ..live.clone() },
+            types::STATE_READABLE, Some("False StateLocked"), "the state lock is held by ci@laptop: not taken by this object's Jobs, so CAPTF never forces it. Release it where it was taken (`tofu force-unlock abc`"),
     ];
     for (row, f, type_, want, message) in rows {
-        let got = frame(&f);
+        let got = frame(&f, &key());
         let condition = said(&got, type_);
         assert_eq!(condition.as_ref().map(|(s, _)| s.as_str()), want, "{row}");
         if let Some((_, m)) = condition {

@@ -154,7 +154,6 @@ where
             .filter(|v| **v != uid)
             .cloned();
         decide::status::HeldDeletion {
-            key: self.key.clone(),
             uid,
             namespace_terminating: self.namespace_terminating(),
             state: state.clone(),

@@ -1,11 +1,12 @@
 //! Whose state the reader found (the lineage recorded where it outlives a lost state), what a
 //! Job must find when it runs, and StateReadable from both.
 
-use captf_api::conditions::{Status, reasons, types};
+use captf_api::conditions::{reasons, types};
 use captf_api::{WorkspaceStatus, annotations, events};
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
+use crate::decide::status::{self, Readable};
 use crate::decide::{Counter, Effect, Finished, Note, StateView};
 use crate::error::Result;
 use crate::reconcile::observe::state::{DurableInputs, StateRead};
@@ -141,8 +142,8 @@ where
         provisioned: bool,
         finished: &[Finished],
         workspace: &mut WorkspaceStatus,
-        (conds, writes): (&mut Conditions, &mut Vec<Effect>),
-    ) -> Result<StateView> {
+        (conds, writes): (&Conditions, &mut Vec<Effect>),
+    ) -> Result<(StateView, Readable)> {
         let missing = matches!(state, StateRead::Missing);
         let restored = finished
             .iter()
@@ -184,57 +185,57 @@ where
             .get(annotations::ADOPT_STATE)
             .map(String::as_str);
         let identity = classify(state, recorded, adopt, ever_applied);
-        let (generation, now) = (self.generation, self.now);
         if !matches!(identity, Identity::Missing) || !ever_applied {
             self.first_count(COUNTED_LOST, None);
         }
-        let view = match identity {
+        // `conds` are those the pass started from: StateReadable is said by the status patch.
+        let was = |reason: &str| {
+            conds
+                .get(types::STATE_READABLE)
+                .is_some_and(|c| c.reason == reason)
+        };
+        let seen = match identity {
             Identity::Missing if ever_applied => {
                 // Counted once, when the state is first found gone: not again by a pass that
                 // starts from a cached object older than the status that said so.
-                let new = conds
-                    .get(types::STATE_READABLE)
-                    .is_none_or(|c| c.reason != reasons::STATE_LOST);
+                let new = !was(reasons::STATE_LOST);
                 if self.first_count(COUNTED_LOST, Some("lost")) && new {
                     writes.push(Effect::Count(Counter::StateReadError("lost")));
                 }
-                conds.set(types::STATE_READABLE, Status::False, reasons::STATE_LOST, "the object applied before but its state Secret is gone; nothing runs until it is restored from a backup: captf.io/restore-state=<serial> with a serial of status.stateBackups, or, when it lists none, the captf.io/state-backup-serial of a backup Secret labelled captf.io/state-backup-suffix=<suffix> (docs/runbooks/total-state-loss.md)", generation, now);
-                StateView::Lost
+                (StateView::Lost, Readable::Lost)
             }
-            Identity::Missing => {
-                conds.set(
-                    types::STATE_READABLE,
-                    Status::Unknown,
-                    reasons::STATE_NOT_FOUND,
-                    "no state yet: the first apply creates it",
-                    generation,
-                    now,
-                );
-                StateView::NotFound
-            }
+            Identity::Missing => (StateView::NotFound, Readable::NotFound),
             Identity::Unreadable => {
-                if let StateRead::Unreadable(e) = &*state {
-                    conds.set(
-                        types::STATE_READABLE,
-                        Status::False,
-                        e.reason(),
-                        &e.to_string(),
-                        generation,
-                        now,
-                    );
-                    let reason = e.metric_reason();
-                    writes.push(Effect::Count(Counter::StateReadError(reason)));
-                }
-                StateView::Unreadable
+                let StateRead::Unreadable(e) = &*state else {
+                    return Err(crate::Error::Panicked(
+                        "the state was classified unreadable without a read error".to_owned(),
+                    ));
+                };
+                let reason = e.metric_reason();
+                writes.push(Effect::Count(Counter::StateReadError(reason)));
+                let readable = Readable::Unreadable {
+                    reason: e.reason(),
+                    message: e.to_string(),
+                };
+                (StateView::Unreadable, readable)
             }
             Identity::Foreign { found, expected } => {
-                let mismatch = self.not_ours(state, found, expected, conds, workspace);
-                if let Some(message) = mismatch {
-                    let reason = reasons::STATE_LINEAGE_MISMATCH;
-                    writes.push(Effect::Count(Counter::StateReadError("lineage_mismatch")));
-                    writes.push(Effect::Event(Note::warning(reason, message)));
+                let readable = Readable::Foreign {
+                    found,
+                    expected: expected.clone(),
+                    serial: state_serial(state),
+                };
+                workspace.state_lineage = Some(expected);
+                if let StateRead::Found(s, _) = std::mem::replace(state, StateRead::Missing) {
+                    *state = StateRead::Foreign(s);
                 }
-                StateView::Foreign
+                // Said once, when first found.
+                if !was(reasons::STATE_LINEAGE_MISMATCH) {
+                    let said = status::state_readable(&readable, None, self.key);
+                    writes.push(Effect::Count(Counter::StateReadError("lineage_mismatch")));
+                    writes.push(Effect::Event(Note::warning(said.reason, said.message)));
+                }
+                (StateView::Foreign, readable)
             }
             Identity::Own {
                 record,
@@ -252,65 +253,26 @@ where
                 if let Some(lineage) = own.record.clone().filter(|_| durable.exists) {
                     writes.push(Effect::RecordLineage(lineage));
                 }
-                self.ours(state, own, writes, conds, workspace)
+                let StateRead::Found(s, _) = &*state else {
+                    return Err(crate::Error::Panicked(
+                        "the state was classified the object's own without being read".to_owned(),
+                    ));
+                };
+                self.ours(s, own, writes, workspace)
             }
         };
-        Ok(view)
-    }
-
-    /// `StateLineageMismatch`: the state found is of another lineage than the object's own;
-    /// nothing runs against it. Returns the warning when the mismatch is new (it is then
-    /// counted and said).
-    fn not_ours(
-        &self,
-        state: &mut StateRead,
-        found: String,
-        expected: String,
-        conds: &mut Conditions,
-        workspace: &mut WorkspaceStatus,
-    ) -> Option<String> {
-        let serial = state_serial(state);
-        let message = format!(
-            "the state Secrets hold lineage {found} (serial {serial}), but this object's state is lineage {expected}: it is not this object's state, so nothing runs against it. Restore the object's own state with captf.io/restore-state=<serial> (status.stateBackups), or, if lineage {found} is this object's state now, adopt it: kubectl annotate {} {} -n {} {}={found} (docs/backups.md)",
-            self.kind.to_lowercase(),
-            self.key.name(),
-            self.key.namespace(),
-            annotations::ADOPT_STATE,
-        );
-        let new = conds
-            .get(types::STATE_READABLE)
-            .is_none_or(|c| c.reason != reasons::STATE_LINEAGE_MISMATCH);
-        let (g, now) = (self.generation, self.now);
-        let reason = reasons::STATE_LINEAGE_MISMATCH;
-        conds.set(
-            types::STATE_READABLE,
-            Status::False,
-            reason,
-            &message,
-            g,
-            now,
-        );
-        workspace.state_lineage = Some(expected);
-        if let StateRead::Found(s, _) = std::mem::replace(state, StateRead::Missing) {
-            *state = StateRead::Foreign(s);
-        }
-        new.then_some(message)
+        Ok(seen)
     }
 
     /// The object's own state: its lineage noted, an adoption to announce and use up, and
     /// `StateRead` unless it carries no inputs hash.
     fn ours(
         &self,
-        state: &StateRead,
+        s: &captf_state::DecodedState,
         own: Own<'_>,
         writes: &mut Vec<Effect>,
-        conds: &mut Conditions,
         workspace: &mut WorkspaceStatus,
-    ) -> StateView {
-        // classify says Own only of a readable state.
-        let StateRead::Found(s, _) = state else {
-            return StateView::Unreadable;
-        };
+    ) -> (StateView, Readable) {
         if own.adopted {
             let note = format!(
                 "{}={} made lineage {} (serial {}) this object's state, in place of lineage {}",
@@ -330,38 +292,13 @@ where
             });
         }
         workspace.state_lineage = Some(s.lineage.clone());
-        let (g, now) = (self.generation, self.now);
         if own.unadopted {
-            let message = format!(
-                "the object applied before, but its state (lineage {}, serial {}) has no {} annotation: CAPTF cannot tell which inputs produced it (a state pushed by hand, or written outside a CAPTF apply), so nothing runs against it. Check it, then let CAPTF apply the current inputs over it (guarded as usual): kubectl annotate {} {} -n {} {}={}; or restore a backup with captf.io/restore-state=<serial> (docs/backups.md)",
-                s.lineage,
-                s.serial,
-                annotations::INPUTS_HASH,
-                self.kind.to_lowercase(),
-                self.key.name(),
-                self.key.namespace(),
-                annotations::ADOPT_STATE,
-                s.lineage,
-            );
-            let reason = reasons::STATE_WITHOUT_INPUTS_HASH;
-            conds.set(
-                types::STATE_READABLE,
-                Status::False,
-                reason,
-                &message,
-                g,
-                now,
-            );
-            return StateView::Unadopted;
+            let readable = Readable::Unadopted {
+                lineage: s.lineage.clone(),
+                serial: s.serial,
+            };
+            return (StateView::Unadopted, readable);
         }
-        conds.set(
-            types::STATE_READABLE,
-            Status::True,
-            reasons::STATE_READ,
-            "",
-            g,
-            now,
-        );
         let object = crate::metrics::Object {
             kind: self.kind,
             namespace: self.key.namespace().to_owned(),
@@ -375,9 +312,10 @@ where
             .set(resources);
         let bytes = i64::try_from(s.compressed_bytes).unwrap_or(i64::MAX);
         metrics.state_bytes.get_or_create(&object).set(bytes);
-        StateView::Found {
+        let view = StateView::Found {
             inputs_hash: s.inputs_hash.clone(),
-        }
+        };
+        (view, Readable::Read)
     }
 
     /// [`crate::metrics::Counted::first`] for this object.
