@@ -48,6 +48,17 @@ pub struct Frame {
     pub state: Option<Readable>,
     /// Someone else holds the lock of the readable state.
     pub locked: Option<Locked>,
+    /// A `captf.io/restore-state` request that cannot be honoured.
+    pub restore: Option<RestoreRefused>,
+}
+
+/// Why a requested restore cannot run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RestoreRefused {
+    /// The annotation's value is not a serial.
+    NotASerial(String),
+    /// No complete backup of `serial`; `kept` are the serials of those kept.
+    NoBackup { serial: String, kept: Vec<String> },
 }
 
 /// What the pass found of the state, for `StateReadable`.
@@ -148,7 +159,29 @@ pub fn frame(f: &Frame, key: &ObjectKey) -> Vec<Set> {
     if let Some(state) = &f.state {
         said.push(state_readable(state, f.locked.as_ref(), key));
     }
+    if let Some(refused) = &f.restore {
+        said.push(restore_refused(refused));
+    }
     said
+}
+
+/// `RestoreJobSucceeded` of a restore that cannot run, and what to ask instead.
+pub fn restore_refused(refused: &RestoreRefused) -> Set {
+    let message = match refused {
+        RestoreRefused::NotASerial(value) => format!(
+            "captf.io/restore-state={value:?} is not a state serial: use one of status.stateBackups[].serial"
+        ),
+        RestoreRefused::NoBackup { serial, kept } => format!(
+            "no complete backup of serial {serial}; the backups kept hold serials [{}] (status.stateBackups)",
+            kept.join(", ")
+        ),
+    };
+    Set {
+        type_: types::RESTORE_JOB_SUCCEEDED,
+        status: Status::False,
+        reason: reasons::RESTORE_BACKUP_NOT_FOUND,
+        message,
+    }
 }
 
 /// `StateReadable`: what was found of the state, or the lock someone else holds on it.

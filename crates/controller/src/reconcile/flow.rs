@@ -480,13 +480,10 @@ async fn go<A: Adapter>(
     if asked == RestoreAsk::Release {
         A::workspace_mut(&mut w.status).last_restored_serial = None;
     }
-    let restore = pass
-        .restore_request(
-            asked,
-            A::workspace(&w.status),
-            (&mut w.conds, &mut w.writes),
-        )
+    let (restore, refused) = pass
+        .restore_request(asked, A::workspace(&w.status), (&w.conds, &mut w.writes))
         .await?;
+    w.frame.restore = refused;
     let mut snapshot = pass.snapshot(Observation {
         jobs: &w.jobs,
         state: seen.view.clone(),

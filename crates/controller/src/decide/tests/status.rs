@@ -5,7 +5,8 @@ use captf_api::names::ObjectKey;
 
 use super::*;
 use crate::decide::status::{
-    Dependencies, Dependents, Frame, HeldDeletion, Locked, Readable, Set, first_visit, frame,
+    Dependencies, Dependents, Frame, HeldDeletion, Locked, Readable, RestoreRefused, Set,
+    first_visit, frame,
 };
 
 fn key() -> ObjectKey {
@@ -103,6 +104,14 @@ fn the_frame_says_what_it_found() {
         ("someone else's lock wins, and is never forced",
             Frame { state: Some(Readable::Read), locked: Some(Locked { holder: "held by ci@laptop".into(), id: "abc".into() }), ..live.clone() },
             types::STATE_READABLE, Some("False StateLocked"), "the state lock is held by ci@laptop: not taken by this object's Jobs, so CAPTF never forces it. Release it where it was taken (`tofu force-unlock abc`"),
+        // A restore that cannot run.
+        ("no restore refused, nothing said", live.clone(), types::RESTORE_JOB_SUCCEEDED, None, ""),
+        ("a value that is no serial says what to use",
+            Frame { restore: Some(RestoreRefused::NotASerial("latest".into())), ..live.clone() },
+            types::RESTORE_JOB_SUCCEEDED, Some("False RestoreBackupNotFound"), "captf.io/restore-state=\"latest\" is not a state serial: use one of status.stateBackups[].serial"),
+        ("a serial without a complete backup names those kept",
+            Frame { restore: Some(RestoreRefused::NoBackup { serial: "9".into(), kept: vec!["4".into(), "3".into()] }), ..live.clone() },
+            types::RESTORE_JOB_SUCCEEDED, Some("False RestoreBackupNotFound"), "no complete backup of serial 9; the backups kept hold serials [4, 3]"),
     ];
     for (row, f, type_, want, message) in rows {
         let got = frame(&f, &key());

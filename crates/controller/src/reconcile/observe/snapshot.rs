@@ -1,12 +1,13 @@
 //! The snapshot [`crate::decide`] reads, as far as every kind observes it alike; a kind adds
 //! its own approvals, plan and health facts.
 
-use captf_api::conditions::{Status, reasons, types};
+use captf_api::conditions::{Status, types};
 use captf_api::{WorkspaceStatus, annotations};
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
 use crate::decide::restore::RestoreAsk;
+use crate::decide::status::{self, RestoreRefused};
 use crate::decide::{
     Approvals, Counter, Deletion, Destroyed, Effect, Lifecycle, Note, Observed, Policy, Requests,
     Snapshot, StateView,
@@ -36,69 +37,69 @@ impl<K> Pass<'_, K>
 where
     K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
-    /// The complete backup a pending `captf.io/restore-state` names (see `backup_named`),
-    /// counting a refused request once, not once per pass.
+    /// The complete backup a pending `captf.io/restore-state` names (see `backup_named`), or
+    /// why it cannot run; a refusal is counted once, not once per pass. `conds` are the
+    /// conditions so far, which a refusal said before is in.
     pub async fn restore_request(
         &self,
         asked: RestoreAsk,
         workspace: &WorkspaceStatus,
-        (conds, writes): (&mut Conditions, &mut Vec<Effect>),
-    ) -> Result<Option<BackupSet>> {
-        let reason = |c: &Conditions| {
-            c.get(types::RESTORE_JOB_SUCCEEDED)
-                .map(|c| (c.reason.clone(), c.message.clone()))
-        };
-        let before = reason(conds);
-        let restore = self.backup_named(asked, workspace, (conds, writes)).await?;
-        let after = reason(conds);
-        // The request is read live and the conditions may come from a cache that lags the
-        // status this manager wrote: the transition record keeps a refusal counted once.
+        (conds, writes): (&Conditions, &mut Vec<Effect>),
+    ) -> Result<(Option<BackupSet>, Option<RestoreRefused>)> {
+        let (restore, refused) = self.backup_named(asked, workspace, writes).await?;
         let uid = self.object.meta().uid.as_deref().unwrap_or_default();
         let counted = &self.ctx.metrics.counted;
-        let refused = after
-            .as_ref()
-            .filter(|(r, _)| r == reasons::RESTORE_BACKUP_NOT_FOUND)
-            .map(|(_, m)| m.as_ref());
-        let new = refused.is_some() && after != before;
-        if counted.first(uid, "restore_not_found", refused) && new {
-            writes.push(Effect::Count(Counter::Restore("not_found")));
+        if let Some(refusal) = &refused {
+            let said = status::restore_refused(refusal);
+            let before = conds
+                .get(types::RESTORE_JOB_SUCCEEDED)
+                .map(|c| (c.reason.as_str(), c.message.as_ref()));
+            let new = before != Some((said.reason, said.message.as_str()));
+            // The request is read live and the conditions may come from a cache that lags
+            // the status this manager wrote: the transition record keeps a refusal counted
+            // once.
+            if counted.first(uid, "restore_not_found", Some(&said.message)) && new {
+                writes.push(Effect::Count(Counter::Restore("not_found")));
+            }
+        } else {
+            counted.first(uid, "restore_not_found", None);
         }
-        Ok(restore)
+        Ok((restore, refused))
     }
 
-    /// The complete backup of the serial `asked` names, or `None` (with `RestoreJobSucceeded`
-    /// saying why when the request cannot be honoured).
+    /// The complete backup of the serial `asked` names, or `None` (with why, when the request
+    /// cannot be honoured).
     async fn backup_named(
         &self,
         asked: RestoreAsk,
         workspace: &WorkspaceStatus,
-        (conds, writes): (&mut Conditions, &mut Vec<Effect>),
-    ) -> Result<Option<BackupSet>> {
-        let (generation, now) = (self.generation, self.now);
+        writes: &mut Vec<Effect>,
+    ) -> Result<(Option<BackupSet>, Option<RestoreRefused>)> {
         let serial = match asked {
             RestoreAsk::Serial(serial) => serial,
             RestoreAsk::NotASerial(value) => {
-                conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("captf.io/restore-state={value:?} is not a state serial: use one of status.stateBackups[].serial"), generation, now);
-                return Ok(None);
+                return Ok((None, Some(RestoreRefused::NotASerial(value))));
             }
             // The RestoreFailed condition says how to try that serial again.
             RestoreAsk::Nothing | RestoreAsk::Release | RestoreAsk::FailedBefore(_) => {
-                return Ok(None);
+                return Ok((None, None));
             }
         };
         let sets = self.backups(self.own_lineage(workspace), writes).await?;
-        match crate::reconcile::act::backups::restorable(&sets, serial) {
-            Some(set) => Ok(Some(set.clone())),
-            None => {
-                let kept: Vec<String> = sets
-                    .iter()
-                    .filter(|s| s.complete())
-                    .map(|s| s.serial.to_string())
-                    .collect();
-                conds.set(types::RESTORE_JOB_SUCCEEDED, Status::False, reasons::RESTORE_BACKUP_NOT_FOUND, &format!("no complete backup of serial {serial}; the backups kept hold serials [{}] (status.stateBackups)", kept.join(", ")), generation, now);
-                Ok(None)
-            }
-        }
+        Ok(
+            match crate::reconcile::act::backups::restorable(&sets, serial) {
+                Some(set) => (Some(set.clone()), None),
+                None => {
+                    let kept = sets
+                        .iter()
+                        .filter(|s| s.complete())
+                        .map(|s| s.serial.to_string())
+                        .collect();
+                    let serial = serial.to_string();
+                    (None, Some(RestoreRefused::NoBackup { serial, kept }))
+                }
+            },
+        )
     }
 
     /// The object's backup sets that count ([`backups::trusted`]), newest first, with their data
