@@ -50,6 +50,9 @@ pub struct Frame {
     pub locked: Option<Locked>,
     /// A `captf.io/restore-state` request that cannot be honoured.
     pub restore: Option<RestoreRefused>,
+    /// A member never provisioned whose cluster's Job may be writing the state it renders
+    /// from: the cluster and the Job.
+    pub cluster_busy: Option<(String, String)>,
 }
 
 /// Why a requested restore cannot run.
@@ -161,6 +164,16 @@ pub fn frame(f: &Frame, key: &ObjectKey) -> Vec<Set> {
     }
     if let Some(refused) = &f.restore {
         said.push(restore_refused(refused));
+    }
+    if let Some((cluster, job)) = &f.cluster_busy {
+        said.push(Set {
+            type_: types::APPLY_JOB_SUCCEEDED,
+            status: Status::Unknown,
+            reason: reasons::WAITING_FOR_CLUSTER_OPERATION,
+            message: format!(
+                "TerraformCluster {cluster}: its Job {job} may be writing its state, which holds the exports this object renders; they are read once it ends"
+            ),
+        });
     }
     said
 }

@@ -307,9 +307,12 @@ async fn enter<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Entered
     if admit == decide::Admit::ClusterBusy {
         let (cluster, job) = found.err().and_then(Hold::busy).unwrap_or_default();
         tracing::debug!(namespace = pass.key.namespace(), name = pass.key.name(), %cluster, %job, "the cluster's Job may be writing its state; looking again soon");
-        let provisioned = provisioned(A::workspace(&work.status));
-        let effects = pass.busy(&mut work.conds, provisioned, (&cluster, &job));
-        carry_out(pass, effects, &mut work, Scene::Entry).await?;
+        // One never provisioned says so; a provisioned one keeps its conditions, so its Ready
+        // does not flap at every refresh of the cluster, and writes nothing.
+        if !provisioned(A::workspace(&work.status)) {
+            work.frame.cluster_busy = Some((cluster, job));
+            carry_out(pass, vec![Effect::PatchStatus], &mut work, Scene::Entry).await?;
+        }
         return Ok(Entered::Done(Action::requeue(
             crate::schedule::ACTIVE_JOB_REQUEUE,
         )));

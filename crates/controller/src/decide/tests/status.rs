@@ -112,6 +112,10 @@ fn the_frame_says_what_it_found() {
         ("a serial without a complete backup names those kept",
             Frame { restore: Some(RestoreRefused::NoBackup { serial: "9".into(), kept: vec!["4".into(), "3".into()] }), ..live.clone() },
             types::RESTORE_JOB_SUCCEEDED, Some("False RestoreBackupNotFound"), "no complete backup of serial 9; the backups kept hold serials [4, 3]"),
+        // A member waiting for its cluster's Job.
+        ("a member never provisioned says whose Job it waits for",
+            Frame { cluster_busy: Some(("net".into(), "net-apply-1".into())), ..live.clone() },
+            types::APPLY_JOB_SUCCEEDED, Some("Unknown WaitingForClusterOperation"), "TerraformCluster net: its Job net-apply-1 may be writing its state"),
     ];
     for (row, f, type_, want, message) in rows {
         let got = frame(&f, &key());

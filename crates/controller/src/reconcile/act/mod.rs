@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use captf_api::ActiveJob;
 use captf_api::annotations;
-use captf_api::conditions::{Status, reasons, types};
+use captf_api::conditions::types;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -69,34 +69,6 @@ where
             decide::Effect::RemoveFinalizer,
             decide::Effect::Event(note),
         ])
-    }
-
-    /// A member whose cluster's Job `job` may be writing the cluster's state: nothing of that
-    /// state is read. One never provisioned says so (`ApplyJobSucceeded` reads
-    /// `Unknown/WaitingForClusterOperation`) and writes its status; a provisioned one keeps its
-    /// conditions, so its Ready does not flap at every refresh of the cluster, and writes
-    /// nothing. The effects to carry out.
-    pub fn busy(
-        &self,
-        conds: &mut Conditions,
-        provisioned: bool,
-        (cluster, job): (&str, &str),
-    ) -> Vec<decide::Effect> {
-        if provisioned {
-            return Vec::new();
-        }
-        let message = format!(
-            "TerraformCluster {cluster}: its Job {job} may be writing its state, which holds the exports this object renders; they are read once it ends"
-        );
-        conds.set(
-            types::APPLY_JOB_SUCCEEDED,
-            Status::Unknown,
-            reasons::WAITING_FOR_CLUSTER_OPERATION,
-            &message,
-            self.generation,
-            self.now,
-        );
-        vec![decide::Effect::PatchStatus]
     }
 
     /// `captf_inputs_bytes`: the size of the inputs as rendered this pass.
