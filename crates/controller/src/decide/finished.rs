@@ -31,7 +31,7 @@ pub struct Finished {
     pub container_started_at: Option<Timestamp>,
     /// The Job's annotations at creation (`captf.io/inputs-hash`, `captf.io/approved-plan`, ...).
     pub annotations: BTreeMap<String, String>,
-    /// Its pod still waits for an image ([`crate::reconcile::act::image_pull::pull_failure`]).
+    /// Its pod still waits for an image ([`crate::reconcile::observe::image_pull::pull_failure`]).
     pub pull_failure: Option<String>,
 }
 

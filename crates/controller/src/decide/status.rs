@@ -7,7 +7,7 @@ use captf_api::annotations;
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::names::ObjectKey;
 
-use super::StateView;
+use super::{Decision, Snapshot, StateView};
 
 /// A condition as a pass says it; applied in order, the last word on a type wins.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -364,4 +364,17 @@ pub fn first_visit(has: impl Fn(&str) -> bool) -> Vec<Set> {
     .filter(|(t, ..)| !has(t))
     .map(|(t, s, r, m)| Set::new(t, s, r, m))
     .collect()
+}
+
+/// `ApplyJobSucceeded` as the state proves it ([`super::applied_per_state`]), said only where
+/// no apply was ever reported (`unreported`: the condition still reads `NoApplyYet`), so a
+/// Job's own word is never overwritten.
+pub fn applied_per_state(s: &Snapshot, d: &Decision, unreported: bool) -> Option<Set> {
+    let message = super::applied_per_state(s, d).filter(|_| unreported)?;
+    Some(Set {
+        type_: types::APPLY_JOB_SUCCEEDED,
+        status: Status::True,
+        reason: reasons::APPLY_SUCCEEDED,
+        message,
+    })
 }

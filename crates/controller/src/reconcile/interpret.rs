@@ -9,15 +9,17 @@ use kube::api::{Api, Patch, PatchParams};
 use crate::decide::{self, CapiObject, Counter, Decision, Effect, Note};
 use crate::error::{Error, KubeContext, Result};
 use crate::reconcile::act::Acted;
-use crate::reconcile::act::backups::BackupSet;
 use crate::reconcile::act::keep::Keep;
 use crate::reconcile::act::launch::Starting;
 use crate::reconcile::act::object::{add_finalizer, set_block_move};
 use crate::reconcile::act::{approvals, secrets};
+use crate::reconcile::adapter::{Adapter, Seen, Work, provisioned};
+use crate::reconcile::backups::BackupSet;
 use crate::reconcile::finished::bookkeeping;
-use crate::reconcile::flow::{Adapter, Seen, Work, provisioned};
+use crate::reconcile::finished::bookkeeping::finish_bookkeeping;
+use crate::reconcile::observe::jobs;
 use crate::reconcile::observe::jobs::ObservedJob;
-use crate::reconcile::pass::{Pass, active_job, finish_bookkeeping};
+use crate::reconcile::pass::Pass;
 
 /// Where a pass has come to when its effects are carried out.
 pub enum Scene<'s> {
@@ -94,7 +96,7 @@ pub async fn carry_out<A: Adapter>(
                     .during(|| what.clone())?;
             }
             Effect::AdoptState(adoption) => {
-                let owner_ref = crate::reconcile::flow::owner_reference(object)?;
+                let owner_ref = crate::reconcile::adapter::owner_reference(object)?;
                 secrets::adopt_state(client, key, &owner_ref, &adoption).await?;
             }
             Effect::MarkInputs { annotation, value } => {
@@ -337,4 +339,14 @@ fn count<A: Adapter>(pass: &Pass<'_, A>, counter: Counter) {
                 .inc();
         }
     }
+}
+
+/// The Job status names as active.
+pub fn active_job(job: &Option<jobs::ObservedJob>) -> Option<ActiveJob> {
+    job.as_ref().map(|j| ActiveJob {
+        name: j.name.clone(),
+        operation: j.op,
+        attempt: i32::try_from(j.attempt.max(1)).unwrap_or(1),
+        start_time: j.job.status.as_ref().and_then(|s| s.start_time.clone()),
+    })
 }

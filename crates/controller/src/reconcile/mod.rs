@@ -4,12 +4,18 @@
 //! template have passes of their own (no Jobs).
 
 pub mod act;
+pub mod adapter;
+pub mod backups;
 pub mod finished;
 pub mod flow;
 pub mod interpret;
 pub mod kinds;
+pub mod layers;
+pub mod leases;
 pub mod observe;
 pub mod pass;
+pub mod pods;
+pub mod protection;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -610,7 +610,7 @@ mod tests;
 
 impl<K> crate::reconcile::pass::Pass<'_, K>
 where
-    K: crate::reconcile::act::object::Workload
+    K: crate::reconcile::pass::Workload
         + kube::Resource<Scope = kube::core::NamespaceResourceScope>,
 {
     /// The object's credentials mirrored and its namespace's runner RBAC kept current, at

@@ -7,10 +7,11 @@ use kube::Resource;
 use kube::runtime::events::EventType;
 
 use crate::error::Result;
-use crate::reconcile::act::object::Workload;
 use crate::reconcile::observe::jobs::{ObservedJob, Phase};
 use crate::reconcile::observe::state::StateRead;
-use crate::reconcile::pass::{Pass, state_serial};
+use crate::reconcile::observe::state::state_serial;
+use crate::reconcile::pass::Pass;
+use crate::reconcile::pass::Workload;
 
 /// What [`Pass::keep_state`] keeps: the state the pass read and what it found beside it.
 #[derive(Clone, Copy)]
@@ -62,7 +63,7 @@ where
                 .rev()
                 .find(|j| j.phase == Phase::Succeeded)
                 .map(|j| j.name.as_str());
-            let request = crate::reconcile::act::backups::Request {
+            let request = crate::reconcile::backups::Request {
                 key: self.key,
                 owner: owner_ref,
                 cluster_name,
@@ -100,7 +101,7 @@ where
             .is_empty()
             || caches.secrets.protected(ns, &base) == Some(false);
         let chunks_free = !chunk_work
-            || crate::reconcile::act::leases::run_holder(&self.ctx.client, self.key)
+            || crate::reconcile::leases::run_holder(&self.ctx.client, self.key)
                 .await?
                 .is_none();
         if chunks_free && matches!(state, StateRead::Found(..)) {
@@ -124,7 +125,7 @@ where
         if chunks_free {
             own.push(base);
         }
-        let mut unprotected = crate::reconcile::act::protection::to_protect(caches, ns, &own);
+        let mut unprotected = crate::reconcile::protection::to_protect(caches, ns, &own);
         let backups = format!("captf-state-backup-{}-", self.key.state_suffix());
         unprotected.extend(
             caches
@@ -133,7 +134,7 @@ where
         );
         if !unprotected.is_empty() {
             let client = &self.ctx.client;
-            crate::reconcile::act::protection::protect(client, ns, &unprotected).await;
+            crate::reconcile::protection::protect(client, ns, &unprotected).await;
         }
         if !repaired.is_empty() {
             self.publish(
@@ -152,7 +153,7 @@ where
     /// tries again.
     async fn back_up(
         &self,
-        request: &crate::reconcile::act::backups::Request<'_>,
+        request: &crate::reconcile::backups::Request<'_>,
         workspace: &mut WorkspaceStatus,
     ) -> Result<Vec<String>> {
         let counter = |result| {
@@ -165,29 +166,26 @@ where
                 })
                 .inc();
         };
-        let (outcome, listed) = match crate::reconcile::act::backups::take(
-            &self.ctx.client,
-            &self.ctx.state_reads,
-            request,
-        )
-        .await
-        {
-            Ok(taken) => taken,
-            Err(e) => {
-                counter(crate::reconcile::act::backups::RESULT_FAILED);
-                return Err(e);
-            }
-        };
+        let (outcome, listed) =
+            match crate::reconcile::backups::take(&self.ctx.client, &self.ctx.state_reads, request)
+                .await
+            {
+                Ok(taken) => taken,
+                Err(e) => {
+                    counter(crate::reconcile::backups::RESULT_FAILED);
+                    return Err(e);
+                }
+            };
         if let Some(result) = outcome.result() {
             counter(result);
         }
         let (ns, name) = (self.key.namespace(), self.key.name());
         let serial = request.state.map_or(0, |s| s.serial);
         match &outcome {
-            crate::reconcile::act::backups::Outcome::Skipped(reason) => {
+            crate::reconcile::backups::Outcome::Skipped(reason) => {
                 tracing::info!(namespace = %ns, name = %name, serial, reason = reason.as_str(), "state backup skipped");
             }
-            crate::reconcile::act::backups::Outcome::Taken {
+            crate::reconcile::backups::Outcome::Taken {
                 name: backup,
                 pruned,
             } => {
@@ -205,7 +203,7 @@ where
                 let normal = kube::runtime::events::EventType::Normal;
                 self.publish_related(normal, reason, &note, secret).await;
             }
-            crate::reconcile::act::backups::Outcome::AlreadyBackedUp { .. } => {}
+            crate::reconcile::backups::Outcome::AlreadyBackedUp { .. } => {}
         }
         Ok(self.adopt_listed(listed, request.owner, workspace).await)
     }
@@ -235,13 +233,13 @@ where
         if !new {
             return Ok(Vec::new());
         }
-        let whose = crate::reconcile::act::backups::Whose {
+        let whose = crate::reconcile::backups::Whose {
             key: self.key,
             uid,
             lineage: Some(lineage),
         };
         let listed =
-            crate::reconcile::act::backups::list(&self.ctx.client, &self.ctx.state_reads, &whose)
+            crate::reconcile::backups::list(&self.ctx.client, &self.ctx.state_reads, &whose)
                 .await?;
         Ok(self.adopt_listed(listed, owner, workspace).await)
     }
@@ -250,7 +248,7 @@ where
     /// backups restored without owner references owned by the object again (returned).
     async fn adopt_listed(
         &self,
-        listed: crate::reconcile::act::backups::Listed,
+        listed: crate::reconcile::backups::Listed,
         owner: &OwnerReference,
         workspace: &mut WorkspaceStatus,
     ) -> Vec<String> {
@@ -259,7 +257,7 @@ where
             self.tell(&note).await;
         }
         let sets = listed.sets;
-        let entries = crate::reconcile::act::backups::status_entries(&sets);
+        let entries = crate::reconcile::backups::status_entries(&sets);
         workspace.state_backups = (!entries.is_empty()).then_some(entries);
         // Backups restored without owner references (a namespace restore, `captf dr import`):
         // owned by the object again, as a plain owner so they outlive a manual state deletion.

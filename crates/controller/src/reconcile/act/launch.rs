@@ -19,10 +19,11 @@ use crate::decide::{self, launch, launch::Gates, launch::Held, launch::Step};
 use crate::error::{Error, KubeContext, Result};
 use crate::job::{EffectivePolicy, JobSpec, build_job, job_owner, per_run_secret};
 use crate::reconcile::act::credentials;
-use crate::reconcile::act::object::{Workload, set_block_move};
+use crate::reconcile::act::object::set_block_move;
 use crate::reconcile::observe::jobs::{self, ObservedJob};
 use crate::reconcile::pass::Pass;
-use crate::reconcile::{Context, act::leases, act::secrets, finished::bookkeeping};
+use crate::reconcile::pass::Workload;
+use crate::reconcile::{Context, act::secrets, finished::bookkeeping, leases};
 
 pub use crate::decide::launch::GATE_REQUEUE;
 
@@ -80,7 +81,7 @@ pub struct Starting<'a> {
     /// An apply that disappeared while it ran, recorded on the durable inputs.
     pub interrupted: Option<&'a str>,
     /// The backup a restore restores.
-    pub restore: Option<&'a crate::reconcile::act::backups::BackupSet>,
+    pub restore: Option<&'a crate::reconcile::backups::BackupSet>,
     /// A dead runner's lock, `(lock id, pod)`, for the Job to release.
     pub force_unlock: Option<&'a (String, String)>,
 }
@@ -283,7 +284,7 @@ where
         &self,
         op: Operation,
         rendered: Option<&captf_contract::Rendered>,
-        restore: Option<&crate::reconcile::act::backups::BackupSet>,
+        restore: Option<&crate::reconcile::backups::BackupSet>,
         conds: &mut Conditions,
     ) -> Result<Option<JobInputs>> {
         let (g, now) = (self.generation, self.now);

@@ -3,15 +3,12 @@
 //! and the one status write that ends a pass.
 
 pub mod approvals;
-pub mod backups;
 pub mod credentials;
-pub mod image_pull;
+pub mod events;
 pub mod keep;
 pub mod launch;
-pub mod leases;
 pub mod object;
 pub mod owners;
-pub mod protection;
 pub mod secrets;
 pub mod unstarted;
 
@@ -19,7 +16,7 @@ use std::time::Duration;
 
 use captf_api::ActiveJob;
 use captf_api::annotations;
-use captf_api::conditions::types;
+use captf_api::conditions::{reasons, types};
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -30,9 +27,10 @@ use crate::decide::{self, StateView};
 use crate::error::Result;
 use crate::job::EffectivePolicy;
 use crate::reconcile::act::launch::{Started, Starting};
-use crate::reconcile::act::object::{Workload, patch_status, remove_finalizer};
+use crate::reconcile::act::object::{patch_status, remove_finalizer};
 use crate::reconcile::observe::jobs::{self, ObservedJob};
-use crate::reconcile::pass::{Pass, abandon_cause};
+use crate::reconcile::pass::Pass;
+use crate::reconcile::pass::Workload;
 
 /// What the act step leaves for the status write.
 #[derive(Default)]
@@ -290,4 +288,40 @@ pub async fn prune(client: &kube::Client, namespace: &str, names: &[String]) -> 
         }
     }
     Ok(())
+}
+
+/// Why an abandon was allowed, for the event.
+pub fn abandon_cause(
+    conds: &Conditions,
+    state: &StateView,
+    inputs_lost: bool,
+    namespace_terminating: bool,
+) -> String {
+    match state {
+        _ if namespace_terminating && !state.held() => {
+            "the namespace is being deleted, so no destroy Job can start".to_owned()
+        }
+        _ if inputs_lost && !state.held() => {
+            "the durable inputs Secret is gone, so no destroy can be rendered".to_owned()
+        }
+        _ if !state.held()
+            && conds
+                .get(types::APPLY_JOB_SUCCEEDED)
+                .is_some_and(|c| c.reason == reasons::IDENTITY_NOT_ALLOWED) =>
+        {
+            "no destroy Job can start without the identity's credentials: ApplyJobSucceeded IdentityNotAllowed (see IdentityAllowed and CredentialsMirrored)".to_owned()
+        }
+        s if s.held() => format!(
+            "StateReadable {}",
+            conds
+                .get(types::STATE_READABLE)
+                .map_or("False", |c| c.reason.as_str())
+        ),
+        _ => format!(
+            "the last destroy failed: ApplyJobSucceeded {}",
+            conds
+                .get(types::APPLY_JOB_SUCCEEDED)
+                .map_or("False", |c| c.reason.as_str())
+        ),
+    }
 }

@@ -4,45 +4,12 @@
 use captf_api::ActiveJob;
 use captf_api::annotations;
 use captf_api::names::{ObjectKey, WorkloadKind};
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
 use crate::error::{Error, KubeContext, Result};
-
-/// What these writes need of a kind.
-pub trait Workload:
-    Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug
-{
-}
-
-impl<K> Workload for K where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug
-{
-}
-
-/// A workload kind's status part that every kind shares.
-pub trait WithWorkspaceStatus {
-    fn workspace_status(&self) -> Option<&captf_api::WorkspaceStatus>;
-}
-
-impl WithWorkspaceStatus for captf_api::TerraformCluster {
-    fn workspace_status(&self) -> Option<&captf_api::WorkspaceStatus> {
-        self.status.as_ref().map(|s| &s.workspace)
-    }
-}
-
-impl WithWorkspaceStatus for captf_api::TerraformMachine {
-    fn workspace_status(&self) -> Option<&captf_api::WorkspaceStatus> {
-        self.status.as_ref().map(|s| &s.workspace)
-    }
-}
-
-impl WithWorkspaceStatus for captf_api::TerraformMachinePool {
-    fn workspace_status(&self) -> Option<&captf_api::WorkspaceStatus> {
-        self.status.as_ref().map(|s| &s.workspace)
-    }
-}
+use crate::reconcile::pass::Workload;
 
 /// `clusterctl.cluster.x-k8s.io/block-move` while a Job runs, so `clusterctl move` waits.
 pub async fn set_block_move<K: Workload>(api: &Api<K>, tc: &K, on: bool) -> Result<()> {

@@ -220,7 +220,7 @@ pub async fn cleanup(client: &kube::Client, key: &ObjectKey, uid: &str) -> Resul
         .during(|| format!("listing Secrets {state_selector} in {ns}"))?;
     names.extend(list.items.into_iter().map(|s| s.name_any()));
     for name in names {
-        crate::reconcile::act::protection::delete(&secrets, ns, &name).await?;
+        crate::reconcile::protection::delete(&secrets, ns, &name).await?;
     }
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(client.clone(), ns);
@@ -256,7 +256,7 @@ pub async fn cleanup(client: &kube::Client, key: &ObjectKey, uid: &str) -> Resul
             .any(|f| f == captf_api::finalizers::STATE_PROTECTION);
         if held && theirs(&meta) {
             let name = meta.name.unwrap_or_default();
-            crate::reconcile::act::protection::release(&secrets, ns, &name).await?;
+            crate::reconcile::protection::release(&secrets, ns, &name).await?;
         }
     }
     Ok(())
@@ -273,7 +273,7 @@ pub async fn write_applied_exports(
 ) -> Result<()> {
     let value = record.map(|r| k8s_openapi::ByteString(r.to_vec()));
     let patch = serde_json::json!({"data": {
-        crate::reconcile::kinds::pool::exports::APPLIED_EXPORTS_KEY: value,
+        crate::reconcile::observe::state::APPLIED_EXPORTS_KEY: value,
     }});
     patch_durable(client, key, &patch, "recording the applied exports on").await
 }

@@ -11,9 +11,9 @@ use kube::runtime::events::EventType;
 
 use crate::conditions::Conditions;
 use crate::error::{Error, Result};
-use crate::reconcile::act::object::Workload;
 use crate::reconcile::observe::jobs::ObservedJob;
 use crate::reconcile::pass::Pass;
+use crate::reconcile::pass::Workload;
 
 impl<K> Pass<'_, K>
 where
@@ -24,7 +24,7 @@ where
     /// announced by an event and `captf_jobs_not_started_total` when it says something new. How long
     /// it has waited is `captf_job_unstarted_seconds` while it has no ready pod.
     pub async fn unstarted(&self, job: &ObservedJob, conds: &mut Conditions) -> Result<()> {
-        use crate::reconcile::act::image_pull;
+        use crate::reconcile::observe::image_pull;
         use crate::reconcile::observe::unstarted::{self, Unstarted};
         let ns = self.key.namespace();
         self.note_unstarted(

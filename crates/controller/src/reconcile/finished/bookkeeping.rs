@@ -19,6 +19,8 @@ use crate::metrics::Metrics;
 use crate::metrics::{
     JobError, KindAction, KindOp, KindOpAction, KindOpResult, KindOpStep, ObjectOp,
 };
+use crate::reconcile::Context;
+use crate::reconcile::observe::jobs;
 use crate::reconcile::observe::jobs::{ObservedJob, Phase};
 
 /// The image the Job's `source` container names.
@@ -146,7 +148,7 @@ pub async fn collect(
             annotations: job.annotations.clone(),
             pull_failure: pod
                 .as_ref()
-                .and_then(crate::reconcile::act::image_pull::pull_failure),
+                .and_then(crate::reconcile::observe::image_pull::pull_failure),
         });
     }
     Ok(out)
@@ -201,10 +203,9 @@ pub fn leftovers(jobs: &[ObservedJob], present: impl Fn(&str) -> bool) -> Vec<&s
 /// Releases the leases the finished Job `holder` took: the object's run lease and, for a
 /// cluster, the cluster write lease (each only while `holder` still holds it).
 pub async fn release_run_lease(client: &kube::Client, key: &ObjectKey, holder: &str) {
-    crate::reconcile::act::leases::release(client, key.namespace(), &key.run_lease(), holder).await;
+    crate::reconcile::leases::release(client, key.namespace(), &key.run_lease(), holder).await;
     if key.kind() == captf_api::names::WorkloadKind::Cluster {
-        crate::reconcile::act::leases::release_cluster_lease_of(client, key.namespace(), holder)
-            .await;
+        crate::reconcile::leases::release_cluster_lease_of(client, key.namespace(), holder).await;
     }
 }
 
@@ -319,6 +320,28 @@ fn error_kind(deadline: bool, kind: Option<ErrorKind>) -> &'static str {
         (false, Some(ErrorKind::Step)) => "step",
         (false, None) => "unknown",
     }
+}
+
+/// Marks the finished Jobs `captf.io/bookkept` (after the status patch recorded them), deletes
+/// their per-run Secrets and releases their leases; and does the last two for a bookkept Job
+/// among `jobs` whose per-run Secret is still there.
+pub async fn finish_bookkeeping(
+    ctx: &Context,
+    key: &ObjectKey,
+    finished: &[Finished],
+    jobs: &[jobs::ObservedJob],
+) -> Result<()> {
+    if !finished.is_empty() {
+        crate::failpoint::reached("after-status-patch");
+    }
+    for f in finished {
+        finish(&ctx.client, key, f).await?;
+    }
+    let present = |name: &str| ctx.caches.secrets.contains(key.namespace(), name);
+    for job in leftovers(jobs, present) {
+        clear_after(&ctx.client, key, job).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -10,10 +10,10 @@ use kube::runtime::events::EventType;
 use crate::conditions::Conditions;
 use crate::decide::book::{self, Booked, Note, Recorded};
 use crate::decide::{self, Effect, Finished};
-use crate::reconcile::act::image_pull::said_while_running;
-use crate::reconcile::act::object::Workload;
 use crate::reconcile::finished::bookkeeping;
+use crate::reconcile::observe::image_pull::said_while_running;
 use crate::reconcile::pass::Pass;
+use crate::reconcile::pass::Workload;
 
 /// The module image of the object as the pass found it.
 #[derive(Clone, Copy, Debug)]

@@ -19,7 +19,7 @@ use crate::cache::Caches;
 use crate::conditions::Conditions;
 use crate::error::{KubeContext, Result};
 use crate::reconcile::Context;
-use crate::reconcile::pass::publish;
+use crate::reconcile::act::events::publish;
 
 /// How often the credentials Secret is looked at (it is not watched).
 const RECHECK: Duration = Duration::from_secs(300);

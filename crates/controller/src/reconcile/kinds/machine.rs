@@ -20,7 +20,7 @@ use crate::error::Result;
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::machine::{self, MachinePolicy, RemediationChange};
 use crate::reconcile::Context;
-use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
+use crate::reconcile::adapter::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::observe::owner::{Gate, Hold};
 use crate::reconcile::pass::Pass;
 use crate::reconcile::{observe::member, observe::outputs, observe::variables};

@@ -20,7 +20,7 @@ use crate::conditions::Conditions;
 use crate::error::{Error, KubeContext, Result};
 use crate::metrics::KindReason;
 use crate::reconcile::Context;
-use crate::reconcile::pass::publish;
+use crate::reconcile::act::events::publish;
 use crate::registry::{self, KeyringError};
 
 const KIND: &str = "TerraformMachineTemplate";

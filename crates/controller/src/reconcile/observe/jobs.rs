@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use captf_api::names::ObjectKey;
 use captf_api::{ActiveJob, Operation, annotations, labels};
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 
@@ -149,29 +148,6 @@ fn observe(job: Job) -> Option<ObservedJob> {
         phase,
         finished_at,
     })
-}
-
-/// A pod of Job `job` that has not ended (neither `Succeeded` nor `Failed`), by name. It may
-/// still run the engine, and so write the state, after its Job is gone: a deleted Job's pod
-/// stops within its grace period (600 s), and one orphaned by `--cascade=orphan` runs on.
-pub async fn running_pod(
-    client: &kube::Client,
-    namespace: &str,
-    job: &str,
-) -> Result<Option<String>> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let list = pods
-        .list(&ListParams::default().labels(&format!("job-name={job}")))
-        .await
-        .during(|| format!("listing the pods of Job {namespace}/{job}"))?;
-    Ok(list
-        .items
-        .into_iter()
-        .find(|p| {
-            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-            !matches!(phase, Some("Succeeded" | "Failed"))
-        })
-        .and_then(|p| p.metadata.name))
 }
 
 /// The Job `status.activeJob` named, as it was when it started: for a Job that is gone while

@@ -9,8 +9,9 @@ use crate::conditions::Conditions;
 use crate::decide::status::{self, Readable};
 use crate::decide::{Counter, Effect, Finished, Note, StateView};
 use crate::error::Result;
+use crate::reconcile::observe::state::state_serial;
 use crate::reconcile::observe::state::{DurableInputs, StateRead};
-use crate::reconcile::pass::{Pass, state_serial};
+use crate::reconcile::pass::Pass;
 
 /// Whose state the reader found: what [`classify`] makes of a read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,8 +126,7 @@ struct Own<'a> {
 
 impl<K> Pass<'_, K>
 where
-    K: crate::reconcile::act::object::Workload
-        + Resource<Scope = kube::core::NamespaceResourceScope>,
+    K: crate::reconcile::pass::Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
 {
     /// StateReadable, from the state [`observe`](Self::observe) read live (only while no Job
     /// runs), and whose it is. A missing state of an object that ever applied (the marker or
@@ -176,7 +176,7 @@ where
         let newest_backup = backups
             .iter()
             .filter(|b| b.complete() && !b.lineage.is_empty())
-            .min_by(|a, b| crate::reconcile::act::backups::newest_first(a, b));
+            .min_by(|a, b| crate::reconcile::backups::newest_first(a, b));
         recorded.backup = newest_backup.map(|b| b.lineage.as_str());
         let ever_applied = marked || (missing && !backups.is_empty());
         let adopt = self

@@ -8,7 +8,14 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
+use crate::conditions::Conditions;
+use crate::decide::status;
+use crate::decide::{Counter, Effect, Note};
 use crate::error::{KubeContext, Result};
+use crate::reconcile::observe::state::StateRead;
+use crate::reconcile::pass::{Pass, Workload};
+use captf_api::conditions::{reasons, types};
+use kube::Resource;
 
 /// What holds the lock.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -133,6 +140,47 @@ pub async fn inspect(client: &kube::Client, key: &ObjectKey) -> Result<Lock> {
             phase != "Succeeded" && phase != "Failed"
         });
     Ok(classify(key, holder, Some(alive)))
+}
+
+impl<K> Pass<'_, K>
+where
+    K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
+{
+    /// The engine's lock, while no Job runs: a dead runner's is handed to the next Job to
+    /// release (`(Some((lock id, pod)), None)`), anyone else's on a readable state is reported
+    /// as StateLocked and never forced (`(None, Some(locked))`). `previous` are the
+    /// conditions the pass started from: a lock new to them is counted, and its warning queued
+    /// in `writes` (posted after the decision).
+    pub fn inspect_lock(
+        &self,
+        state: &StateRead,
+        lock: &crate::reconcile::observe::locks::Lock,
+        previous: &Conditions,
+        writes: &mut Vec<Effect>,
+    ) -> (Option<(String, String)>, Option<status::Locked>) {
+        use crate::reconcile::observe::locks::Lock;
+        match lock {
+            Lock::Stale { id, pod } => (Some((id.clone(), pod.clone())), None),
+            Lock::Foreign(holder) if matches!(state, StateRead::Found(..)) => {
+                let locked = status::Locked {
+                    holder: holder.to_string(),
+                    id: holder.id.clone(),
+                };
+                let was_locked = previous
+                    .get(types::STATE_READABLE)
+                    .is_some_and(|c| c.reason == reasons::STATE_LOCKED);
+                if !was_locked {
+                    let readable = status::Readable::Read;
+                    let said = status::state_readable(&readable, Some(&locked), self.key);
+                    writes.push(Effect::Count(Counter::StateReadError("locked")));
+                    let reason = captf_api::events::STATE_LOCKED;
+                    writes.push(Effect::Event(Note::warning(reason, said.message)));
+                }
+                (None, Some(locked))
+            }
+            _ => (None, None),
+        }
+    }
 }
 
 #[cfg(test)]

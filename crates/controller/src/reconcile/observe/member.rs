@@ -13,7 +13,7 @@ use crate::capi;
 use crate::error::{Error, KubeContext, Result};
 use crate::inputs::Bootstrap;
 use crate::reconcile::Context;
-use crate::reconcile::act::leases;
+use crate::reconcile::leases;
 use crate::reconcile::observe::owner::{Gate, Hold};
 use crate::reconcile::observe::state::{self, StateRead};
 

@@ -6,6 +6,7 @@ use captf_api::{WorkspaceStatus, annotations};
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
+use crate::decide;
 use crate::decide::restore::RestoreAsk;
 use crate::decide::status::{self, RestoreRefused};
 use crate::decide::{
@@ -13,11 +14,11 @@ use crate::decide::{
     Snapshot, StateView,
 };
 use crate::error::Result;
-use crate::reconcile::act::backups::{self, BackupSet};
-use crate::reconcile::act::object::Workload;
+use crate::reconcile::backups::{self, BackupSet};
 use crate::reconcile::observe::jobs::{self, ObservedJob};
 use crate::reconcile::observe::state::DurableInputs;
-use crate::reconcile::pass::{Pass, abandon_requested, drift_found};
+use crate::reconcile::pass::Pass;
+use crate::reconcile::pass::Workload;
 
 /// What a pass observed that every kind's snapshot holds.
 pub struct Observation<'a> {
@@ -86,20 +87,18 @@ where
             }
         };
         let sets = self.backups(self.own_lineage(workspace), writes).await?;
-        Ok(
-            match crate::reconcile::act::backups::restorable(&sets, serial) {
-                Some(set) => (Some(set.clone()), None),
-                None => {
-                    let kept = sets
-                        .iter()
-                        .filter(|s| s.complete())
-                        .map(|s| s.serial.to_string())
-                        .collect();
-                    let serial = serial.to_string();
-                    (None, Some(RestoreRefused::NoBackup { serial, kept }))
-                }
-            },
-        )
+        Ok(match crate::reconcile::backups::restorable(&sets, serial) {
+            Some(set) => (Some(set.clone()), None),
+            None => {
+                let kept = sets
+                    .iter()
+                    .filter(|s| s.complete())
+                    .map(|s| s.serial.to_string())
+                    .collect();
+                let serial = serial.to_string();
+                (None, Some(RestoreRefused::NoBackup { serial, kept }))
+            }
+        })
     }
 
     /// The object's backup sets that count ([`backups::trusted`]), newest first, with their data
@@ -245,6 +244,27 @@ pub fn requests(
         retry: pending(annotations::RETRY, annotations::RETRY_TOKEN),
         replan: pending(annotations::REPLAN, annotations::REPLAN_TOKEN),
     }
+}
+
+/// The newest drift check found drift, and no apply ran since (a remediation that succeeded
+/// waits for the next check before another one).
+pub fn drift_found(conds: &Conditions, history: &decide::History) -> bool {
+    let detected = conds
+        .get(types::DRIFT_DETECTED)
+        .is_some_and(|c| c.status == Status::True.as_str());
+    let checked = history.drift.last_success;
+    detected && checked.is_some_and(|c| history.apply.last_success.is_none_or(|a| c > a))
+}
+
+/// `captf.io/abandon-infrastructure` names exactly this object's UID (a value copied from
+/// another object does nothing).
+pub fn abandon_requested<K: kube::ResourceExt>(tc: &K) -> bool {
+    let uid = tc.uid().unwrap_or_default();
+    !uid.is_empty()
+        && tc
+            .annotations()
+            .get(annotations::ABANDON_INFRASTRUCTURE)
+            .is_some_and(|v| *v == uid)
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@ use kube::api::{Api, ListParams};
 
 use crate::error::{KubeContext, Result};
 use crate::reconcile::Context;
+use crate::reconcile::pass::{Pass, Workload};
+use kube::Resource;
 
 /// What the reader found.
 #[derive(Debug)]
@@ -124,6 +126,11 @@ pub async fn read_gated(
     })
 }
 
+/// Data key of the pool's durable inputs Secret holding the canonical JSON of the exports its
+/// last successful apply rendered. Written only after a successful apply, by its own patch, so
+/// the rewrite of `main.tf.json` and `terraform.tfvars.json` when an apply starts leaves it.
+pub const APPLIED_EXPORTS_KEY: &str = "applied-cluster-outputs.json";
+
 /// The durable inputs Secret's metadata and files, if it exists.
 #[derive(Debug, Default)]
 pub struct DurableInputs {
@@ -135,7 +142,7 @@ pub struct DurableInputs {
     /// Whether each of `main.tf.json` and `terraform.tfvars.json` is there.
     pub rendered: (bool, bool),
     /// Pools: the canonical JSON of the exports the last successful apply rendered (its own data
-    /// key, see [`crate::reconcile::kinds::pool::exports::APPLIED_EXPORTS_KEY`]).
+    /// key, see [`APPLIED_EXPORTS_KEY`]).
     pub applied_exports: Option<Vec<u8>>,
 }
 
@@ -218,8 +225,36 @@ pub async fn durable_inputs(client: &kube::Client, key: &ObjectKey) -> Result<Du
             data.contains_key(captf_contract::render::MAIN_TF_FILE),
             data.contains_key(captf_contract::render::TFVARS_FILE),
         ),
-        applied_exports: data
-            .get(crate::reconcile::kinds::pool::exports::APPLIED_EXPORTS_KEY)
-            .map(|b| b.0.clone()),
+        applied_exports: data.get(APPLIED_EXPORTS_KEY).map(|b| b.0.clone()),
     })
+}
+
+/// What [`Pass::observe`] read.
+pub struct Observed {
+    pub state: StateRead,
+    pub lock: crate::reconcile::observe::locks::Lock,
+}
+
+impl<K> Pass<'_, K>
+where
+    K: Workload + Resource<Scope = kube::core::NamespaceResourceScope>,
+{
+    /// What every pass of a live object reads once no Job runs: its state and the engine's
+    /// lock, at once, since neither depends on the other.
+    pub async fn observe(&self) -> Result<Observed> {
+        let client = &self.ctx.client;
+        let (state, lock) = futures::try_join!(
+            crate::reconcile::observe::state::read(self.ctx, self.key),
+            crate::reconcile::observe::locks::inspect(client, self.key),
+        )?;
+        Ok(Observed { state, lock })
+    }
+}
+
+/// The serial of a state, 0 when there is none.
+pub fn state_serial(state: &StateRead) -> u64 {
+    match state {
+        StateRead::Found(s, _) => s.serial,
+        _ => 0,
+    }
 }

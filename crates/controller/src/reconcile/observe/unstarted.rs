@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 
 use crate::error::{KubeContext, Result};
-use crate::reconcile::act::image_pull::{self, pull_failure};
+use crate::reconcile::observe::image_pull::{self, pull_failure};
 use crate::reconcile::observe::jobs::ObservedJob;
 
 /// The `cause` of `captf_jobs_not_started_total`.

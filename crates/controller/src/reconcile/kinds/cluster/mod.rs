@@ -24,7 +24,7 @@ use crate::decide::{Counter, Effect, Note};
 use crate::error::{KubeContext, Result};
 use crate::job::{EffectivePolicy, PolicyLayers};
 use crate::reconcile::act::Acted;
-use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
+use crate::reconcile::adapter::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::kinds::cluster::dependents::Dependents;
 use crate::reconcile::observe::outputs::Reading;
 use crate::reconcile::observe::owner::Hold;

@@ -12,11 +12,6 @@ pub use crate::decide::BlockedApply;
 use captf_api::annotations;
 use serde::{Deserialize, Serialize};
 
-/// Data key of the pool's durable inputs Secret holding the canonical JSON of the exports its
-/// last successful apply rendered. Written only after a successful apply, by its own patch, so
-/// the rewrite of `main.tf.json` and `terraform.tfvars.json` when an apply starts leaves it.
-pub const APPLIED_EXPORTS_KEY: &str = "applied-cluster-outputs.json";
-
 /// The durable inputs Secret's budget: the rendered root, the tfvars and the applied-exports
 /// record together (a Secret holds at most 1 MiB; this leaves room for its metadata).
 pub const DURABLE_BUDGET: usize = 1_000_000;

@@ -17,7 +17,7 @@ use crate::decide::Finished;
 use crate::decide::StateView;
 use crate::error::{KubeContext, Result};
 use crate::reconcile::act::launch::RenderedExports;
-use crate::reconcile::flow::Rendering;
+use crate::reconcile::adapter::Rendering;
 use crate::reconcile::kinds::pool::Prepared;
 use crate::reconcile::kinds::pool::exports::{self, Facts, Pending, PendingFate, Render, Verdict};
 use crate::reconcile::observe::jobs::{ObservedJob, Phase};

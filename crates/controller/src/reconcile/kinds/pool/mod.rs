@@ -26,7 +26,7 @@ use crate::decide::{self, Policy, Snapshot, StateView};
 use crate::decide::{CapiObject, Effect, Note};
 use crate::error::Result;
 use crate::job::{EffectivePolicy, PolicyLayers};
-use crate::reconcile::flow::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
+use crate::reconcile::adapter::{Adapter, Found, Rendering, Work, provisioned, shared_parts};
 use crate::reconcile::kinds::pool::guard::{exports_guard, newest_blocked, record_exports};
 use crate::reconcile::observe::owner::{Gate, Hold};
 use crate::reconcile::pass::Pass;

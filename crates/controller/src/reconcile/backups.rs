@@ -612,7 +612,7 @@ async fn create(api: &Api<Secret>, ns: &str, secret: &Secret, object: Object<'_>
 /// deletecollection); one already gone is fine.
 async fn delete_all(api: &Api<Secret>, ns: &str, names: &[String]) -> Result<()> {
     for name in names {
-        crate::reconcile::act::protection::delete(api, ns, name).await?;
+        crate::reconcile::protection::delete(api, ns, name).await?;
     }
     Ok(())
 }

@@ -289,7 +289,7 @@ async fn holder(client: &kube::Client, namespace: &str, lease: &Lease) -> Result
         // About to be created, or deleted with its pod still running (and writing).
         None => {
             age.is_some_and(|a| a <= SignedDuration::try_from(LEASE_GRACE).unwrap_or_default())
-                || crate::reconcile::observe::jobs::running_pod(client, namespace, &holder)
+                || crate::reconcile::pods::running_pod(client, namespace, &holder)
                     .await?
                     .is_some()
         }
