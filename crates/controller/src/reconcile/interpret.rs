@@ -15,9 +15,7 @@ use crate::reconcile::act::object::{add_finalizer, set_block_move};
 use crate::reconcile::act::{approvals, secrets};
 use crate::reconcile::adapter::{Adapter, Seen, Work, provisioned};
 use crate::reconcile::backups::BackupSet;
-use crate::reconcile::finished::bookkeeping;
-use crate::reconcile::finished::bookkeeping::finish_bookkeeping;
-use crate::reconcile::observe::jobs;
+use crate::reconcile::finished::bookkeeping::{self, finish_bookkeeping};
 use crate::reconcile::observe::jobs::ObservedJob;
 use crate::reconcile::pass::Pass;
 
@@ -52,9 +50,7 @@ pub async fn carry_out<A: Adapter>(
     // The Job status names as active: the one started now, or the one that runs (not a
     // stuck one being deleted).
     let mut active = match &scene {
-        Scene::Held { active } if !effects.contains(&Effect::DeleteStuckJob) => {
-            active_job(&active.cloned())
-        }
+        Scene::Held { active } if !effects.contains(&Effect::DeleteStuckJob) => active_job(*active),
         _ => None,
     };
     // What an effect leads to is carried out next, before the rest.
@@ -342,8 +338,8 @@ fn count<A: Adapter>(pass: &Pass<'_, A>, counter: Counter) {
 }
 
 /// The Job status names as active.
-pub fn active_job(job: &Option<jobs::ObservedJob>) -> Option<ActiveJob> {
-    job.as_ref().map(|j| ActiveJob {
+fn active_job(job: Option<&ObservedJob>) -> Option<ActiveJob> {
+    job.map(|j| ActiveJob {
         name: j.name.clone(),
         operation: j.op,
         attempt: i32::try_from(j.attempt.max(1)).unwrap_or(1),
