@@ -65,8 +65,6 @@ pub enum Effect {
     // A pass that stops before it observes.
     /// Say why the running Job has not started, if it has not (`JobNotStarted`).
     ExplainUnstarted,
-    /// The stuck Job's operation condition says it is deleted and starts again.
-    ExplainStuck,
     /// Delete the stuck Job (background propagation), release its leases as bookkeeping
     /// does, and say so (`StuckJobDeleted`, naming the Job). After the status patch.
     DeleteStuckJob,

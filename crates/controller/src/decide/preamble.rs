@@ -119,7 +119,8 @@ pub struct Hold {
 pub fn hold(p: Preamble) -> Option<Hold> {
     use Effect::*;
     let book = [PatchStatus, BookFinished];
-    let stuck = [ExplainStuck, PatchStatus, DeleteStuckJob, BookFinished];
+    // Its status says it is deleted (`decide::status`).
+    let stuck = [PatchStatus, DeleteStuckJob, BookFinished];
     if p.paused {
         // A paused deletion says so in status (`decide::status`).
         let mut effects = Vec::new();

@@ -3,9 +3,9 @@
 //! the defaults of a fresh object. A pass gathers the [`Frame`] as it goes; the status patch
 //! applies [`frame`] once, just before it writes.
 
-use captf_api::annotations;
 use captf_api::conditions::{Status, reasons, types};
 use captf_api::names::ObjectKey;
+use captf_api::{Operation, annotations};
 
 use super::{Decision, Snapshot, StateView};
 
@@ -53,6 +53,9 @@ pub struct Frame {
     /// A member never provisioned whose cluster's Job may be writing the state it renders
     /// from: the cluster and the Job.
     pub cluster_busy: Option<(String, String)>,
+    /// A Job that never started ([`super::stuck`]), deleted by this pass: its name and
+    /// operation.
+    pub stuck: Option<(String, Operation)>,
 }
 
 /// Why a requested restore cannot run.
@@ -165,6 +168,14 @@ pub fn frame(f: &Frame, key: &ObjectKey) -> Vec<Set> {
     if let Some(refused) = &f.restore {
         said.push(restore_refused(refused));
     }
+    if let Some((job, op)) = &f.stuck {
+        said.push(Set {
+            type_: super::launch::condition_of(*op),
+            status: Status::False,
+            reason: reasons::JOB_NOT_STARTED,
+            message: stuck_message(job, *op),
+        });
+    }
     if let Some((cluster, job)) = &f.cluster_busy {
         said.push(Set {
             type_: types::APPLY_JOB_SUCCEEDED,
@@ -195,6 +206,16 @@ pub fn restore_refused(refused: &RestoreRefused) -> Set {
         reason: reasons::RESTORE_BACKUP_NOT_FOUND,
         message,
     }
+}
+
+/// What is said of a stuck Job, on its operation's condition and in `StuckJobDeleted`.
+pub fn stuck_message(job: &str, op: Operation) -> String {
+    format!(
+        "Job {job} never started: its per-run Secret {} is gone and its pods were still Pending after {} s, so CAPTF deleted it; the {} starts again with a Secret of its own",
+        captf_api::names::per_run_secret(job),
+        crate::schedule::STUCK_JOB_AGE.as_secs(),
+        op.as_str()
+    )
 }
 
 /// `StateReadable`: what was found of the state, or the lock someone else holds on it.

@@ -228,7 +228,10 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
                     None
                 };
                 match seen {
-                    Some(seen) if decide::stuck(&seen) => decide::JobRun::Stuck,
+                    Some(seen) if decide::stuck(&seen) => {
+                        w.frame.stuck = Some((job.name.clone(), job.op));
+                        decide::JobRun::Stuck
+                    }
                     _ => decide::JobRun::Unready,
                 }
             }

@@ -111,11 +111,6 @@ pub async fn carry_out<A: Adapter>(
                     pass.unstarted(job, &mut w.conds).await?;
                 }
             }
-            Effect::ExplainStuck => {
-                if let Scene::Held { active: Some(job) } = &scene {
-                    pass.explain_stuck(job, &mut w.conds);
-                }
-            }
             Effect::DeleteStuckJob => {
                 if let Scene::Held { active: Some(job) } = &scene {
                     pass.delete_stuck(job).await?;

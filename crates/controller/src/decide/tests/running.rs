@@ -85,7 +85,7 @@ fn what_holds_a_pass_before_it_observes() {
     let unready = crate::schedule::UNREADY_JOB_REQUEUE;
     let soon = Some(crate::schedule::STUCK_JOB_REQUEUE);
     // The status that no longer names the Job comes before its deletion.
-    let delete = || vec![ExplainStuck, PatchStatus, DeleteStuckJob, BookFinished];
+    let delete = || vec![PatchStatus, DeleteStuckJob, BookFinished];
     let cases = [
         ("nothing holds it", false, false, Idle, None),
         ("nothing holds a deletion either", false, true, Idle, None),

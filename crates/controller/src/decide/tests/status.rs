@@ -116,6 +116,13 @@ fn the_frame_says_what_it_found() {
         ("a member never provisioned says whose Job it waits for",
             Frame { cluster_busy: Some(("net".into(), "net-apply-1".into())), ..live.clone() },
             types::APPLY_JOB_SUCCEEDED, Some("Unknown WaitingForClusterOperation"), "TerraformCluster net: its Job net-apply-1 may be writing its state"),
+        // A stuck Job deleted by this pass.
+        ("a stuck apply says it was deleted and starts again",
+            Frame { stuck: Some(("demo-apply-1".into(), Operation::Apply)), ..live.clone() },
+            types::APPLY_JOB_SUCCEEDED, Some("False JobNotStarted"), "Job demo-apply-1 never started: its per-run Secret"),
+        ("a stuck restore says so on its own condition",
+            Frame { stuck: Some(("demo-restore-1".into(), Operation::Restore)), ..live.clone() },
+            types::RESTORE_JOB_SUCCEEDED, Some("False JobNotStarted"), "the restore starts again"),
     ];
     for (row, f, type_, want, message) in rows {
         let got = frame(&f, &key());

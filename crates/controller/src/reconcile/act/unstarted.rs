@@ -63,21 +63,6 @@ where
         Ok(())
     }
 
-    /// A stuck Job, on its operation's condition: deleted, and its operation starts again.
-    pub fn explain_stuck(&self, job: &ObservedJob, conds: &mut Conditions) {
-        let type_ = crate::reconcile::act::launch::condition_of(job.op);
-        let text = stuck_message(&job.name, job.op);
-        let (g, now) = (self.generation, self.now);
-        conds.set(
-            type_,
-            Status::False,
-            reasons::JOB_NOT_STARTED,
-            &text,
-            g,
-            now,
-        );
-    }
-
     /// Deletes the stuck Job `job` once the status no longer names it, releases its run lease
     /// (and a cluster's write lease) as bookkeeping does for a finished Job, and says so, once:
     /// `StuckJobDeleted`, naming the Job. Nothing records an interrupted apply: no pod of it
@@ -109,7 +94,7 @@ where
             return Ok(());
         }
         tracing::info!(namespace = ns, job = %job.name, "deleted a Job that never started and cannot (its per-run Secret is gone)");
-        let note = stuck_message(&job.name, job.op);
+        let note = crate::decide::status::stuck_message(&job.name, job.op);
         self.publish_about(EventType::Warning, reason, &note, &job.name)
             .await;
         Ok(())
@@ -173,14 +158,4 @@ where
             }
         }
     }
-}
-
-/// What a stuck Job's deletion says, on the condition and in the event.
-pub fn stuck_message(job: &str, op: captf_api::Operation) -> String {
-    format!(
-        "Job {job} never started: its per-run Secret {} is gone and its pods were still Pending after {} s, so CAPTF deleted it; the {} starts again with a Secret of its own",
-        captf_api::names::per_run_secret(job),
-        crate::schedule::STUCK_JOB_AGE.as_secs(),
-        op.as_str()
-    )
 }
