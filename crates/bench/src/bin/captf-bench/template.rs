@@ -6,7 +6,7 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use captf_controller::reconcile::act::object::WithWorkspaceStatus;
+use captf_controller::reconcile::pass::WithWorkspaceStatus;
 use captf_e2e::fixture::Conditioned;
 use k8s_openapi::api::batch::v1::Job;
 use kube::Resource;
