@@ -4,6 +4,8 @@
 //! its finalizer, and block-move is persisted while a Job runs (the Job's own start persists it
 //! before the Job exists, see [`super::launch::Step::Inputs`]).
 
+use captf_api::Operation;
+
 use super::book::Adoption;
 use super::{Action, Decision, Reason, Start};
 
@@ -61,6 +63,8 @@ pub enum Effect {
     // Metrics.
     /// One more of a counter.
     Count(Counter),
+    /// A gauge of the object set to what the pass found.
+    Gauge(Gauge),
 
     // A pass that stops before it observes.
     /// Say why the running Job has not started, if it has not (`JobNotStarted`).
@@ -106,6 +110,25 @@ pub enum Counter {
     StateReadError(&'static str),
     /// `captf_remediation_requests_total{action}`.
     Remediation(&'static str),
+    /// `captf_reconcile_op_decisions_total{op, reason}`: what a pass decided, or why it held.
+    Decision { op: &'static str, reason: Reason },
+}
+
+/// The object's gauges a pass sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gauge {
+    /// `captf_state_resources`: the resources the state manages.
+    StateResources(i64),
+    /// `captf_state_bytes`: the state's compressed size.
+    StateBytes(i64),
+    /// `captf_inputs_bytes`: the inputs as rendered this pass.
+    InputsBytes(i64),
+    /// `captf_job_unstarted_seconds`: how long `op`'s Job has waited to start (`None`: no
+    /// series; only `op`'s is kept).
+    Unstarted {
+        op: Option<Operation>,
+        waited: Option<i64>,
+    },
 }
 
 /// The CAPI objects a pass writes.

@@ -37,7 +37,7 @@ use captf_api::names::WorkloadKind;
 use captf_api::{ApplyPolicy, DriftAction, Operation};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-pub use effects::{CapiObject, Counter, Effect, Note};
+pub use effects::{CapiObject, Counter, Effect, Gauge, Note};
 pub use finished::Finished;
 pub use preamble::{
     Admit, Dependencies, Entry, Hold, JobRun, Preamble, UnstartedJob, admit, hold, stuck,

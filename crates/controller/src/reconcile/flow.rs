@@ -16,7 +16,7 @@ use kube::runtime::controller::Action;
 
 use crate::conditions::Conditions;
 use crate::decide::restore::{LastRestore, RestoreAsk};
-use crate::decide::{self, Action as Decided, Effect};
+use crate::decide::{self, Action as Decided, Effect, Gauge};
 use crate::error::{Error, KubeContext, Result};
 use crate::reconcile::Context;
 use crate::reconcile::act::launch::GATE_REQUEUE;
@@ -213,11 +213,12 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
         .jobs
         .iter()
         .find(|j| j.phase == Phase::Active)
-        .or(stopping.as_ref());
+        .or(stopping.as_ref())
+        .cloned();
     let preamble = decide::Preamble {
         paused,
         deleting,
-        job: match active {
+        job: match &active {
             None => decide::JobRun::None,
             Some(job) if crate::reconcile::observe::image_pull::no_ready_pod(job) => {
                 // Only a listed Job can be stuck: a stopping one is gone already.
@@ -238,19 +239,23 @@ async fn begin<A: Adapter>(pass: &Pass<'_, A>, deleting: bool) -> Result<Begun<A
             Some(_) => decide::JobRun::Ready,
         },
     };
-    if active.is_none() {
-        pass.note_unstarted(None, None);
-    }
+    // No Job runs: none waits to start either.
+    let unstarted = active.is_none().then_some(Effect::Gauge(Gauge::Unstarted {
+        op: None,
+        waited: None,
+    }));
     if let Some(hold) = decide::hold(preamble) {
-        pass.count_hold(&hold);
-        let active = active.cloned();
+        let mut effects = vec![pass.count_hold(&hold)];
+        effects.extend(unstarted);
+        effects.extend(hold.effects);
         let scene = Scene::Held {
             active: active.as_ref(),
         };
-        carry_out(pass, hold.effects, w, scene).await?;
+        carry_out(pass, effects, w, scene).await?;
         let requeue = hold.requeue.unwrap_or(ctx.settings.sync_period);
         return Ok(Begun::Done(Action::requeue(requeue)));
     }
+    w.writes.extend(unstarted);
     Ok(Begun::Go(work, inputs))
 }
 
@@ -288,7 +293,7 @@ async fn go<A: Adapter>(
     snapshot.observed.apply_health_definite = seen.health.definite;
     object.complete(&mut snapshot, w);
     let decision = decide::decide(&snapshot, pass.now);
-    pass.count_decision(&decision);
+    let counted = pass.count_decision(&decision);
     if decision.reason == decide::Reason::DeletionHeld {
         w.frame.held = Some(pass.held_deletion(&seen.view));
     }
@@ -300,7 +305,8 @@ async fn go<A: Adapter>(
     w.conds.say(applied, pass.generation, pass.now);
 
     A::workspace_mut(&mut w.status).state_secret_suffix = Some(key.state_suffix());
-    let effects = decision.effects(std::mem::take(&mut w.writes));
+    let mut effects = vec![counted];
+    effects.extend(decision.effects(std::mem::take(&mut w.writes)));
     let scene = Scene::Decided {
         seen: &seen,
         decision: &decision,
@@ -392,7 +398,10 @@ async fn observe<A: Adapter>(
         _ => Reading::default(),
     };
     let rendering = A::render(pass, inputs, &view, w).await?;
-    pass.measure_inputs(rendering.as_ref().map(|r| &r.rendered));
+    if let Some(r) = rendering.as_ref().map(|r| &r.rendered) {
+        let bytes = i64::try_from(r.main_tf_json.len() + r.tfvars_json.len()).unwrap_or(i64::MAX);
+        w.writes.push(Effect::Gauge(Gauge::InputsBytes(bytes)));
+    }
     Ok(Seen {
         identity,
         state,

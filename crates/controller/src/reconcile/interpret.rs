@@ -6,7 +6,7 @@ use captf_api::{ActiveJob, annotations};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 
-use crate::decide::{self, CapiObject, Counter, Decision, Effect, Note};
+use crate::decide::{self, CapiObject, Counter, Decision, Effect, Gauge, Note};
 use crate::error::{Error, KubeContext, Result};
 use crate::reconcile::act::Acted;
 use crate::reconcile::act::keep::Keep;
@@ -103,6 +103,7 @@ pub async fn carry_out<A: Adapter>(
             }
             Effect::ReleaseLeases(job) => bookkeeping::release_run_lease(client, key, &job).await,
             Effect::Count(counter) => count(pass, counter),
+            Effect::Gauge(gauge) => measure(pass, gauge),
             Effect::RecordLineage(lineage) => {
                 secrets::record_lineage(client, key, &lineage).await?;
             }
@@ -322,6 +323,11 @@ fn count<A: Adapter>(pass: &Pass<'_, A>, counter: Counter) {
             let series = crate::metrics::KindReason { kind, reason };
             metrics.state_read_errors_total.get_or_create(&series).inc();
         }
+        Counter::Decision { op, reason } => {
+            let reason = reason.as_str();
+            let series = crate::metrics::Decision { kind, op, reason };
+            metrics.decisions_total.get_or_create(&series).inc();
+        }
         Counter::Remediation(action) => {
             let series = crate::metrics::Action { action };
             metrics
@@ -329,6 +335,28 @@ fn count<A: Adapter>(pass: &Pass<'_, A>, counter: Counter) {
                 .get_or_create(&series)
                 .inc();
         }
+    }
+}
+
+/// The object's `gauge` set.
+fn measure<A: Adapter>(pass: &Pass<'_, A>, gauge: Gauge) {
+    let metrics = &pass.ctx.metrics;
+    let object = crate::metrics::Object {
+        kind: pass.kind,
+        namespace: pass.key.namespace().to_owned(),
+        name: pass.key.name().to_owned(),
+    };
+    match gauge {
+        Gauge::StateResources(n) => {
+            metrics.state_resources.get_or_create(&object).set(n);
+        }
+        Gauge::StateBytes(n) => {
+            metrics.state_bytes.get_or_create(&object).set(n);
+        }
+        Gauge::InputsBytes(n) => {
+            metrics.inputs_bytes.get_or_create(&object).set(n);
+        }
+        Gauge::Unstarted { op, waited } => pass.note_unstarted(op, waited),
     }
 }
 

@@ -69,49 +69,23 @@ where
         ])
     }
 
-    /// `captf_inputs_bytes`: the size of the inputs as rendered this pass.
-    pub fn measure_inputs(&self, rendered: Option<&captf_contract::Rendered>) {
-        let Some(r) = rendered else {
-            return;
-        };
-        self.ctx
-            .metrics
-            .inputs_bytes
-            .get_or_create(&crate::metrics::Object {
-                kind: self.kind,
-                namespace: self.key.namespace().to_owned(),
-                name: self.key.name().to_owned(),
-            })
-            .set(i64::try_from(r.main_tf_json.len() + r.tfvars_json.len()).unwrap_or(i64::MAX));
-    }
-
-    /// Counts and logs what [`decide::decide`] chose.
-    pub fn count_decision(&self, decision: &decide::Decision) {
+    /// Logs what [`decide::decide`] chose, and returns its count.
+    pub fn count_decision(&self, decision: &decide::Decision) -> decide::Effect {
         let op = match &decision.action {
             decide::Action::Start(s) => s.op.as_str(),
             _ => "none",
         };
-        self.count(op, decision.reason);
         tracing::info!(namespace = %self.key.namespace(), name = %self.key.name(), kind = self.kind, reason = %decision.reason, op, "decided");
+        let reason = decision.reason;
+        decide::Effect::Count(decide::Counter::Decision { op, reason })
     }
 
-    /// Counts and logs why [`decide::hold`] stopped the pass before it observed.
-    pub fn count_hold(&self, hold: &decide::Hold) {
-        self.count("none", hold.reason);
+    /// Logs why [`decide::hold`] stopped the pass before it observed, and returns its count.
+    pub fn count_hold(&self, hold: &decide::Hold) -> decide::Effect {
         // Every pass while a Job runs: not worth an info line each.
         tracing::debug!(namespace = %self.key.namespace(), name = %self.key.name(), kind = self.kind, reason = %hold.reason, "held");
-    }
-
-    fn count(&self, op: &'static str, reason: decide::Reason) {
-        self.ctx
-            .metrics
-            .decisions_total
-            .get_or_create(&crate::metrics::Decision {
-                kind: self.kind,
-                op,
-                reason: reason.as_str(),
-            })
-            .inc();
+        let reason = hold.reason;
+        decide::Effect::Count(decide::Counter::Decision { op: "none", reason })
     }
 
     /// What `Deleting` explains of a deletion the decision holds ([`decide::status`]).

@@ -7,7 +7,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::conditions::Conditions;
 use crate::decide::status::{self, Readable};
-use crate::decide::{Counter, Effect, Finished, Note, StateView};
+use crate::decide::{Counter, Effect, Finished, Gauge, Note, StateView};
 use crate::error::Result;
 use crate::reconcile::observe::state::state_serial;
 use crate::reconcile::observe::state::{DurableInputs, StateRead};
@@ -299,19 +299,10 @@ where
             };
             return (StateView::Unadopted, readable);
         }
-        let object = crate::metrics::Object {
-            kind: self.kind,
-            namespace: self.key.namespace().to_owned(),
-            name: self.key.name().to_owned(),
-        };
-        let metrics = &self.ctx.metrics;
         let resources = i64::try_from(s.managed_resources).unwrap_or(i64::MAX);
-        metrics
-            .state_resources
-            .get_or_create(&object)
-            .set(resources);
         let bytes = i64::try_from(s.compressed_bytes).unwrap_or(i64::MAX);
-        metrics.state_bytes.get_or_create(&object).set(bytes);
+        writes.push(Effect::Gauge(Gauge::StateResources(resources)));
+        writes.push(Effect::Gauge(Gauge::StateBytes(bytes)));
         let view = StateView::Found {
             inputs_hash: s.inputs_hash.clone(),
         };
