@@ -11,7 +11,7 @@ use super::{Action, Decision, Reason, Start};
 
 /// Every write a pass makes, as data, in the order it is made: what observe found due, what
 /// recording a finished Job does, what holds a pass and what a decision does. One interpreter
-/// carries them out (`reconcile::act::effects`).
+/// carries them out (`reconcile::interpret`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
     // The object itself.

@@ -1,6 +1,6 @@
-//! The steps around [`crate::decide`] that every kind takes alike: the lifecycle conditions
-//! of the preamble, carrying out a decision (hold a deletion, release the object, start a Job)
-//! and the one status write that ends a pass.
+//! What the interpreter ([`crate::reconcile::interpret`]) calls to write, for every kind
+//! alike: the release of an object, starting a Job, the one status write that ends a pass, and
+//! the Secrets, credentials, events and approvals those need.
 
 pub mod approvals;
 pub mod credentials;
