@@ -92,7 +92,7 @@ where
         Ok(Some((jobs::as_started(&active), note)))
     }
 
-    /// The apply Job `status.activeJob` names that is gone ([`decide::book::interruptions`]):
+    /// The apply Job `status.activeJob` names that is gone ([`crate::decide::book::interruptions`]):
     /// neither listed nor stopping, while the object, read live, still names it, so a stale
     /// cache never takes a finished Job for a lost one.
     pub async fn vanished_apply(
