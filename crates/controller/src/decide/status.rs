@@ -1,5 +1,6 @@
 //! What a pass writes in status, composed from what it found and decided: the conditions of its
-//! frame (`Deleting`, `Paused`, `DependenciesReady`, `DeletionBlocked`, `StateReadable`) and
+//! frame (`Deleting`, `Paused`, `DependenciesReady`, `DeletionBlocked`, `StateReadable`, a
+//! restore that cannot run, a member waiting for its cluster's Job, a stuck Job deleted) and
 //! the defaults of a fresh object. A pass gathers the [`Frame`] as it goes; the status patch
 //! applies [`frame`] once, just before it writes.
 
